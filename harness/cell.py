@@ -1,0 +1,139 @@
+"""A cell: one point of the grid, an immutable value with a canonical id that parses back.
+
+Grammar (every field is lower-case letters, digits, '_' or '.'; fields are joined by '-'):
+
+    cell-id  := hardware "-" stack "-" precision "-" quantization "-" method "-" strategy
+                [ "-" options ]
+    options  := option ( "+" option )*        in this order, each at most once:
+    option   := "gc"                          gradient checkpointing on
+              | "r" N                         N ranks (processes), when N > 1
+
+    cpu-local-bf16-none-lora-single-gc        parses to Cell(hardware="cpu", stack="local", ...)
+
+`str(Cell.parse(s)) == s` for every canonical id; a non-canonical spelling (options out of
+order, "r1") is rejected rather than silently normalised, so an id names exactly one cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+
+from harness.errors import UsageError
+
+TOKEN = re.compile(r"^[a-z0-9_.]+$")
+AXES = ("hardware", "stack", "precision", "quantization", "method", "strategy")
+OPTIONS = ("grad_ckpt", "ranks")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Cell:
+    hardware: str
+    stack: str
+    precision: str
+    quantization: str
+    method: str
+    strategy: str
+    grad_ckpt: bool = False
+    ranks: int = 1
+
+    def __post_init__(self) -> None:
+        for axis in AXES:
+            value = getattr(self, axis)
+            if not isinstance(value, str) or not TOKEN.match(value):
+                raise ValueError(
+                    f"{axis} {value!r} is not a valid id field (lower-case letters, digits, "
+                    "'_' and '.')"
+                )
+        if not isinstance(self.grad_ckpt, bool):
+            raise ValueError(f"grad_ckpt must be true or false, not {self.grad_ckpt!r}")
+        if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or self.ranks < 1:
+            raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
+
+    @property
+    def id(self) -> str:
+        fields = [getattr(self, axis) for axis in AXES]
+        options = (["gc"] if self.grad_ckpt else []) + ([f"r{self.ranks}"] if self.ranks > 1 else [])
+        if options:
+            fields.append("+".join(options))
+        return "-".join(fields)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def axes(self) -> dict:
+        """The cell as a plain mapping, as stored in a record's `axes`."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def parse(cls, text: str) -> "Cell":
+        parts = text.split("-")
+        if len(parts) not in (len(AXES), len(AXES) + 1):
+            raise UsageError(
+                f"cell id {text!r} has {len(parts)} '-'-separated fields; expected "
+                f"{len(AXES)} ({'-'.join(AXES)}) plus optional options"
+            )
+        grad_ckpt, ranks = False, 1
+        if len(parts) > len(AXES):
+            options = parts[-1].split("+")
+            expected: list[str] = []
+            for opt in options:
+                if opt == "gc" and not grad_ckpt and ranks == 1:
+                    grad_ckpt = True
+                elif re.fullmatch(r"r[1-9][0-9]*", opt) and ranks == 1 and opt != "r1":
+                    ranks = int(opt[1:])
+                else:
+                    expected.append(opt)
+            if expected or not options:
+                raise UsageError(
+                    f"cell id {text!r}: bad options field {parts[-1]!r}; options are 'gc' and "
+                    "'rN' (N > 1), joined by '+' in that order"
+                )
+        try:
+            cell = cls(*parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks)
+        except ValueError as exc:
+            raise UsageError(f"cell id {text!r}: {exc}") from None
+        if cell.id != text:
+            raise UsageError(f"cell id {text!r} is not canonical; write it as {cell.id!r}")
+        return cell
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """'cpu-*-{fp32,bf16}-*' -> ['cpu-*-fp32-*', 'cpu-*-bf16-*']; nested braces work. An
+    unbalanced brace is taken literally."""
+    start = pattern.find("{")
+    if start < 0:
+        return [pattern]
+    depth, alts, begin = 0, [], start + 1
+    for i in range(start, len(pattern)):
+        ch = pattern[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                alts.append(pattern[begin:i])
+                head, tail = pattern[:start], pattern[i + 1 :]
+                return [x for alt in alts for x in expand_braces(head + alt + tail)]
+        elif ch == "," and depth == 1:
+            alts.append(pattern[begin:i])
+            begin = i + 1
+    return [pattern]
+
+
+@dataclasses.dataclass(frozen=True)
+class Selector:
+    """Which cell ids to take: those matching any `select` glob and no `skip` glob (fnmatch,
+    case-sensitive, with {a,b} alternatives). No select globs means every cell."""
+
+    select: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+
+    def __call__(self, cell_id: str) -> bool:
+        def hit(patterns: tuple[str, ...]) -> bool:
+            return any(
+                fnmatch.fnmatchcase(cell_id, p) for pat in patterns for p in expand_braces(pat)
+            )
+
+        return (not self.select or hit(self.select)) and not hit(self.skip)

@@ -1,0 +1,68 @@
+"""Turn how a cell's process ended into an outcome, and an error into a stable signature.
+
+    pass      the workload finished and its checks held
+    fail      the workload raised: the stack is incompatible or trained wrong (checks failed)
+    oom       the workload raised an out-of-memory error (CUDA, CPU allocator, MemoryError)
+    timeout   the harness killed it at the cell's time limit
+    crash     it died by a signal (segfault, abort, SIGKILL from outside) or exited non-zero
+              without saying why
+    infra     the harness itself broke (could not start the process, a result it cannot read)
+
+"fail" means the libraries said no; "infra" means compat did. They are never merged.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+OOM_PATTERNS = (
+    r"CUDA out of memory",
+    r"OutOfMemoryError",
+    r"DefaultCPUAllocator: can't allocate memory",
+    r"DefaultCPUAllocator: not enough memory",
+    r"^MemoryError",
+    r"CUBLAS_STATUS_ALLOC_FAILED",
+    r"out of memory",
+)
+_OOM = re.compile("|".join(OOM_PATTERNS), re.MULTILINE)
+
+
+def is_oom(error_type: str, message: str) -> bool:
+    return bool(_OOM.search(f"{error_type.rsplit('.', 1)[-1]}: {message}"))
+
+
+def signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+_NORMALIZE = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
+    (re.compile(r"(?<![\w.])(/[^\s'\",:()]+)+"), "<path>"),
+    (re.compile(r"\b[0-9a-f]{12,}\b"), "<hash>"),
+    (re.compile(r"\d+(\.\d+)?"), "<n>"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def signature(error_type: str, message: str) -> str:
+    """'RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; ...)' ->
+    'RuntimeError: CUDA out of memory. Tried to allocate <n> MiB (GPU <n>; ...)': the exception's
+    short type and the first non-empty line of its message with numbers, addresses, hashes and
+    paths replaced, so the same failure on another run, host or card has the same signature."""
+    short = error_type.rsplit(".", 1)[-1]
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    for pattern, repl in _NORMALIZE:
+        first = pattern.sub(repl, first)
+    return f"{short}: {first.strip()}"[:300]
+
+
+def first_lines(text: str, lines: int = 20, chars: int = 4000) -> str:
+    return "\n".join(text.splitlines()[:lines])[:chars]
+
+
+def last_lines(text: str, lines: int = 25, chars: int = 4000) -> str:
+    return "\n".join(text.splitlines()[-lines:])[-chars:]

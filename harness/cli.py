@@ -1,0 +1,180 @@
+"""`compat`: list the plan, run it, render the table.
+
+    compat list   [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--json]
+    compat run    [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--results DIR]
+                  [--python PATH] [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES]
+    compat table  [--results DIR]
+
+Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
+input; 3 the job needs hardware this host lacks; 70 a bug in compat; 130 interrupted.
+This module and everything it imports stay free of torch, so listing and planning are instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import harness
+from harness import hardware, records, table
+from harness.cell import Selector
+from harness.errors import CompatError, NoHardwareError, UsageError
+from harness.matrix import MatrixData, load_matrix
+
+
+def project_root() -> Path:
+    """The folder holding matrix/axes.toml: $COMPAT_HOME, else the current folder or one of its
+    parents, else the checkout this package was imported from."""
+    env = os.environ.get("COMPAT_HOME")
+    candidates = [Path(env)] if env else [Path.cwd(), *Path.cwd().parents, Path(harness.__file__).resolve().parent.parent]
+    for folder in candidates:
+        if (folder / "matrix" / "axes.toml").is_file():
+            return folder
+    where = f"$COMPAT_HOME={env}" if env else f"{Path.cwd()} or its parents"
+    raise UsageError(f"no matrix/axes.toml in {where}: run compat from a compat checkout, or set COMPAT_HOME to one")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compat", description="Which fine-tuning stack works on your GPU: tiny real runs, recorded.")
+    parser.add_argument("--version", action="version", version=f"compat {harness.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def selection(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--matrix", type=Path, help="matrix file (default: matrix/gpu.toml on a host with a GPU, else matrix/cpu.toml)")
+        p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
+        p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")
+
+    p = sub.add_parser("list", help="print the plan without running anything")
+    selection(p)
+    p.add_argument("--json", action="store_true", help="one JSON array of cells")
+
+    p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
+    selection(p)
+    p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
+    p.add_argument("--python", default=sys.executable, help="interpreter the cells run in (default: this one)")
+    p.add_argument("--timeout", type=float, metavar="S", help="per-cell time limit in seconds (default: the matrix's timeout_s)")
+    p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")
+    p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
+    p.add_argument("--fail-on", default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
+    p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
+
+    p = sub.add_parser("table", help="render results/COMPATIBILITY.md from the records")
+    p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"list": cmd_list, "run": cmd_run, "table": cmd_table}[args.command](args)
+    except CompatError as exc:
+        print(f"compat: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("compat: interrupted; every record written so far is kept", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("COMPAT_TRACEBACK"):
+            raise
+        print(
+            f"compat: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in compat, not in your stack; COMPAT_TRACEBACK=1 shows the traceback.",
+            file=sys.stderr,
+        )
+        return 70
+
+
+def _load_plan(args, host: hardware.Host):
+    from harness import runner
+
+    root = project_root()
+    data = MatrixData.load(root / "matrix")
+    path = args.matrix or root / "matrix" / ("gpu.toml" if host.gpus else "cpu.toml")
+    matrix = load_matrix(path, data)
+    selector = Selector(tuple(args.select), tuple(args.skip))
+    cells = [c for c in matrix.cells if selector(c.id)]
+    if not cells:
+        raise UsageError(f"no cell of {path} matches --select {args.select or ['*']} --skip {args.skip}")
+    return root, matrix, runner.plan(cells, host)
+
+
+def cmd_list(args) -> int:
+    host = hardware.detect()
+    _, matrix, planned = _load_plan(args, host)
+    if args.json:
+        print(json.dumps([{"id": p.cell.id, "axes": p.cell.axes(), "runs_here": p.here, "reason": p.reason} for p in planned], indent=1))
+        return 0
+    here = sum(p.here for p in planned)
+    print(f"{matrix.path}: {len(planned)} cells, {here} run on this host")
+    width = max(len(p.cell.id) for p in planned)
+    for p in planned:
+        print(f"  {p.cell.id:<{width}}  {'runs here' if p.here else 'other runner: ' + p.reason}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from harness import runner
+
+    host = hardware.detect()
+    if args.require_gpu and not host.gpus:
+        raise NoHardwareError(
+            f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
+            "On a CPU-only host run `tox -e cpu-matrix`."
+        )
+    fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
+    unknown = fail_on - set(records.OUTCOMES)
+    if unknown:
+        raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
+    root, matrix, planned = _load_plan(args, host)
+    cells = [p.cell for p in planned if p.here]
+    if not cells:
+        raise NoHardwareError(
+            f"none of the {len(planned)} selected cells of {matrix.path} runs on this host "
+            f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
+        )
+    results = args.results or root / "results"
+    ctx = runner.RunContext(
+        results_dir=results,
+        records_path=results / "records.jsonl",
+        settings=matrix.settings,
+        host=host,
+        python=args.python,
+        timeout_s=args.timeout,
+        keep_workdirs=args.keep_workdirs,
+    )
+    print(f"compat run {ctx.run_id}: {len(cells)} cells of {matrix.path} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
+    done = runner.run_all(cells, ctx, report=_report)
+    counts: dict[str, int] = {}
+    for rec in done:
+        counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
+    print("done: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + f"; logs in {ctx.log_dir}")
+    if not args.no_table:
+        _render(results)
+    return 1 if fail_on & set(counts) else 0
+
+
+def _report(i: int, n: int, rec: dict) -> None:
+    mem = table.peak_memory(rec).replace("<br>", ", ")
+    detail = rec["error"]["signature"] if rec.get("error") else f"loss {table.losses(rec)}"
+    print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
+
+
+def cmd_table(args) -> int:
+    results = args.results or project_root() / "results"
+    if not results.is_dir():
+        raise UsageError(f"{results}: no such folder")
+    _render(results)
+    return 0
+
+
+def _render(results: Path) -> None:
+    files = records.record_files(results)
+    recs, bad = records.read_records(files)
+    for b in bad:
+        print(f"compat: skipped {b}", file=sys.stderr)
+    path = table.write(results, recs, "compat table", len(bad))
+    print(f"wrote {path} ({len(recs)} records from {len(files)} file(s))")

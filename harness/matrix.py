@@ -1,0 +1,273 @@
+"""Matrix data: load and validate matrix/*.toml, expand a product with excludes into cells.
+
+A matrix file:
+
+    description = "..."
+    [product]                 # every axis from matrix/axes.toml, each a list of values
+    hardware = ["cpu"]
+    ...
+    [[exclude]]               # drop the cells that match every key given (a value or a list)
+    hardware = "cpu"
+    precision = "fp16"
+    [settings]                # overrides of matrix/defaults.toml (timeout, tiny model, run)
+    timeout_s = 300
+
+Every problem in the file is collected and raised at once as a MatrixError naming the file, the
+key and, where it can be found, the line; near misses get "did you mean".
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import functools
+import itertools
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from harness.cell import AXES, OPTIONS, Cell
+from harness.errors import MatrixError
+
+AXIS_KEYS = AXES + OPTIONS
+TOP_KEYS = ("description", "product", "exclude", "settings")
+
+
+@dataclasses.dataclass(frozen=True)
+class Matrix:
+    path: Path
+    description: str
+    cells: tuple[Cell, ...]
+    settings: dict  # defaults.toml merged with the file's [settings]
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixData:
+    """The declarations every matrix file is checked against (matrix/axes.toml, defaults.toml,
+    stacks.toml)."""
+
+    dir: Path
+    axes: dict
+    defaults: dict
+    stacks: dict
+
+    @classmethod
+    def load(cls, directory: Path) -> "MatrixData":
+        problems: list[str] = []
+        docs = {}
+        for name in ("axes", "defaults", "stacks"):
+            path = directory / f"{name}.toml"
+            docs[name] = _read_toml(path, problems)
+        if problems:
+            raise MatrixError(problems)
+        for axis in AXIS_KEYS:
+            if axis not in docs["axes"]:
+                problems.append(f"{directory / 'axes.toml'}: [{axis}]: missing; every axis needs a table")
+        for name, table in docs["stacks"].items():
+            if not isinstance(table, dict) or table.get("provider") != "current":
+                problems.append(
+                    f"{directory / 'stacks.toml'}: [{name}].provider: must be \"current\" "
+                    "(the interpreter compat runs under)"
+                )
+        if problems:
+            raise MatrixError(problems)
+        return cls(directory, docs["axes"], docs["defaults"], docs["stacks"])
+
+    def allowed(self, axis: str) -> list | None:
+        """The valid values of an axis, or None where it is checked by pattern instead."""
+        decl = self.axes[axis]
+        if decl.get("from") == "stacks":
+            return sorted(self.stacks)
+        return decl.get("values")
+
+
+def load_matrix(path: Path, data: MatrixData) -> Matrix:
+    problems: list[str] = []
+    doc = _read_toml(path, problems)
+    if problems:
+        raise MatrixError(problems)
+    text = path.read_text(encoding="utf-8")
+    where = _Locator(path, text)
+
+    for key in doc:
+        if key not in TOP_KEYS:
+            problems.append(where(key, key, f"unknown key{_did_you_mean(key, TOP_KEYS)}"))
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        problems.append(where("description", "description", "must be a string"))
+
+    product = doc.get("product")
+    if not isinstance(product, dict):
+        problems.append(where("product", "[product]", "missing; a matrix needs a [product] table"))
+        product = {}
+    axes_values: dict[str, list] = {}
+    for key, values in product.items():
+        label = f"[product].{key}"
+        at = functools.partial(where, table="product")
+        if key not in AXIS_KEYS:
+            problems.append(at(key, label, f"unknown axis{_did_you_mean(key, AXIS_KEYS)}"))
+            continue
+        if not isinstance(values, list) or not values:
+            problems.append(at(key, label, "must be a non-empty list of values"))
+            continue
+        good = [v for v in values if _check_value(data, key, v, at, label, problems)]
+        dupes = sorted({repr(v) for v in good if good.count(v) > 1})
+        if dupes:
+            problems.append(at(key, label, f"repeated value {', '.join(dupes)}"))
+        axes_values[key] = list(dict.fromkeys(good))
+    for axis in AXES:
+        if product and axis not in product:
+            problems.append(where("product", f"[product].{axis}", "missing; every axis needs a list", table="product"))
+
+    excludes = doc.get("exclude", [])
+    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
+        problems.append(where("exclude", "[[exclude]]", "must be an array of tables ([[exclude]])"))
+        excludes = []
+    checked_excludes: list[dict[str, list]] = []
+    for i, entry in enumerate(excludes):
+        rule: dict[str, list] = {}
+        at = functools.partial(where, table="exclude", nth=i)
+        if not entry:
+            problems.append(at("exclude", f"[[exclude]] #{i + 1}", "is empty (it would drop every cell)"))
+        for key, value in entry.items():
+            label = f"[[exclude]] #{i + 1}.{key}"
+            if key not in AXIS_KEYS:
+                problems.append(at(key, label, f"unknown axis{_did_you_mean(key, AXIS_KEYS)}"))
+                continue
+            values = value if isinstance(value, list) else [value]
+            rule[key] = [v for v in values if _check_value(data, key, v, at, label, problems)]
+        checked_excludes.append(rule)
+
+    settings = copy.deepcopy(data.defaults)
+    overrides = doc.get("settings", {})
+    if not isinstance(overrides, dict):
+        problems.append(where("settings", "[settings]", "must be a table", table="settings"))
+    else:
+        _merge_settings(settings, overrides, "settings", where, problems)
+    train = settings.get("train", {})
+    if train.get("seq_len_min", 1) > train.get("seq_len_max", 1):
+        problems.append(where("seq_len_min", "[settings.train].seq_len_min", "is larger than seq_len_max", table="settings.train"))
+
+    if problems:
+        raise MatrixError(problems)
+
+    cells = []
+    keys = [k for k in AXIS_KEYS if k in axes_values]
+    for combo in itertools.product(*(axes_values[k] for k in keys)):
+        fields = dict(zip(keys, combo))
+        if any(all(fields.get(k) in vs for k, vs in rule.items()) for rule in checked_excludes):
+            continue
+        cells.append(Cell(**fields))
+    if not cells:
+        raise MatrixError([f"{path}: [[exclude]]: the excludes drop every cell of the product"])
+    return Matrix(path, description, tuple(cells), settings)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _read_toml(path: Path, problems: list[str]) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        problems.append(f"{path}: no such file")
+    except IsADirectoryError:
+        problems.append(f"{path}: is a directory, not a TOML file")
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"{path}: not valid TOML: {exc}")
+    except OSError as exc:
+        problems.append(f"{path}: cannot be read: {exc.strerror}")
+    return {}
+
+
+def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, problems: list) -> bool:
+    decl = data.axes[axis]
+    allowed = data.allowed(axis)
+    if allowed is not None:
+        # bool is an int in Python: compare type and value so `true` is not accepted for 1
+        if any(type(value) is type(a) and value == a for a in allowed):
+            return True
+        hint = _did_you_mean(str(value), [str(a) for a in allowed])
+        shown = ", ".join(_toml_repr(a) for a in allowed)
+        problems.append(where(axis, label, f"{_toml_repr(value)} is not one of {shown}{hint}"))
+        return False
+    pattern = decl.get("pattern")
+    if isinstance(value, str) and pattern and re.match(pattern, value):
+        return True
+    problems.append(
+        where(axis, label, f"{_toml_repr(value)} is not valid: {decl.get('description', pattern)}")
+    )
+    return False
+
+
+def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: list) -> None:
+    where = functools.partial(where, table=prefix)
+    for key, value in overrides.items():
+        label = f"[{prefix}].{key}"
+        if key not in into:
+            problems.append(where(key, label, f"unknown setting{_did_you_mean(key, list(into))}"))
+            continue
+        default = into[key]
+        if isinstance(default, dict):
+            if isinstance(value, dict):
+                _merge_settings(default, value, f"{prefix}.{key}", where, problems)
+            else:
+                problems.append(where(key, label, "must be a table"))
+            continue
+        ok = type(value) is type(default) or (type(default) is float and type(value) is int)
+        if not ok:
+            problems.append(
+                where(key, label, f"{_toml_repr(value)} must be {_TYPE_NAMES[type(default)]} like the default {_toml_repr(default)}")
+            )
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and key != "seed":
+            problems.append(where(key, label, f"{value} must be greater than 0"))
+            continue
+        into[key] = value
+
+
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _toml_repr(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+class _Locator:
+    """Formats "file:line: key: message", finding the line of `key = ...` inside its table
+    (the n-th `[[exclude]]`, `[settings.train]`, ...) where it can."""
+
+    def __init__(self, path: Path, text: str):
+        self.path = path
+        self.lines = text.splitlines()
+
+    def __call__(self, key: str, label: str, message: str, table: str = "", nth: int = 0) -> str:
+        start, end = 0, len(self.lines)
+        if table:
+            header = re.compile(rf"^\s*\[\[?\s*{re.escape(table)}\s*\]\]?\s*(#.*)?$")
+            starts = [i for i, line in enumerate(self.lines) if header.match(line)]
+            if nth < len(starts):
+                start = starts[nth]
+                nxt = [i for i in range(start + 1, end) if self.lines[i].lstrip().startswith("[")]
+                end = nxt[0] if nxt else end
+        key_line = re.compile(rf"^\s*(\[+\s*{re.escape(key)}\s*\]+|\"?{re.escape(key)}\"?\s*=)")
+        for number in range(start, end):
+            if key_line.match(self.lines[number]):
+                return f"{self.path}:{number + 1}: {label}: {message}"
+        if table and start < len(self.lines) and (start or nth == 0):
+            return f"{self.path}:{start + 1}: {label}: {message}"
+        return f"{self.path}: {label}: {message}"

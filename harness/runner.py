@@ -1,0 +1,292 @@
+"""Plan and run cells: one subprocess per cell, a time limit that kills its whole process group,
+an outcome for every way it can end, and a record appended the moment it ends.
+
+The runner never imports torch: the workload (harness/workloads/finetune.py) runs as a separate
+script in the stack's interpreter and reports back through a JSON file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import harness
+from harness import classify, records
+from harness.cell import Cell
+from harness.hardware import Host
+
+WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"
+KILL_GRACE_S = 5.0
+
+# Offline by construction: the tiny model is built from a config and the data is generated.
+CELL_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONFAULTHANDLER": "1",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedCell:
+    cell: Cell
+    here: bool  # whether this host runs it
+    reason: str  # why not, when it does not
+
+
+def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
+    """Cells for hardware this host has run here; the others belong to other runners."""
+    out = []
+    for cell in cells:
+        if cell.hardware in host.archs:
+            out.append(PlannedCell(cell, True, ""))
+        else:
+            have = ", ".join(sorted(host.archs))
+            out.append(PlannedCell(cell, False, f"needs {cell.hardware}; this host has {have}"))
+    return out
+
+
+@dataclasses.dataclass
+class RunContext:
+    results_dir: Path
+    records_path: Path
+    settings: dict
+    host: Host
+    python: str = sys.executable
+    run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
+    timeout_s: float | None = None  # overrides settings["timeout_s"]
+    keep_workdirs: bool = False
+
+    @property
+    def log_dir(self) -> Path:
+        return self.results_dir / "logs" / self.run_id
+
+
+def run_all(
+    cells: list[Cell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None
+) -> list[dict]:
+    """Run every cell in order, appending each record as soon as its cell ends. One cell's
+    failure, crash or hang never stops the others."""
+    out = []
+    for i, cell in enumerate(cells, 1):
+        record = run_cell(cell, ctx)
+        records.append(ctx.records_path, record)
+        report(i, len(cells), record)
+        out.append(record)
+    return out
+
+
+def run_cell(cell: Cell, ctx: RunContext) -> dict:
+    started = _now()
+    t0 = time.perf_counter()
+    timeout = ctx.timeout_s if ctx.timeout_s is not None else float(ctx.settings["timeout_s"])
+    workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = ctx.log_dir / f"{cell.id}.log"
+    spec_path, result_path = workdir / "spec.json", workdir / "result.json"
+    spec = {
+        "cell": cell.id,
+        **cell.axes(),
+        "model": ctx.settings["model"],
+        "train": ctx.settings["train"],
+        "workdir": str(workdir / "work"),
+    }
+    spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    command = [ctx.python, str(WORKLOAD), str(spec_path), str(result_path)]
+    env = {**os.environ, **CELL_ENV}
+    if cell.hardware != "cpu":
+        gpus = [g.index for g in ctx.host.gpus if g.arch == cell.hardware][: cell.ranks]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+
+    ended = _launch(command, env, workdir, log_path, timeout)
+    result = _read_result(result_path)
+    outcome, reason, error = _classify(ended, result, log_path)
+    memory = (result or {}).get("memory") or []
+    if not memory and ended.child_maxrss_bytes:
+        # the workload died before reporting: the kernel's account of the process still holds
+        memory = [{"rank": 0, "device": "cpu", "peak_rss_bytes": ended.child_maxrss_bytes, "source": "wait4"}]
+    environment = (result or {}).get("environment") or {}
+
+    if not ctx.keep_workdirs:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "schema_version": records.SCHEMA_VERSION,
+        "id": uuid.uuid4().hex,
+        "run_id": ctx.run_id,
+        "cell": cell.id,
+        "axes": cell.axes(),
+        "outcome": outcome,
+        "reason": reason,
+        "error": error,
+        "losses": (result or {}).get("losses"),
+        "memory": memory,
+        "duration_s": round(time.perf_counter() - t0, 3),
+        "durations_s": (result or {}).get("durations_s", {}),
+        "checks": (result or {}).get("checks", {}),
+        "started_at": started,
+        "finished_at": _now(),
+        "launcher": "python",
+        "command": command,
+        "returncode": ended.returncode,
+        "settings": {"timeout_s": timeout, "model": ctx.settings["model"], "train": ctx.settings["train"]},
+        "fingerprint": fingerprint(ctx, environment),
+        "known_issues": [],
+        "evidence": "measured",
+        "log": str(log_path.relative_to(ctx.results_dir)) if log_path.is_relative_to(ctx.results_dir) else str(log_path),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Ended:
+    returncode: int | None  # None: could not start
+    timed_out: bool
+    start_error: str
+    child_maxrss_bytes: int
+
+
+def _launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: float) -> Ended:
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=cwd, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            return Ended(None, False, f"could not start {command[0]}: {exc}", 0)
+    waited: list = []
+    waiter = threading.Thread(target=lambda: waited.append(os.wait4(proc.pid, 0)), daemon=True)
+    waiter.start()
+    waiter.join(timeout)
+    timed_out = waiter.is_alive()
+    if timed_out:
+        _kill_group(proc.pid, signal.SIGTERM)
+        waiter.join(KILL_GRACE_S)
+        if waiter.is_alive():
+            _kill_group(proc.pid, signal.SIGKILL)
+            waiter.join()
+    # whatever the cell started and left behind (dataloader workers, a stray child) goes too
+    _kill_group(proc.pid, signal.SIGKILL)
+    _, status, rusage = waited[0]
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Ended(proc.returncode, timed_out, "", rusage.ru_maxrss * 1024)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_result(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, str, dict | None]:
+    log_tail = classify.last_lines(_read_text(log_path))
+    if ended.returncode is None:
+        return "infra", ended.start_error, None
+    if ended.timed_out:
+        return "timeout", "killed at the cell's time limit", _error("Timeout", "the cell did not finish within its time limit", log_tail)
+    if ended.returncode < 0:
+        name = classify.signal_name(ended.returncode)
+        message = f"the cell's process was killed by {name}"
+        if name == "SIGKILL":
+            message += " (not by compat: the kernel's OOM killer is the usual sender)"
+        return "crash", message, _error(name, message, log_tail)
+    if result and result.get("status") == "ok" and ended.returncode == 0:
+        return "pass", "", None
+    if result and result.get("status") == "error" and isinstance(result.get("error"), dict):
+        err = result["error"]
+        etype, message = str(err.get("type", "")), str(err.get("message", ""))
+        outcome = "oom" if classify.is_oom(etype, message) else "fail"
+        excerpt = classify.last_lines(str(err.get("traceback", ""))) or log_tail
+        return outcome, "", _error(etype, message, excerpt)
+    if ended.returncode != 0:
+        message = f"the cell's process exited with code {ended.returncode} without a result"
+        return "crash", message, _error("ExitCode", message, log_tail)
+    return "infra", "the workload exited 0 but left no readable result file", _error("NoResult", "no result file", log_tail)
+
+
+def _error(etype: str, message: str, excerpt: str) -> dict:
+    return {
+        "type": etype,
+        "message": classify.first_lines(message),
+        "signature": classify.signature(etype, message),
+        "excerpt": excerpt,
+    }
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+_PROBE = """
+import importlib.metadata as md, json, platform, sys
+pk = {}
+for d in md.distributions():
+    n = d.metadata["Name"]
+    if n:
+        pk[n.lower().replace("_", "-")] = d.version
+print(json.dumps({"python": platform.python_version(), "os": platform.platform(), "packages": dict(sorted(pk.items()))}))
+"""
+_probe_cache: dict[str, dict] = {}
+
+
+def probe_environment(python: str) -> dict:
+    """Python, OS and installed packages of a cell's interpreter, asked without importing torch
+    (so a record has them even when the workload died before it could report)."""
+    if python not in _probe_cache:
+        try:
+            out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+            _probe_cache[python] = json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, subprocess.SubprocessError, ValueError):
+            _probe_cache[python] = {}
+    return _probe_cache[python]
+
+
+def fingerprint(ctx: RunContext, environment: dict) -> dict:
+    probe = probe_environment(ctx.python)
+    hardware = ctx.host.fingerprint()
+    if environment.get("gpus"):
+        hardware["gpus_seen_by_torch"] = environment["gpus"]
+    return {
+        "hardware": hardware,
+        "torch": {
+            "version": environment.get("torch") or probe.get("packages", {}).get("torch"),
+            "cuda": environment.get("torch_cuda"),
+            "git": environment.get("torch_git"),
+            "arch_list": environment.get("cuda_arch_list"),
+        },
+        "python": environment.get("python") or probe.get("python"),
+        "os": environment.get("os") or probe.get("os"),
+        "packages": environment.get("packages") or probe.get("packages", {}),
+        "harness_version": harness.__version__,
+    }
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+

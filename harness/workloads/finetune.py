@@ -1,0 +1,431 @@
+"""One tiny, real fine-tune: the workload that runs INSIDE a cell.
+
+Read top to bottom: build a tiny Llama-family model from a config (no hub), make deterministic
+synthetic data with variable sequence lengths, train a few optimizer steps through the path users
+take (transformers Trainer, peft for LoRA), check that the loss is finite and went down, save the
+result (model or adapter), reload it and check the reloaded model gives the same outputs.
+
+Contract with the harness (the only one):
+    python finetune.py SPEC.json RESULT.json
+SPEC.json holds the cell's axes and settings; RESULT.json is written on success AND on failure:
+    {"status": "ok" | "error", "error": {...} | null, "losses": {...}, "memory": [...],
+     "durations_s": {...}, "environment": {...}, "checks": {...}}
+Exit code 0 on success, 1 when the workload raised (the error is in RESULT.json).
+
+This file imports only the standard library and the stack's own libraries (torch, transformers,
+peft), never the harness: it runs in whatever environment the stack provides, across library
+versions, so it adapts by feature detection rather than by version numbers.
+
+Fault injection for the harness's own tests: COMPAT_INJECT_FAULT="KIND@GLOB" makes a cell whose
+id matches GLOB (fnmatch) misbehave for real after its first training step. KIND is one of
+raise, hang, segfault.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import json
+import math
+import os
+import platform
+import resource
+import sys
+import time
+import traceback
+
+T_START = time.perf_counter()
+
+
+def main(spec_path: str, result_path: str) -> int:
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    result = {
+        "status": "error",
+        "error": None,
+        "losses": None,
+        "memory": [],
+        "durations_s": {},
+        "environment": {},
+        "checks": {},
+    }
+    try:
+        run(spec, result)
+        result["status"] = "ok"
+        code = 0
+    except BaseException as exc:  # the cell's failure is data; report it whatever it is
+        result["error"] = {
+            "type": type(exc).__module__ + "." + type(exc).__qualname__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
+        code = 1
+    finally:
+        result["memory"] = memory_report(result.get("_device"))
+        result.pop("_device", None)
+        result["durations_s"]["total"] = time.perf_counter() - T_START
+        tmp = result_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(result, f, default=str)
+        os.replace(tmp, result_path)
+    return code
+
+
+def run(spec: dict, result: dict) -> None:
+    durations = result["durations_s"]
+
+    t = time.perf_counter()
+    import torch
+    import transformers
+
+    durations["import"] = time.perf_counter() - t
+    result["environment"] = environment_report()
+
+    device = "cpu" if spec["hardware"] == "cpu" else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("cell needs CUDA but torch.cuda.is_available() is False")
+    result["_device"] = device
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+    train = spec["train"]
+    seed = int(train["seed"])
+    torch.manual_seed(seed)
+
+    # -- model, from a config, as users do when they build from scratch ------------------------
+    t = time.perf_counter()
+    config = transformers.LlamaConfig(**spec["model"])
+    base = transformers.AutoModelForCausalLM.from_config(config)
+    workdir = spec["workdir"]
+    base_dir = os.path.join(workdir, "base")
+    base.save_pretrained(base_dir)
+    model = base
+    if spec["method"] == "lora":
+        import peft
+
+        if spec["grad_ckpt"]:
+            # What users do (and LLaMA-Factory does) so checkpointed layers see inputs that
+            # require grad when only adapter weights train.
+            base.enable_input_require_grads()
+        lora = peft.LoraConfig(
+            r=8,
+            lora_alpha=16,
+            lora_dropout=0.0,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+            task_type="CAUSAL_LM",
+        )
+        model = peft.get_peft_model(base, lora)
+    elif spec["method"] != "full":
+        raise ValueError(f"unknown method {spec['method']!r}")
+    durations["build"] = time.perf_counter() - t
+
+    # -- data: deterministic, learnable, variable length ----------------------------------------
+    data = synthetic_dataset(
+        n=int(train["examples"]),
+        vocab=int(spec["model"]["vocab_size"]),
+        lo=int(train["seq_len_min"]),
+        hi=int(train["seq_len_max"]),
+        seed=seed,
+    )
+    eval_batch = collate(data[: int(train["batch_size"])])
+    result["checks"]["seq_lens"] = sorted({len(x["input_ids"]) for x in data})
+
+    # Evaluation runs under the cell's autocast: after training, accelerate has wrapped the
+    # trained model's forward in it anyway, so every comparison below is like for like.
+    amp = autocast(spec["precision"], device)
+    loss_before = eval_loss(model, eval_batch, device, amp)
+
+    # -- train through the Trainer ---------------------------------------------------------------
+    args = training_arguments(spec, os.path.join(workdir, "trainer"))
+    losses: list[float] = []
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=ListDataset(data),
+        data_collator=collate,
+        callbacks=[step_callback(spec, losses)],
+    )
+    t = time.perf_counter()
+    trainer.train()
+    durations["train"] = time.perf_counter() - t
+
+    if not losses:
+        raise RuntimeError("the Trainer logged no training loss")
+    # renamed is_activation_checkpointing in transformers 5; older versions have only the first
+    active = getattr(base, "is_activation_checkpointing", None)
+    if active is None:
+        active = getattr(base, "is_gradient_checkpointing", None)
+    result["checks"]["grad_ckpt_active"] = active
+    if active is not None and bool(active) != bool(spec["grad_ckpt"]):
+        raise CheckFailed(
+            f"gradient checkpointing is {'on' if active else 'off'} after training, "
+            f"but the cell asked for {'on' if spec['grad_ckpt'] else 'off'}"
+        )
+    loss_after = eval_loss(model, eval_batch, device, amp)
+    result["losses"] = {
+        "first": losses[0],
+        "last": losses[-1],
+        "steps": losses,
+        "eval_before": loss_before,
+        "eval_after": loss_after,
+    }
+    bad = [x for x in losses + [loss_before, loss_after] if not math.isfinite(x)]
+    if bad:
+        raise CheckFailed(f"loss is not finite: {bad[0]}")
+    if not loss_after < loss_before:
+        raise CheckFailed(
+            f"loss did not decrease: eval loss {loss_before:.4f} before training, "
+            f"{loss_after:.4f} after"
+        )
+
+    # -- save, reload, compare ---------------------------------------------------------------------
+    t = time.perf_counter()
+    out_dir = os.path.join(workdir, "saved")
+    model.save_pretrained(out_dir)
+    if spec["method"] == "lora":
+        import peft
+
+        reloaded = peft.PeftModel.from_pretrained(
+            transformers.AutoModelForCausalLM.from_pretrained(base_dir), out_dir
+        )
+    else:
+        reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir)
+    reloaded.to(next(model.parameters()).device)
+    diff = max_logit_diff(model, reloaded, eval_batch, amp)
+    durations["save_reload"] = time.perf_counter() - t
+    result["checks"]["reload_max_abs_diff"] = diff
+    if not diff <= 1e-4:
+        raise CheckFailed(f"reloaded model differs from the trained one: max |logit diff| {diff:.3g}")
+
+    fault_point(spec["cell"], "end")
+
+
+class CheckFailed(AssertionError):
+    """The stack ran but produced a wrong result (loss, reload)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces used above
+
+
+def synthetic_dataset(n: int, vocab: int, lo: int, hi: int, seed: int) -> list[dict]:
+    """Sequences that follow x[t+1] = (x[t] + step) % vocab: a pattern a tiny model learns in a
+    few steps. Lengths vary between lo and hi; the generator is seeded, so data is identical on
+    every run and every stack."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        length = rng.randint(lo, hi)
+        start = rng.randrange(vocab)
+        step = rng.choice((1, 2, 3))
+        ids = [(start + step * i) % vocab for i in range(length)]
+        rows.append({"input_ids": ids})
+    return rows
+
+
+def collate(rows: list[dict]) -> dict:
+    """Right-pad to the longest row; padded positions are masked out of attention and loss."""
+    import torch
+
+    width = max(len(r["input_ids"]) for r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = len(r["input_ids"])
+        ids[i, :n] = torch.tensor(r["input_ids"])
+        mask[i, :n] = 1
+    labels = ids.masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+class ListDataset:
+    def __init__(self, rows: list[dict]):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.rows[i]
+
+
+def training_arguments(spec: dict, output_dir: str):
+    import transformers
+
+    train = spec["train"]
+    fields = set(inspect.signature(transformers.TrainingArguments.__init__).parameters)
+    kwargs = dict(
+        output_dir=output_dir,
+        max_steps=int(train["steps"]),
+        per_device_train_batch_size=int(train["batch_size"]),
+        learning_rate=float(train["lr"]),
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=int(train["seed"]),
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        gradient_checkpointing=bool(spec["grad_ckpt"]),
+        bf16=spec["precision"] == "bf16",
+        fp16=spec["precision"] == "fp16",
+    )
+    if spec["hardware"] == "cpu":
+        # renamed from no_cuda to use_cpu in transformers 4.34
+        kwargs["use_cpu" if "use_cpu" in fields else "no_cuda"] = True
+    return transformers.TrainingArguments(**{k: v for k, v in kwargs.items() if k in fields})
+
+
+def step_callback(spec: dict, losses: list):
+    """A Trainer callback that collects the loss of every logged step and hosts the
+    fault-injection point. Built here, after transformers is imported, so an import failure is
+    reported in RESULT.json like any other."""
+    import transformers
+
+    class StepCallback(transformers.TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                fault_point(spec["cell"], "step")
+
+    return StepCallback()
+
+
+def autocast(precision: str, device: str):
+    """A factory for the mixed-precision context the Trainer trains under (a no-op for fp32)."""
+    import contextlib
+
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    if dtype is None:
+        return contextlib.nullcontext
+    return lambda: torch.autocast(device_type=device, dtype=dtype)
+
+
+def eval_loss(model, batch: dict, device: str, amp) -> float:
+    import torch
+
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(), amp():
+        out = model(**{k: v.to(device) for k, v in batch.items()})
+    model.train(was_training)
+    return float(out.loss)
+
+
+def max_logit_diff(a, b, batch: dict, amp) -> float:
+    import torch
+
+    device = next(a.parameters()).device
+    a.eval()
+    b.eval()
+    inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask")}
+    with torch.no_grad(), amp():
+        la = a(**inputs).logits.float()
+        lb = b(**inputs).logits.float()
+    return float((la - lb).abs().max())
+
+
+def memory_report(device: str | None) -> list[dict]:
+    """Peak memory of this process: peak RSS always; on CUDA also torch's max allocated/reserved
+    and NVML's used memory per visible device."""
+    rank = int(os.environ.get("RANK", "0"))
+    entry = {
+        "rank": rank,
+        "device": "cpu",
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+    if device != "cuda":
+        return [entry]
+    import torch
+
+    entries = []
+    for d in range(torch.cuda.device_count()):
+        e = dict(entry)
+        e["device"] = f"cuda:{d}"
+        e["torch_max_allocated_bytes"] = torch.cuda.max_memory_allocated(d)
+        e["torch_max_reserved_bytes"] = torch.cuda.max_memory_reserved(d)
+        e["nvml_used_bytes"] = nvml_used(d)
+        entries.append(e)
+    return entries or [entry]
+
+
+def nvml_used(index: int):
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+    except Exception:
+        return None
+
+
+def environment_report() -> dict:
+    """What this cell really ran on, as torch sees it: its build and the GPUs it can use. (The
+    harness asks the interpreter for its packages, Python and OS separately, without torch.)"""
+    import torch
+
+    env = {
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "gpus": [],
+    }
+    if torch.cuda.is_available():
+        for d in range(torch.cuda.device_count()):
+            cap = torch.cuda.get_device_capability(d)
+            env["gpus"].append(
+                {
+                    "index": d,
+                    "name": torch.cuda.get_device_name(d),
+                    "compute_capability": f"{cap[0]}.{cap[1]}",
+                    "total_memory_bytes": torch.cuda.get_device_properties(d).total_memory,
+                }
+            )
+        env["cuda_arch_list"] = torch.cuda.get_arch_list()
+    return env
+
+
+def fault_point(cell: str, where: str) -> None:
+    """Real misbehaviour for the harness's tests; a no-op unless COMPAT_INJECT_FAULT names this
+    cell. Faults fire at the 'step' point (after the first optimizer step)."""
+    spec = os.environ.get("COMPAT_INJECT_FAULT", "")
+    if not spec or where != "step":
+        return
+    kind, _, pattern = spec.partition("@")
+    if pattern and not fnmatch.fnmatchcase(cell, pattern):
+        return
+    if kind == "raise":
+        raise RuntimeError("injected fault: the workload raised on purpose (COMPAT_INJECT_FAULT)")
+    if kind == "hang":
+        # a child that would outlive us unless the harness kills the whole process group
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "compat-injected-hang", cell])
+        time.sleep(3600)
+    if kind == "segfault":
+        import ctypes
+
+        ctypes.string_at(0)
+    raise ValueError(f"COMPAT_INJECT_FAULT: unknown fault kind {kind!r}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        print("usage: finetune.py SPEC.json RESULT.json", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1], sys.argv[2]))

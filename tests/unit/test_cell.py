@@ -1,0 +1,69 @@
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from harness.cell import Cell, Selector, expand_braces
+from harness.errors import UsageError
+from harness.matrix import MatrixData, load_matrix
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((ROOT / "matrix").glob("*.toml"))
+GRIDS = [p for p in SHIPPED if p.name not in ("axes.toml", "defaults.toml", "stacks.toml")]
+
+
+@pytest.mark.parametrize("path", GRIDS, ids=lambda p: p.name)
+def test_every_shipped_cell_id_round_trips(path):
+    matrix = load_matrix(path, MatrixData.load(ROOT / "matrix"))
+    assert matrix.cells
+    ids = [c.id for c in matrix.cells]
+    assert len(set(ids)) == len(ids)
+    for cell in matrix.cells:
+        assert Cell.parse(cell.id) == cell
+        assert str(Cell.parse(cell.id)) == cell.id
+
+
+def test_id_grammar():
+    cell = Cell("sm_90", "local", "bf16", "none", "lora", "single", grad_ckpt=True, ranks=4)
+    assert cell.id == "sm_90-local-bf16-none-lora-single-gc+r4"
+    assert Cell.parse("cpu-local-fp32-none-full-single") == Cell("cpu", "local", "fp32", "none", "full", "single")
+    assert Cell.parse("cpu-local-fp32-none-full-single-r2").ranks == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cell.precision = "fp32"
+    assert hash(cell) == hash(Cell.parse(cell.id))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cpu-local", "cell id 'cpu-local' has 2 '-'-separated fields; expected 6 (hardware-stack-precision-quantization-method-strategy) plus optional options"),
+        ("cpu-local-fp32-none-full-single-r2+gc", "cell id 'cpu-local-fp32-none-full-single-r2+gc': bad options field 'r2+gc'; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
+        ("cpu-local-fp32-none-full-single-r1", "cell id 'cpu-local-fp32-none-full-single-r1': bad options field 'r1'; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
+        ("cpu-local-fp32-none-full-single-gc+gc", "cell id 'cpu-local-fp32-none-full-single-gc+gc': bad options field 'gc+gc'; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
+        ("CPU-local-fp32-none-full-single", "cell id 'CPU-local-fp32-none-full-single': hardware 'CPU' is not a valid id field (lower-case letters, digits, '_' and '.')"),
+        ("cpu-local-fp32-none-full-single-", "cell id 'cpu-local-fp32-none-full-single-': bad options field ''; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
+    ],
+)
+def test_bad_ids_are_rejected_with_the_reason(text, message):
+    with pytest.raises(UsageError) as err:
+        Cell.parse(text)
+    assert str(err.value) == message
+
+
+def test_braces_expand_including_nested():
+    assert expand_braces("a-{x,y}-b") == ["a-x-b", "a-y-b"]
+    assert expand_braces("{a,b{1,2}}") == ["a", "b1", "b2"]
+    assert expand_braces("plain*") == ["plain*"]
+
+
+def test_selector_select_then_skip():
+    ids = [
+        "cpu-local-fp32-none-full-single",
+        "cpu-local-fp32-none-full-single-gc",
+        "cpu-local-bf16-none-lora-single",
+        "sm_90-local-bf16-none-lora-single",
+    ]
+    sel = Selector(select=("cpu-*-{fp32,bf16}-*",), skip=("*-gc",))
+    assert [i for i in ids if sel(i)] == ["cpu-local-fp32-none-full-single", "cpu-local-bf16-none-lora-single"]
+    assert [i for i in ids if Selector()(i)] == ids
+    assert [i for i in ids if Selector(skip=("cpu-*",))(i)] == ["sm_90-local-bf16-none-lora-single"]

@@ -1,0 +1,180 @@
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, assert_clean_error
+from harness.errors import MatrixError
+from harness.matrix import MatrixData, load_matrix
+
+DATA = MatrixData.load(ROOT / "matrix")
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "m.toml"
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return path
+
+
+def test_default_cpu_grid_is_8_cells_across_precision_method_and_checkpointing():
+    matrix = load_matrix(ROOT / "matrix" / "cpu.toml", DATA)
+    ids = [c.id for c in matrix.cells]
+    assert len(ids) == 8
+    assert {c.precision for c in matrix.cells} == {"fp32", "bf16"}  # fp16 excluded on cpu
+    assert {c.method for c in matrix.cells} == {"full", "lora"}
+    assert {c.grad_ckpt for c in matrix.cells} == {False, True}
+    assert matrix.settings["timeout_s"] == 600
+
+
+def test_product_with_exclude_lists_and_settings_override(tmp_path):
+    path = write(tmp_path, """
+        [product]
+        hardware = ["cpu", "sm_90"]
+        stack = ["local"]
+        precision = ["fp32", "fp16", "bf16"]
+        quantization = ["none"]
+        method = ["full", "lora"]
+        strategy = ["single"]
+
+        [[exclude]]
+        hardware = "cpu"
+        precision = ["fp16", "bf16"]
+
+        [settings]
+        timeout_s = 30
+        [settings.train]
+        steps = 3
+        lr = 1
+    """)
+    matrix = load_matrix(path, DATA)
+    assert [c.id for c in matrix.cells] == [
+        "cpu-local-fp32-none-full-single",
+        "cpu-local-fp32-none-lora-single",
+        *[f"sm_90-local-{p}-none-{m}-single" for p in ("fp32", "fp16", "bf16") for m in ("full", "lora")],
+    ]
+    assert matrix.settings["timeout_s"] == 30
+    assert matrix.settings["train"]["steps"] == 3
+    assert matrix.settings["train"]["lr"] == 1  # an integer is accepted for a float
+    assert matrix.settings["train"]["batch_size"] == DATA.defaults["train"]["batch_size"]
+
+
+def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
+    path = write(tmp_path, """
+        descripton = "typo at top level"
+
+        [product]
+        hardware = ["cpu", "gpu"]
+        stack = ["locl"]
+        precision = ["fp32", "bf61"]
+        quantization = ["none"]
+        method = "full"
+        strategy = ["single"]
+        grad_ckpt = [false, "yes"]
+        ranks = [1, 1]
+
+        [[exclude]]
+        hardware = "cpu"
+        precison = "fp16"
+
+        [settings]
+        timeout_s = "ten"
+        [settings.train]
+        step = 3
+        seq_len_min = 100
+    """)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert err.value.problems == [
+        f"{path}:1: descripton: unknown key (did you mean 'description'?)",
+        f"{path}:4: [product].hardware: \"gpu\" is not valid: Where the cell runs: `cpu`, or the CUDA architecture of the GPU, sm_XY (sm_90 for H100).",
+        f"{path}:5: [product].stack: \"locl\" is not one of \"local\" (did you mean 'local'?)",
+        f"{path}:6: [product].precision: \"bf61\" is not one of \"fp32\", \"fp16\", \"bf16\" (did you mean 'bf16'?)",
+        f"{path}:8: [product].method: must be a non-empty list of values",
+        f"{path}:10: [product].grad_ckpt: \"yes\" is not one of false, true",
+        f"{path}:11: [product].ranks: repeated value 1",
+        f"{path}:15: [[exclude]] #1.precison: unknown axis (did you mean 'precision'?)",
+        f"{path}:18: [settings].timeout_s: \"ten\" must be an integer like the default 600",
+        f"{path}:20: [settings.train].step: unknown setting (did you mean 'steps'?)",
+        f"{path}:21: [settings.train].seq_len_min: is larger than seq_len_max",
+    ]
+    assert str(err.value).startswith("11 problems in the matrix data:\n  ")
+
+
+def test_missing_axis_and_empty_exclude(tmp_path):
+    path = write(tmp_path, """
+        [product]
+        hardware = ["cpu"]
+        stack = ["local"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["full"]
+
+        [[exclude]]
+    """)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert err.value.problems == [
+        f"{path}:1: [product].strategy: missing; every axis needs a list",
+        f"{path}:8: [[exclude]] #1: is empty (it would drop every cell)",
+    ]
+
+
+def test_excluding_everything_is_an_error(tmp_path):
+    path = write(tmp_path, """
+        [product]
+        hardware = ["cpu"]
+        stack = ["local"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["full"]
+        strategy = ["single"]
+        [[exclude]]
+        method = "full"
+    """)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert err.value.problems == [f"{path}: [[exclude]]: the excludes drop every cell of the product"]
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"x = [\n", "not valid TOML: Invalid value (at end of document)"),
+        (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+        (b"", "[product]: missing; a matrix needs a [product] table"),
+    ],
+)
+def test_unreadable_files_are_one_clear_problem(tmp_path, content, problem):
+    path = tmp_path / "bad.toml"
+    path.write_bytes(content)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert len(err.value.problems) == 1
+    assert err.value.problems[0].startswith(f"{path}")
+    assert problem in err.value.problems[0]
+
+
+def test_cli_broken_matrix_exits_2_naming_file_and_key(tmp_path, compat):
+    path = write(tmp_path, """
+        [product]
+        hardware = ["cpu"]
+        stack = ["local"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["ful"]
+        strategy = ["single"]
+    """)
+    for command in ("list", "run"):
+        proc = compat(command, "--matrix", str(path))
+        assert_clean_error(proc, 2)
+        assert proc.stderr == (
+            "compat: error: 1 problem in the matrix data:\n"
+            f"  {path}:6: [product].method: \"ful\" is not one of \"full\", \"lora\" (did you mean 'full'?)\n"
+        )
+        assert proc.stdout == ""
+
+
+def test_cli_missing_matrix_file(tmp_path, compat):
+    proc = compat("list", "--matrix", str(tmp_path / "nope.toml"))
+    assert_clean_error(proc, 2)
+    assert f"{tmp_path / 'nope.toml'}: no such file" in proc.stderr
