@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness import hardware, records, table
+from harness import hardware, records, runner, table
 from harness.cell import Selector
 from harness.errors import CompatError, NoHardwareError, UsageError
 from harness.matrix import MatrixData, load_matrix
@@ -89,8 +89,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _load_plan(args, host: hardware.Host):
-    from harness import runner
-
     root = project_root()
     data = MatrixData.load(root / "matrix")
     path = args.matrix or root / "matrix" / ("gpu.toml" if host.gpus else "cpu.toml")
@@ -117,14 +115,14 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from harness import runner
-
     host = hardware.detect()
     if args.require_gpu and not host.gpus:
         raise NoHardwareError(
             f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
             "On a CPU-only host run `tox -e cpu-matrix`."
         )
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a number of seconds greater than 0, not {args.timeout}")
     fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
     unknown = fail_on - set(records.OUTCOMES)
     if unknown:

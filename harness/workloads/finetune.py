@@ -197,8 +197,6 @@ def run(spec: dict, result: dict) -> None:
     if not diff <= 1e-4:
         raise CheckFailed(f"reloaded model differs from the trained one: max |logit diff| {diff:.3g}")
 
-    fault_point(spec["cell"], "end")
-
 
 class CheckFailed(AssertionError):
     """The stack ran but produced a wrong result (loss, reload)."""
@@ -294,7 +292,7 @@ def step_callback(spec: dict, losses: list):
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step == 1:
-                fault_point(spec["cell"], "step")
+                fault_point(spec["cell"])
 
     return StepCallback()
 
@@ -337,7 +335,8 @@ def max_logit_diff(a, b, batch: dict, amp) -> float:
 
 def memory_report(device: str | None) -> list[dict]:
     """Peak memory of this process: peak RSS always; on CUDA also torch's max allocated/reserved
-    and NVML's used memory per visible device."""
+    per visible device, and NVML's used memory for it at the end of the run (a reading, not a
+    peak: it includes the CUDA context and any other process on the card)."""
     rank = int(os.environ.get("RANK", "0"))
     entry = {
         "rank": rank,
@@ -354,19 +353,30 @@ def memory_report(device: str | None) -> list[dict]:
         e["device"] = f"cuda:{d}"
         e["torch_max_allocated_bytes"] = torch.cuda.max_memory_allocated(d)
         e["torch_max_reserved_bytes"] = torch.cuda.max_memory_reserved(d)
-        e["nvml_used_bytes"] = nvml_used(d)
+        e["nvml_used_at_end_bytes"] = nvml_used(d)
         entries.append(e)
     return entries or [entry]
 
 
-def nvml_used(index: int):
+def nvml_used(torch_index: int):
+    """NVML's used memory for the card torch calls `torch_index`. torch counts only the cards in
+    CUDA_VISIBLE_DEVICES; NVML counts all of them, so map through that list first."""
+    visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
     try:
         import pynvml
     except ImportError:
         return None
     try:
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        if torch_index < len(visible):
+            v = visible[torch_index]
+            handle = (
+                pynvml.nvmlDeviceGetHandleByIndex(int(v))
+                if v.isdigit()
+                else pynvml.nvmlDeviceGetHandleByUUID(v)
+            )
+        else:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(torch_index)
         return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
     except Exception:
         return None
@@ -400,11 +410,11 @@ def environment_report() -> dict:
     return env
 
 
-def fault_point(cell: str, where: str) -> None:
-    """Real misbehaviour for the harness's tests; a no-op unless COMPAT_INJECT_FAULT names this
-    cell. Faults fire at the 'step' point (after the first optimizer step)."""
+def fault_point(cell: str) -> None:
+    """Real misbehaviour for the harness's tests, after the first optimizer step; a no-op unless
+    COMPAT_INJECT_FAULT names this cell."""
     spec = os.environ.get("COMPAT_INJECT_FAULT", "")
-    if not spec or where != "step":
+    if not spec:
         return
     kind, _, pattern = spec.partition("@")
     if pattern and not fnmatch.fnmatchcase(cell, pattern):
