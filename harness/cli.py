@@ -2,7 +2,9 @@
 
     compat list   [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--json]
     compat run    [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--results DIR]
-                  [--python PATH] [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES]
+                  [--python PATH] [--env-dir DIR] [--offline] [--find-links DIR]...
+                  [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES]
+    compat envs   [--env-dir DIR] [--json] [--prune [--older-than DAYS]]
     compat table  [--results DIR]
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness import hardware, records, runner, table
+from harness import envs, hardware, records, runner, table
 from harness.cell import Selector
 from harness.errors import CompatError, NoHardwareError, UsageError
 from harness.matrix import MatrixData, load_matrix
@@ -54,12 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
     selection(p)
     p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
-    p.add_argument("--python", default=sys.executable, help="interpreter the cells run in (default: this one)")
+    p.add_argument("--python", default=sys.executable, help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = \"inherit\" (default: this one)")
+    p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--offline", action="store_true", help="install stacks only from --find-links folders, never from an index")
+    p.add_argument("--find-links", action="append", default=[], metavar="DIR", help="a folder of wheels to install stacks from; repeatable")
     p.add_argument("--timeout", type=float, metavar="S", help="per-cell time limit in seconds (default: the matrix's timeout_s)")
     p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
     p.add_argument("--fail-on", default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
     p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
+
+    p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
+    p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--json", action="store_true", help="one JSON array of envs")
+    p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
+    p.add_argument("--older-than", type=float, default=30.0, metavar="DAYS", help="with --prune: age of last use in days (default 30; 0 deletes every env)")
 
     p = sub.add_parser("table", help="render results/COMPATIBILITY.md from the records")
     p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
@@ -70,10 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"list": cmd_list, "run": cmd_run, "table": cmd_table}[args.command](args)
+        return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `compat list | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("compat: interrupted; every record written so far is kept", file=sys.stderr)
         return 130
@@ -97,12 +111,12 @@ def _load_plan(args, host: hardware.Host):
     cells = [c for c in matrix.cells if selector(c.id)]
     if not cells:
         raise UsageError(f"no cell of {path} matches --select {args.select or ['*']} --skip {args.skip}")
-    return root, matrix, runner.plan(cells, host)
+    return root, matrix, runner.plan(cells, host), data
 
 
 def cmd_list(args) -> int:
     host = hardware.detect()
-    _, matrix, planned = _load_plan(args, host)
+    _, matrix, planned, _ = _load_plan(args, host)
     if args.json:
         print(json.dumps([{"id": p.cell.id, "axes": p.cell.axes(), "runs_here": p.here, "reason": p.reason} for p in planned], indent=1))
         return 0
@@ -127,7 +141,9 @@ def cmd_run(args) -> int:
     unknown = fail_on - set(records.OUTCOMES)
     if unknown:
         raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
-    root, matrix, planned = _load_plan(args, host)
+    if args.offline and not args.find_links:
+        raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
+    root, matrix, planned, data = _load_plan(args, host)
     cells = [p.cell for p in planned if p.here]
     if not cells:
         raise NoHardwareError(
@@ -140,7 +156,14 @@ def cmd_run(args) -> int:
         records_path=results / "records.jsonl",
         settings=matrix.settings,
         host=host,
-        python=args.python,
+        stacks=data.stacks,
+        envs=envs.EnvManager(
+            root=args.env_dir or envs.default_root(),
+            base_python=args.python,
+            offline=args.offline,
+            find_links=tuple(args.find_links),
+            log=lambda line: print(line, flush=True),
+        ),
         timeout_s=args.timeout,
         keep_workdirs=args.keep_workdirs,
     )
@@ -159,6 +182,38 @@ def _report(i: int, n: int, rec: dict) -> None:
     mem = table.peak_memory(rec).replace("<br>", ", ")
     detail = rec["error"]["signature"] if rec.get("error") else f"loss {table.losses(rec)}"
     print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
+
+
+def cmd_envs(args) -> int:
+    import shutil
+    import time
+
+    root = args.env_dir or envs.default_root()
+    found = envs.list_envs(root)
+    if args.prune:
+        if args.older_than < 0:
+            raise UsageError(f"--older-than must be 0 or more days, not {args.older_than}")
+        cutoff = time.time() - args.older_than * 86400
+        gone = [e for e in found if e["last_used"] <= cutoff]
+        for e in gone:
+            shutil.rmtree(e["path"], ignore_errors=True)
+        freed = sum(e["own_bytes"] for e in gone)
+        print(f"pruned {len(gone)} of {len(found)} env(s) in {root}, {freed / 2**20:,.0f} MiB")
+        return 0
+    if args.json:
+        print(json.dumps(found, indent=1))
+        return 0
+    if not found:
+        print(f"no stack environments in {root}")
+        return 0
+    print(f"{len(found)} env(s) in {root}:")
+    for e in found:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"]))
+        print(
+            f"  {Path(e['path']).name:<24} {e['size_bytes'] / 2**20:>6,.0f} MiB ({e['own_bytes'] / 2**20:,.0f} MiB its own)"
+            f"  last used {used}  torch {e['torch']}  {' '.join(e['requirements'])}"
+        )
+    return 0
 
 
 def cmd_table(args) -> int:

@@ -25,10 +25,13 @@ import functools
 import itertools
 import re
 import tomllib
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pathlib import Path
 from typing import Any
 
-from harness.cell import AXES, OPTIONS, Cell
+from harness.cell import AXES, OPTIONS, TOKEN, Cell
+from harness.envs import Stack
 from harness.errors import MatrixError
 
 AXIS_KEYS = AXES + OPTIONS
@@ -51,7 +54,7 @@ class MatrixData:
     dir: Path
     axes: dict
     defaults: dict
-    stacks: dict
+    stacks: dict[str, Stack]
 
     @classmethod
     def load(cls, directory: Path) -> "MatrixData":
@@ -65,15 +68,11 @@ class MatrixData:
         for axis in AXIS_KEYS:
             if axis not in docs["axes"]:
                 problems.append(f"{directory / 'axes.toml'}: [{axis}]: missing; every axis needs a table")
-        for name, table in docs["stacks"].items():
-            if not isinstance(table, dict) or table.get("provider") != "current":
-                problems.append(
-                    f"{directory / 'stacks.toml'}: [{name}].provider: must be \"current\" "
-                    "(the interpreter compat runs under)"
-                )
+        path = directory / "stacks.toml"
+        stacks = parse_stacks(docs["stacks"], path, _Locator(path, path.read_text(encoding="utf-8")), problems)
         if problems:
             raise MatrixError(problems)
-        return cls(directory, docs["axes"], docs["defaults"], docs["stacks"])
+        return cls(directory, docs["axes"], docs["defaults"], stacks)
 
     def allowed(self, axis: str) -> list | None:
         """The valid values of an axis, or None where it is checked by pattern instead."""
@@ -163,6 +162,61 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     if not cells:
         raise MatrixError([f"{path}: [[exclude]]: the excludes drop every cell of the product"])
     return Matrix(path, description, tuple(cells), settings)
+
+
+STACK_PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
+STACK_KEYS = ("description", "provider", "canary", "torch", *STACK_PACKAGES)
+
+
+def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str, Stack]:
+    stacks = {}
+    for name, table in doc.items():
+        at = functools.partial(where, table=name)
+        if not TOKEN.match(name):
+            problems.append(at(name, f"[{name}]", "a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)"))
+            continue
+        if not isinstance(table, dict):
+            problems.append(at(name, f"[{name}]", "must be a table"))
+            continue
+        ok = True
+        for key, value in table.items():
+            label = f"[{name}].{key}"
+            if key not in STACK_KEYS:
+                problems.append(at(key, label, f"unknown key{_did_you_mean(key, STACK_KEYS)}"))
+                ok = False
+            elif key in ("description", "provider", "torch", *STACK_PACKAGES) and not isinstance(value, str):
+                problems.append(at(key, label, "must be a string"))
+                ok = False
+            elif key == "canary" and not isinstance(value, bool):
+                problems.append(at(key, label, "must be true or false"))
+                ok = False
+            elif key == "provider" and value not in ("env", "current"):
+                problems.append(at(key, label, f"{_toml_repr(value)} is not one of \"env\", \"current\""))
+                ok = False
+            elif key in STACK_PACKAGES or (key == "torch" and value != "inherit"):
+                try:
+                    spec = SpecifierSet(value)
+                except InvalidSpecifier:
+                    problems.append(at(key, label, f"{_toml_repr(value)} is not a version specifier like \"==4.33.0\" or \">=4.40,<4.41\"" + (" (or \"inherit\")" if key == "torch" else "")))
+                    ok = False
+                    continue
+                if table.get("canary") and any(s.operator in ("==", "===") for s in spec):
+                    problems.append(at(key, label, "a canary takes the newest release: give a range or \"\", not an exact pin"))
+                    ok = False
+        current = table.get("provider") == "current"
+        if current and any(k in table for k in ("torch", "canary", *STACK_PACKAGES)):
+            problems.append(at(name, f"[{name}]", "provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary"))
+            ok = False
+        if ok:
+            stacks[name] = Stack(
+                name=name,
+                description=table.get("description", ""),
+                current=current,
+                canary=bool(table.get("canary", False)),
+                torch=table.get("torch", "inherit"),
+                packages=tuple((p, table[p]) for p in STACK_PACKAGES if p in table),
+            )
+    return stacks
 
 
 # ------------------------------------------------------------------------------------------------

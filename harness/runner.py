@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Callable
 import harness
 from harness import classify, records
 from harness.cell import Cell
+from harness.envs import EnvManager, InstallError, Stack, StackEnv
 from harness.hardware import Host
 
 WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"
@@ -67,7 +67,8 @@ class RunContext:
     records_path: Path
     settings: dict
     host: Host
-    python: str = sys.executable
+    stacks: dict[str, Stack]
+    envs: EnvManager
     run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
     timeout_s: float | None = None  # overrides settings["timeout_s"]
     keep_workdirs: bool = False
@@ -81,17 +82,59 @@ def run_all(
     cells: list[Cell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None
 ) -> list[dict]:
     """Run every cell in order, appending each record as soon as its cell ends. One cell's
-    failure, crash or hang never stops the others."""
+    failure, crash or hang never stops the others; a stack whose environment cannot be made
+    gives each of its cells an `install-error` record, and the other stacks still run."""
     out = []
+    stack_envs: dict[str, StackEnv | InstallError] = {}
     for i, cell in enumerate(cells, 1):
-        record = run_cell(cell, ctx)
+        if cell.stack not in stack_envs:
+            try:
+                stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
+            except InstallError as exc:
+                stack_envs[cell.stack] = exc
+        got = stack_envs[cell.stack]
+        if isinstance(got, InstallError):
+            record = install_error_record(cell, ctx, got)
+        else:
+            record = run_cell(cell, ctx, got)
         records.append(ctx.records_path, record)
         report(i, len(cells), record)
         out.append(record)
     return out
 
 
-def run_cell(cell: Cell, ctx: RunContext) -> dict:
+def install_error_record(cell: Cell, ctx: RunContext, exc: InstallError) -> dict:
+    stack = ctx.stacks[cell.stack]
+    now = _now()
+    return {
+        **_base_record(cell, ctx),
+        "outcome": "install-error",
+        "reason": f"the environment of stack {stack.name!r} could not be made",
+        "error": _error("InstallError", str(exc), classify.last_lines(str(exc))),
+        "stack": {"name": stack.name, "canary": stack.canary, "requested": stack.pins()},
+        "started_at": now,
+        "finished_at": now,
+        "duration_s": 0.0,
+        "fingerprint": fingerprint(ctx, None, {}),
+    }
+
+
+def _base_record(cell: Cell, ctx: RunContext) -> dict:
+    return {
+        "schema_version": records.SCHEMA_VERSION,
+        "id": uuid.uuid4().hex,
+        "run_id": ctx.run_id,
+        "cell": cell.id,
+        "axes": cell.axes(),
+        "error": None,
+        "losses": None,
+        "memory": [],
+        "known_issues": [],
+        "evidence": "measured",
+    }
+
+
+def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
     started = _now()
     t0 = time.perf_counter()
     timeout = ctx.timeout_s if ctx.timeout_s is not None else float(ctx.settings["timeout_s"])
@@ -107,7 +150,7 @@ def run_cell(cell: Cell, ctx: RunContext) -> dict:
         "workdir": str(workdir / "work"),
     }
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    command = [ctx.python, str(WORKLOAD), str(spec_path), str(result_path)]
+    command = [stack_env.python, str(WORKLOAD), str(spec_path), str(result_path)]
     env = {**os.environ, **CELL_ENV}
     if cell.hardware != "cpu":
         gpus = [g.index for g in ctx.host.gpus if g.arch == cell.hardware][: cell.ranks]
@@ -125,11 +168,7 @@ def run_cell(cell: Cell, ctx: RunContext) -> dict:
     if not ctx.keep_workdirs:
         shutil.rmtree(workdir, ignore_errors=True)
     return {
-        "schema_version": records.SCHEMA_VERSION,
-        "id": uuid.uuid4().hex,
-        "run_id": ctx.run_id,
-        "cell": cell.id,
-        "axes": cell.axes(),
+        **_base_record(cell, ctx),
         "outcome": outcome,
         "reason": reason,
         "error": error,
@@ -144,9 +183,8 @@ def run_cell(cell: Cell, ctx: RunContext) -> dict:
         "command": command,
         "returncode": ended.returncode,
         "settings": {"timeout_s": timeout, "model": ctx.settings["model"], "train": ctx.settings["train"]},
-        "fingerprint": fingerprint(ctx, environment),
-        "known_issues": [],
-        "evidence": "measured",
+        "stack": stack_env.info,
+        "fingerprint": fingerprint(ctx, stack_env.python, environment),
         "log": str(log_path.relative_to(ctx.results_dir)) if log_path.is_relative_to(ctx.results_dir) else str(log_path),
     }
 
@@ -248,7 +286,9 @@ import importlib.metadata as md, json, platform, sys
 pk = {}
 for d in md.distributions():
     n = d.metadata["Name"]
-    if n:
+    # first on sys.path wins, as for import: a stack env's own transformers before the one in
+    # the site-packages it inherits torch from
+    if n and n.lower().replace("_", "-") not in pk:
         pk[n.lower().replace("_", "-")] = d.version
 print(json.dumps({"python": platform.python_version(), "os": platform.platform(), "packages": dict(sorted(pk.items()))}))
 """
@@ -267,8 +307,8 @@ def probe_environment(python: str) -> dict:
     return _probe_cache[python]
 
 
-def fingerprint(ctx: RunContext, environment: dict) -> dict:
-    probe = probe_environment(ctx.python)
+def fingerprint(ctx: RunContext, python: str | None, environment: dict) -> dict:
+    probe = probe_environment(python) if python else {}
     hardware = ctx.host.fingerprint()
     if environment.get("gpus"):
         hardware["gpus_seen_by_torch"] = environment["gpus"]

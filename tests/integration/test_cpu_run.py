@@ -15,23 +15,26 @@ for module in ("torch", "transformers", "peft", "accelerate"):
     pytest.importorskip(module)
 
 
+LOCAL = str(ROOT / "matrix" / "local.toml")
+
+
 def load(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
-def cpu_grid(tmp_path_factory):
-    """The default CPU grid, run once for real, into a fresh results folder."""
+def local_grid(tmp_path_factory):
+    """matrix/local.toml (the interpreter running the tests), run once for real."""
     results = tmp_path_factory.mktemp("results")
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--results", str(results)],
+        [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(results)],
         capture_output=True, text=True, cwd=ROOT, timeout=1800,
     )
     return proc, results
 
 
-def test_default_grid_runs_for_real_and_writes_records_and_table(cpu_grid):
-    proc, results = cpu_grid
+def test_local_grid_runs_for_real_and_writes_records_and_table(local_grid):
+    proc, results = local_grid
     assert proc.returncode == 0, proc.stdout + proc.stderr
     recs = load(results / "records.jsonl")
     assert len(recs) == 8
@@ -72,7 +75,7 @@ def test_a_raising_cell_is_fail_and_a_hanging_cell_is_timeout_and_the_run_goes_o
 
     def run(fault, *select, timeout="60"):
         return subprocess.run(
-            [sys.executable, "-m", "harness", "run", "--results", str(results), "--timeout", timeout,
+            [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(results), "--timeout", timeout,
              "--no-table", *[a for s in select for a in ("--select", s)]],
             capture_output=True, text=True, cwd=ROOT, timeout=600,
             env={**os.environ, "COMPAT_INJECT_FAULT": fault},
@@ -106,7 +109,7 @@ def test_a_raising_cell_is_fail_and_a_hanging_cell_is_timeout_and_the_run_goes_o
 
 def test_a_segfaulting_cell_is_crash(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--results", str(tmp_path), "--no-table",
+        [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(tmp_path), "--no-table",
          "--select", "cpu-local-fp32-none-lora-single"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "COMPAT_INJECT_FAULT": "segfault"},
@@ -120,7 +123,7 @@ def test_a_segfaulting_cell_is_crash(tmp_path):
 
 def test_a_missing_interpreter_is_infra_not_fail(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--results", str(tmp_path), "--no-table",
+        [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(tmp_path), "--no-table",
          "--python", str(tmp_path / "no-such-python"), "--select", "cpu-local-fp32-none-lora-single"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )

@@ -16,10 +16,11 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_default_cpu_grid_is_8_cells_across_precision_method_and_checkpointing():
+def test_default_cpu_grid_is_40_cells_across_stacks_precision_method_and_checkpointing():
     matrix = load_matrix(ROOT / "matrix" / "cpu.toml", DATA)
     ids = [c.id for c in matrix.cells]
-    assert len(ids) == 8
+    assert len(ids) == 40
+    assert {c.stack for c in matrix.cells} == {"hf2023", "hf2024", "hf2025", "hf2026", "canary"}
     assert {c.precision for c in matrix.cells} == {"fp32", "bf16"}  # fp16 excluded on cpu
     assert {c.method for c in matrix.cells} == {"full", "lora"}
     assert {c.grad_ckpt for c in matrix.cells} == {False, True}
@@ -87,7 +88,7 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
     assert err.value.problems == [
         f"{path}:1: descripton: unknown key (did you mean 'description'?)",
         f"{path}:4: [product].hardware: \"gpu\" is not valid: Where the cell runs: `cpu`, or the CUDA architecture of the GPU, sm_XY (sm_90 for H100).",
-        f"{path}:5: [product].stack: \"locl\" is not one of \"local\" (did you mean 'local'?)",
+        f"{path}:5: [product].stack: \"locl\" is not one of \"canary\", \"hf2023\", \"hf2024\", \"hf2025\", \"hf2026\", \"local\" (did you mean 'local'?)",
         f"{path}:6: [product].precision: \"bf61\" is not one of \"fp32\", \"fp16\", \"bf16\" (did you mean 'bf16'?)",
         f"{path}:8: [product].method: must be a non-empty list of values",
         f"{path}:10: [product].grad_ckpt: \"yes\" is not one of false, true",
@@ -178,3 +179,48 @@ def test_cli_missing_matrix_file(tmp_path, compat):
     proc = compat("list", "--matrix", str(tmp_path / "nope.toml"))
     assert_clean_error(proc, 2)
     assert f"{tmp_path / 'nope.toml'}: no such file" in proc.stderr
+
+
+def test_shipped_stacks_span_2023_to_now_plus_a_canary():
+    stacks = DATA.stacks
+    pinned = [s for s in stacks.values() if not s.current and not s.canary]
+    assert len(pinned) >= 4
+    assert ("transformers", "==4.33.0") in stacks["hf2023"].packages
+    assert stacks["canary"].canary and all(spec == "" for _, spec in stacks["canary"].packages)
+    assert stacks["local"].current
+    assert all(s.torch == "inherit" for s in stacks.values())
+
+
+def test_broken_stacks_file_reports_every_problem(tmp_path):
+    import shutil
+
+    for name in ("axes.toml", "defaults.toml"):
+        shutil.copy(ROOT / "matrix" / name, tmp_path / name)
+    (tmp_path / "stacks.toml").write_text(textwrap.dedent("""
+        [old]
+        transformers = "4.33.0"
+        pef = "==0.5.0"
+
+        [new]
+        canary = true
+        peft = "==0.21.2"
+        torch = "latest"
+
+        [here]
+        provider = "current"
+        transformers = "==5.0.0"
+
+        [Bad-Name]
+        provider = "docker"
+    """).lstrip())
+    with pytest.raises(MatrixError) as err:
+        MatrixData.load(tmp_path)
+    path = tmp_path / "stacks.toml"
+    assert err.value.problems == [
+        f"{path}:2: [old].transformers: \"4.33.0\" is not a version specifier like \"==4.33.0\" or \">=4.40,<4.41\"",
+        f"{path}:3: [old].pef: unknown key (did you mean 'peft'?)",
+        f"{path}:7: [new].peft: a canary takes the newest release: give a range or \"\", not an exact pin",
+        f"{path}:8: [new].torch: \"latest\" is not a version specifier like \"==4.33.0\" or \">=4.40,<4.41\" (or \"inherit\")",
+        f"{path}:10: [here]: provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary",
+        f"{path}:14: [Bad-Name]: a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)",
+    ]

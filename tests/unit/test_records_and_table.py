@@ -100,20 +100,21 @@ def test_list_json_does_not_import_torch():
         "from harness.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['list', '--json', '--select', 'cpu-*-bf16-*', '--skip', '*-gc'])\n"
+        "    rc = main(['list', '--json', '--select', 'cpu-hf2023-bf16-*', '--skip', '*-gc'])\n"
         "cells = json.loads(buf.getvalue())\n"
         "heavy = [m for m in ('torch', 'transformers', 'peft', 'accelerate') if m in sys.modules]\n"
         "print(json.dumps({'rc': rc, 'ids': [c['id'] for c in cells], 'heavy': heavy}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     result = json.loads(out.stdout)
-    assert result == {"rc": 0, "ids": ["cpu-local-bf16-none-full-single", "cpu-local-bf16-none-lora-single"], "heavy": []}
+    assert result == {"rc": 0, "ids": ["cpu-hf2023-bf16-none-full-single", "cpu-hf2023-bf16-none-lora-single"], "heavy": []}
 
 
 def test_list_text_and_no_match(compat):
-    proc = compat("list", "--select", "cpu-*-lora-*-gc")
+    proc = compat("list", "--matrix", "matrix/local.toml", "--select", "cpu-*-lora-*-gc")
     assert proc.returncode == 0
-    assert proc.stdout.splitlines()[1:] == [
+    assert proc.stdout.splitlines() == [
+        "matrix/local.toml: 2 cells, 2 run on this host",
         "  cpu-local-fp32-none-lora-single-gc  runs here",
         "  cpu-local-bf16-none-lora-single-gc  runs here",
     ]

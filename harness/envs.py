@@ -1,0 +1,296 @@
+"""One virtual environment per stack, keyed by its resolved pins, reused across runs.
+
+How a stack env is made (uv; pip where uv is missing):
+
+    base interpreter  ── the one compat runs under, or --torch-from PATH: it provides torch
+        │
+        └─ <envs>/<stack>-<key>/   a venv of the same Python, with
+               compat-inherit.pth  (torch = "inherit") the base's site-packages, appended to
+                                   sys.path AFTER the env's own, so the stack's transformers /
+                                   peft / accelerate shadow the base's and torch comes from it
+               site-packages/      the stack's packages, resolved with torch excluded
+                                   (uv --excludes) or installed (torch = "==2.13.0")
+               compat-env.json     written last: what was asked, what was installed; its
+                                   presence is what makes the env reusable
+
+uv's shared cache means a second env with the same wheels hardlinks instead of copying. The key
+hashes everything that decides the env's contents, so a changed pin or base interpreter makes a
+new env and never mutates an old one. A canary stack resolves the newest releases first (`uv pip
+compile`) and is keyed by what that resolved to: unchanged releases reuse the env.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import CompatError
+
+ENV_FORMAT = 1
+INHERIT_PTH = "compat-inherit.pth"
+MARKER = "compat-env.json"
+INSTALL_TIMEOUT_S = 1800
+
+
+class InstallError(CompatError):
+    """A stack's environment could not be made; the message is the installer's own."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Stack:
+    name: str
+    description: str
+    current: bool  # provider = "current": no env, the interpreter compat runs under
+    canary: bool
+    torch: str  # "inherit" or a specifier to install, e.g. "==2.13.0"
+    packages: tuple[tuple[str, str], ...]  # (name, specifier); "" = newest
+
+    def requirements(self, resolved: dict[str, str] | None = None) -> list[str]:
+        reqs = [f"{n}=={resolved[n]}" if resolved and n in resolved else f"{n}{s}" for n, s in self.packages]
+        if self.torch != "inherit":
+            reqs.insert(0, f"torch{self.torch}")
+        return reqs
+
+    def pins(self) -> dict[str, str]:
+        out = {"torch": self.torch}
+        out.update({n: s or "newest" for n, s in self.packages})
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class StackEnv:
+    stack: str
+    python: str  # the interpreter cells of this stack run in
+    path: Path | None  # the env folder (None for provider = "current")
+    key: str
+    info: dict  # what goes into each record's `stack`
+
+
+@dataclasses.dataclass
+class EnvManager:
+    root: Path  # where envs live
+    base_python: str = sys.executable  # provides torch for torch = "inherit"
+    offline: bool = False
+    find_links: tuple[str, ...] = ()
+    log: callable = print
+
+    def __post_init__(self) -> None:
+        self._base: dict | None = None
+        self._uv = find_uv()
+
+    # -- public ------------------------------------------------------------------------------
+
+    def ensure(self, stack: Stack) -> StackEnv:
+        if stack.current:
+            return StackEnv(stack.name, self.base_python, None, "current", {
+                "name": stack.name, "provider": "current", "python": self.base_python, "canary": False,
+            })
+        t0 = time.perf_counter()
+        base = self.base()
+        resolved = self._resolve_canary(stack, base) if stack.canary else None
+        key_src = {
+            "format": ENV_FORMAT,
+            "base_python": base["executable"],
+            "base_version": base["version"],
+            "torch": stack.torch,
+            "requirements": stack.requirements(resolved),
+        }
+        key = hashlib.sha256(json.dumps(key_src, sort_keys=True).encode()).hexdigest()[:12]
+        path = self.root / f"{stack.name}-{key}"
+        python = str(path / "bin" / "python")
+        marker = path / MARKER
+        reused = marker.is_file() and Path(python).exists()
+        if not reused:
+            try:
+                self._create(stack, path, base, stack.requirements(resolved), key_src)
+            except BaseException:
+                shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
+                raise
+        os.utime(marker)  # last used
+        info = {
+            "name": stack.name,
+            "provider": "env",
+            "canary": stack.canary,
+            "torch": "inherit" if stack.torch == "inherit" else "installed",
+            "torch_from": base["executable"] if stack.torch == "inherit" else None,
+            "requested": stack.pins(),
+            "resolved": resolved,
+            "env": str(path),
+            "key": key,
+            "reused": reused,
+            "installer": "uv" if self._uv else "pip",
+            "setup_s": round(time.perf_counter() - t0, 3),
+        }
+        return StackEnv(stack.name, python, path, key, info)
+
+    def base(self) -> dict:
+        """The base interpreter: its real executable, version and site-packages."""
+        if self._base is None:
+            code = (
+                "import json, sys, sysconfig; print(json.dumps({'executable': sys.executable, "
+                "'version': sys.version.split()[0], 'purelib': sysconfig.get_paths()['purelib'], "
+                "'platlib': sysconfig.get_paths()['platlib']}))"
+            )
+            try:
+                out = subprocess.run([self.base_python, "-c", code], capture_output=True, text=True, timeout=60)
+            except OSError as exc:
+                raise InstallError(f"base interpreter {self.base_python}: {exc.strerror}") from None
+            if out.returncode != 0:
+                raise InstallError(f"base interpreter {self.base_python} failed: {out.stderr.strip()[-500:]}")
+            self._base = json.loads(out.stdout)
+        return self._base
+
+    # -- making an env -------------------------------------------------------------------------
+
+    def _create(self, stack: Stack, path: Path, base: dict, requirements: list[str], key_src: dict) -> None:
+        """Build the env in place; the marker is written last, so a half-made env (a failed or
+        killed install) has none and is wiped and made again next time."""
+        self.log(f"  env {path.name}: creating ({', '.join(requirements) or 'no packages'})")
+        shutil.rmtree(path, ignore_errors=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self._uv:
+            self._run([self._uv, "venv", "--quiet", "--python", base["executable"], str(path)], "venv")
+        else:
+            self._run([base["executable"], "-m", "venv", str(path)], "venv")
+        python = path / "bin" / "python"
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        if stack.torch == "inherit":
+            paths = dict.fromkeys([base["purelib"], base["platlib"]])
+            Path(site, INHERIT_PTH).write_text("\n".join(paths) + "\n", encoding="utf-8")
+        if requirements:
+            self._install(python, requirements, stack.torch == "inherit")
+        (path / MARKER).write_text(json.dumps({
+            "stack": stack.name, "key_source": key_src, "requirements": requirements,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }, indent=1), encoding="utf-8")
+
+    def _install(self, python: Path, requirements: list[str], inherit: bool) -> None:
+        if self._uv:
+            cmd = [self._uv, "pip", "install", "--quiet", "--python", str(python)]
+            if inherit:
+                cmd += ["--excludes", str(self._excludes())]
+        else:
+            # pip sees the inherited torch through the .pth file and leaves it alone
+            cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        if self.offline:
+            cmd += ["--offline", "--no-index"] if self._uv else ["--no-index"]
+        for folder in self.find_links:
+            cmd += ["--find-links", folder]
+        self._run(cmd + requirements, "install")
+
+    def _excludes(self) -> Path:
+        """uv's --excludes file: torch stays out of the resolution; the base provides it."""
+        path = self.root / "compat-excludes.txt"
+        self.root.mkdir(parents=True, exist_ok=True)
+        path.write_text("torch\n", encoding="utf-8")
+        return path
+
+    def _run(self, cmd: list[str], what: str) -> None:
+        env = {**os.environ, "UV_COMPILE_BYTECODE": "1", "PIP_NO_INPUT": "1"}
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=env)
+        except subprocess.TimeoutExpired:
+            raise InstallError(f"{what} did not finish within {INSTALL_TIMEOUT_S} s: {' '.join(cmd)}") from None
+        except OSError as exc:
+            raise InstallError(f"{what}: could not run {cmd[0]}: {exc.strerror}") from None
+        if out.returncode != 0:
+            message = (out.stderr.strip() or out.stdout.strip())[-3000:]
+            raise InstallError(f"{what} failed (exit {out.returncode}): {message}")
+
+    def _resolve_canary(self, stack: Stack, base: dict) -> dict[str, str]:
+        """The newest releases of the canary's packages, as the resolver picks them today."""
+        names = [n for n, _ in stack.packages]
+        if not self._uv:
+            raise InstallError("a canary stack needs uv to resolve the newest releases (pip install uv)")
+        cmd = [self._uv, "pip", "compile", "--quiet", "--no-header", "--no-annotate",
+               "--python", base["executable"], "-"]
+        if stack.torch == "inherit":
+            cmd += ["--excludes", str(self._excludes())]
+        if self.offline:
+            cmd += ["--offline", "--no-index"]
+        for folder in self.find_links:
+            cmd += ["--find-links", folder]
+        try:
+            out = subprocess.run(cmd, input="\n".join(stack.requirements()) + "\n", capture_output=True,
+                                 text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InstallError(f"resolving canary {stack.name}: {exc}") from None
+        if out.returncode != 0:
+            raise InstallError(f"resolving canary {stack.name} failed: {out.stderr.strip()[-3000:]}")
+        pinned = {}
+        for line in out.stdout.splitlines():
+            name, sep, version = line.strip().partition("==")
+            if sep:
+                pinned[name.strip().lower()] = version.strip()
+        return {n: pinned[n] for n in names if n in pinned}
+
+
+def find_uv() -> str | None:
+    exe = shutil.which("uv")
+    if exe:
+        return exe
+    try:
+        import uv  # the PyPI package ships the binary
+
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return None
+
+
+def default_root() -> Path:
+    if os.environ.get("COMPAT_ENV_DIR"):
+        return Path(os.environ["COMPAT_ENV_DIR"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "compat" / "envs"
+
+
+def list_envs(root: Path) -> list[dict]:
+    out = []
+    if not root.is_dir():
+        return out
+    for path in sorted(root.iterdir()):
+        marker = path / MARKER
+        if not marker.is_file():
+            continue
+        try:
+            meta = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+        out.append({
+            "path": str(path),
+            "stack": meta.get("stack", "?"),
+            "requirements": meta.get("requirements", []),
+            "torch": meta.get("key_source", {}).get("torch", "?"),
+            **tree_size(path),
+            "last_used": marker.stat().st_mtime,
+        })
+    return out
+
+
+def tree_size(path: Path) -> dict:
+    """size_bytes: what the folder occupies; own_bytes: the part no other link shares (files uv
+    hardlinked from its cache, or into other envs, are not in it): what deleting it frees."""
+    seen, total, own = set(), 0, 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+            if st.st_nlink == 1:
+                own += st.st_blocks * 512
+    return {"size_bytes": total, "own_bytes": own}

@@ -1,0 +1,161 @@
+"""Stacks as real environments: made once and reused, torch inherited from the interpreter running
+compat, a stack that cannot be installed recorded as `install-error` while the others run. Needs
+the network to PyPI (or a warm uv cache) to make the envs."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.integration
+torch = pytest.importorskip("torch")
+
+
+def load(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def compat(*args, home=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=home, timeout=1800,
+    )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A compat home of its own: the shipped axes and defaults, and two stacks: one real, one
+    pinning a transformers release that does not exist."""
+    home = tmp_path_factory.mktemp("home")
+    (home / "matrix").mkdir()
+    for name in ("axes.toml", "defaults.toml"):
+        shutil.copy(ROOT / "matrix" / name, home / "matrix" / name)
+    (home / "matrix" / "stacks.toml").write_text(textwrap.dedent("""
+        [missing]
+        transformers = "==4.999.0"
+
+        [good]
+        transformers = "==4.40.2"
+        peft = "==0.10.0"
+        accelerate = "==0.29.3"
+    """))
+    (home / "grid.toml").write_text(textwrap.dedent("""
+        [product]
+        hardware = ["cpu"]
+        stack = ["missing", "good"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["full", "lora"]
+        strategy = ["single"]
+    """))
+    return home
+
+
+@pytest.fixture(scope="module")
+def two_runs(home, tmp_path_factory):
+    envs = tmp_path_factory.mktemp("envs")
+    results = tmp_path_factory.mktemp("results")
+    runs = [compat("run", "--matrix", "grid.toml", "--results", str(results), "--env-dir", str(envs), home=home)
+            for _ in range(2)]
+    return runs, load(results / "records.jsonl"), envs
+
+
+def test_a_version_that_does_not_exist_is_install_error_and_the_run_goes_on(two_runs):
+    runs, recs, _ = two_runs
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert [(r["cell"], r["outcome"]) for r in recs[:4]] == [
+        ("cpu-missing-fp32-none-full-single", "install-error"),
+        ("cpu-missing-fp32-none-lora-single", "install-error"),
+        ("cpu-good-fp32-none-full-single", "pass"),
+        ("cpu-good-fp32-none-lora-single", "pass"),
+    ]
+    bad = recs[0]
+    assert bad["reason"] == "the environment of stack 'missing' could not be made"
+    assert bad["error"]["type"] == "InstallError"
+    assert "transformers==4.999.0" in bad["error"]["message"]  # the installer's own words
+    assert bad["stack"]["requested"]["transformers"] == "==4.999.0"
+
+
+def test_records_show_the_stack_versions_and_the_inherited_torch(two_runs):
+    _, recs, _ = two_runs
+    for r in recs:
+        if r["outcome"] != "pass":
+            continue
+        packages = r["fingerprint"]["packages"]
+        assert (packages["transformers"], packages["peft"], packages["accelerate"]) == ("4.40.2", "0.10.0", "0.29.3")
+        assert r["fingerprint"]["torch"]["version"] == torch.__version__
+        assert r["stack"]["torch"] == "inherit" and r["stack"]["torch_from"]
+        assert r["losses"]["eval_after"] < r["losses"]["eval_before"]
+
+
+def test_torch_is_inherited_not_installed(two_runs):
+    _, recs, envs = two_runs
+    env = next(r["stack"]["env"] for r in recs if r["outcome"] == "pass")
+    out = subprocess.run(
+        [f"{env}/bin/python", "-c", "import torch, transformers; print(torch.__file__); print(transformers.__file__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    assert out[0] == torch.__file__  # the very torch this interpreter has: nothing downloaded
+    assert out[1].startswith(env)  # the stack's own transformers shadows the base's
+    assert not list((envs).glob("*/lib/python*/site-packages/torch"))
+
+
+def test_the_second_run_reuses_the_environment(two_runs):
+    _, recs, envs = two_runs
+    good = [r for r in recs if r["outcome"] == "pass"]
+    first, second = good[0]["stack"], good[2]["stack"]
+    assert first["env"] == second["env"] and first["key"] == second["key"]
+    assert (first["reused"], second["reused"]) == (False, True)
+    assert second["setup_s"] < 3
+    assert len([p for p in envs.iterdir() if p.is_dir()]) == 1  # no env for the stack that failed
+
+    listing = compat("envs", "--env-dir", str(envs), "--json")
+    (entry,) = json.loads(listing.stdout)
+    assert entry["stack"] == "good" and entry["size_bytes"] > 0
+    assert entry["requirements"] == ["transformers==4.40.2", "peft==0.10.0", "accelerate==0.29.3"]
+
+
+def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path):
+    """The README's main job: matrix/cpu.toml, 4 pinned stacks from 2023 on and the canary."""
+    proc = compat("run", "--results", str(tmp_path), "--matrix", str(ROOT / "matrix" / "cpu.toml"),
+                  "--env-dir", str(tmp_path / "envs"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = load(tmp_path / "records.jsonl")
+    stacks = tomllib.loads((ROOT / "matrix" / "stacks.toml").read_text())
+    assert len(recs) == 40
+    assert {r["axes"]["stack"] for r in recs} == {"hf2023", "hf2024", "hf2025", "hf2026", "canary"}
+    for r in recs:
+        assert r["outcome"] == "pass", (r["cell"], r["error"])
+        packages = r["fingerprint"]["packages"]
+        name = r["axes"]["stack"]
+        for lib in ("transformers", "peft", "accelerate"):
+            if stacks[name].get("canary"):
+                assert packages[lib] == r["stack"]["resolved"][lib]
+            else:
+                assert f"=={packages[lib]}" == stacks[name][lib]
+    assert any(r["fingerprint"]["packages"]["transformers"] == "4.33.0" for r in recs)
+
+
+def test_pip_fallback_also_inherits_torch(tmp_path):
+    """Where uv is missing, pip makes the env; it sees the inherited torch through the .pth file
+    and installs only what the stack adds."""
+    from harness.envs import EnvManager, Stack
+
+    manager = EnvManager(root=tmp_path, log=lambda line: None)
+    manager._uv = None  # as on a host without uv
+    stack = Stack("accel", "", current=False, canary=False, torch="inherit", packages=(("accelerate", "==0.29.3"),))
+    env = manager.ensure(stack)
+    assert env.info["installer"] == "pip" and env.info["reused"] is False
+    out = subprocess.run(
+        [env.python, "-c", "import torch, accelerate; print(torch.__file__); print(accelerate.__version__, accelerate.__file__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    assert out[0] == torch.__file__
+    assert out[1].startswith("0.29.3 " + str(env.path))
+    assert not list(tmp_path.glob("*/lib/python*/site-packages/torch"))
+    assert manager.ensure(stack).info["reused"] is True
