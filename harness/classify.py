@@ -43,7 +43,7 @@ _NORMALIZE = [
     (re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
     (re.compile(r"(?<![\w.])(/[^\s'\",:()]+)+"), "<path>"),
     (re.compile(r"\b[0-9a-f]{12,}\b"), "<hash>"),
-    (re.compile(r"\d+(\.\d+)?"), "<n>"),
+    (re.compile(r"(?<![A-Za-z_\d])\d+(\.\d+)?(?![A-Za-z_\d])"), "<n>"),  # not inside fsdp2, sm_90, bf16
     (re.compile(r"\s+"), " "),
 ]
 

@@ -118,13 +118,13 @@ def cmd_list(args) -> int:
     host = hardware.detect()
     _, matrix, planned, _ = _load_plan(args, host)
     if args.json:
-        print(json.dumps([{"id": p.cell.id, "axes": p.cell.axes(), "runs_here": p.here, "reason": p.reason} for p in planned], indent=1))
+        print(json.dumps([{"id": p.cell.id, "axes": p.cell.axes(), "runs_here": p.here, "unsupported": p.unsupported, "reason": p.reason} for p in planned], indent=1))
         return 0
     here = sum(p.here for p in planned)
     print(f"{matrix.path}: {len(planned)} cells, {here} run on this host")
     width = max(len(p.cell.id) for p in planned)
     for p in planned:
-        print(f"  {p.cell.id:<{width}}  {'runs here' if p.here else 'other runner: ' + p.reason}")
+        print(f"  {p.cell.id:<{width}}  {p.status}")
     return 0
 
 
@@ -144,7 +144,7 @@ def cmd_run(args) -> int:
     if args.offline and not args.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
     root, matrix, planned, data = _load_plan(args, host)
-    cells = [p.cell for p in planned if p.here]
+    cells = [p.cell for p in planned if p.here or p.unsupported]
     if not cells:
         raise NoHardwareError(
             f"none of the {len(planned)} selected cells of {matrix.path} runs on this host "
@@ -168,7 +168,11 @@ def cmd_run(args) -> int:
         keep_workdirs=args.keep_workdirs,
     )
     print(f"compat run {ctx.run_id}: {len(cells)} cells of {matrix.path} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
-    done = runner.run_all(cells, ctx, report=_report)
+    others = [p for p in planned if not p.here and not p.unsupported]
+    if others:
+        archs = ", ".join(sorted({p.cell.hardware for p in others}))
+        print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
+    done = runner.run_all(planned, ctx, report=_report)
     counts: dict[str, int] = {}
     for rec in done:
         counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1

@@ -161,6 +161,27 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
         cells.append(Cell(**fields))
     if not cells:
         raise MatrixError([f"{path}: [[exclude]]: the excludes drop every cell of the product"])
+    # `single` is one process and ddp/fsdp need two or more: name the cells and the exact fix
+    for bad in (
+        [c for c in cells if c.strategy == "single" and c.ranks > 1],
+        [c for c in cells if c.strategy != "single" and c.ranks == 1],
+    ):
+        if bad:
+            strategies = sorted({c.strategy for c in bad})
+            ranks = sorted({c.ranks for c in bad})
+            fix = (
+                f"strategy = {_toml_repr(strategies[0]) if len(strategies) == 1 else strategies}, "
+                f"ranks = {ranks[0] if len(ranks) == 1 else ranks}"
+            ).replace("'", '"')
+            problems.append(where(
+                "product", "[product]",
+                f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {bad[0].strategy} with "
+                f"{bad[0].ranks} rank(s); single runs 1 process, ddp and fsdp 2 or more: add "
+                f"[[exclude]] {fix}",
+                table="product",
+            ))
+    if problems:
+        raise MatrixError(problems)
     return Matrix(path, description, tuple(cells), settings)
 
 

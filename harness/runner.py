@@ -45,19 +45,38 @@ CELL_ENV = {
 @dataclasses.dataclass(frozen=True)
 class PlannedCell:
     cell: Cell
-    here: bool  # whether this host runs it
-    reason: str  # why not, when it does not
+    here: bool  # this host runs it
+    unsupported: bool = False  # this host was asked for it and lacks what it needs: recorded
+    reason: str = ""  # why it does not run here
+
+    @property
+    def status(self) -> str:
+        if self.here:
+            return "runs here"
+        return ("unsupported: " if self.unsupported else "other runner: ") + self.reason
 
 
 def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
-    """Cells for hardware this host has run here; the others belong to other runners."""
+    """What this host does with each cell. CPU cells run here (ranks are processes). A GPU cell
+    runs here when the host has `ranks` cards of its architecture; with fewer such cards, or no
+    GPU at all, it is `unsupported` and recorded so; a cell for another GPU architecture on a GPU
+    host belongs to another runner and is left to it."""
     out = []
     for cell in cells:
-        if cell.hardware in host.archs:
-            out.append(PlannedCell(cell, True, ""))
+        if cell.hardware == "cpu":
+            out.append(PlannedCell(cell, True))
+            continue
+        cards = [g for g in host.gpus if g.arch == cell.hardware]
+        need = f"{cell.ranks} {cell.hardware} card{'s' if cell.ranks > 1 else ''}"
+        if len(cards) >= cell.ranks:
+            out.append(PlannedCell(cell, True))
+        elif cards:
+            out.append(PlannedCell(cell, False, True, f"needs {need}; this host has {len(cards)}"))
+        elif not host.gpus:
+            out.append(PlannedCell(cell, False, True, f"needs {need}; this host has no CUDA GPU"))
         else:
-            have = ", ".join(sorted(host.archs))
-            out.append(PlannedCell(cell, False, f"needs {cell.hardware}; this host has {have}"))
+            have = ", ".join(sorted({g.arch for g in host.gpus}))
+            out.append(PlannedCell(cell, False, False, f"needs {need}; this host has {have}"))
     return out
 
 
@@ -79,14 +98,22 @@ class RunContext:
 
 
 def run_all(
-    cells: list[Cell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None
+    planned: list[PlannedCell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None
 ) -> list[dict]:
     """Run every cell in order, appending each record as soon as its cell ends. One cell's
     failure, crash or hang never stops the others; a stack whose environment cannot be made
     gives each of its cells an `install-error` record, and the other stacks still run."""
     out = []
     stack_envs: dict[str, StackEnv | InstallError] = {}
-    for i, cell in enumerate(cells, 1):
+    todo = [p for p in planned if p.here or p.unsupported]
+    for i, p in enumerate(todo, 1):
+        cell = p.cell
+        if p.unsupported:
+            record = unsupported_record(cell, ctx, p.reason)
+            records.append(ctx.records_path, record)
+            report(i, len(todo), record)
+            out.append(record)
+            continue
         if cell.stack not in stack_envs:
             try:
                 stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
@@ -98,7 +125,7 @@ def run_all(
         else:
             record = run_cell(cell, ctx, got)
         records.append(ctx.records_path, record)
-        report(i, len(cells), record)
+        report(i, len(todo), record)
         out.append(record)
     return out
 
@@ -112,6 +139,19 @@ def install_error_record(cell: Cell, ctx: RunContext, exc: InstallError) -> dict
         "reason": f"the environment of stack {stack.name!r} could not be made",
         "error": _error("InstallError", str(exc), classify.last_lines(str(exc))),
         "stack": {"name": stack.name, "canary": stack.canary, "requested": stack.pins()},
+        "started_at": now,
+        "finished_at": now,
+        "duration_s": 0.0,
+        "fingerprint": fingerprint(ctx, None, {}),
+    }
+
+
+def unsupported_record(cell: Cell, ctx: RunContext, reason: str) -> dict:
+    now = _now()
+    return {
+        **_base_record(cell, ctx),
+        "outcome": "unsupported",
+        "reason": reason,
         "started_at": now,
         "finished_at": now,
         "duration_s": 0.0,
@@ -141,7 +181,8 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     log_path = ctx.log_dir / f"{cell.id}.log"
-    spec_path, result_path = workdir / "spec.json", workdir / "result.json"
+    spec_path, result_dir = workdir / "spec.json", workdir / "result"
+    result_dir.mkdir()
     spec = {
         "cell": cell.id,
         **cell.axes(),
@@ -150,14 +191,20 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
         "workdir": str(workdir / "work"),
     }
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    command = [stack_env.python, str(WORKLOAD), str(spec_path), str(result_path)]
+    if cell.ranks > 1:
+        launcher = "torchrun"
+        command = [stack_env.python, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc_per_node={cell.ranks}", str(WORKLOAD), str(spec_path), str(result_dir)]
+    else:
+        launcher = "python"
+        command = [stack_env.python, str(WORKLOAD), str(spec_path), str(result_dir)]
     env = {**os.environ, **CELL_ENV}
     if cell.hardware != "cpu":
         gpus = [g.index for g in ctx.host.gpus if g.arch == cell.hardware][: cell.ranks]
         env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
 
     ended = _launch(command, env, workdir, log_path, timeout)
-    result = _read_result(result_path)
+    result = _read_results(result_dir, cell.ranks)
     outcome, reason, error = _classify(ended, result, log_path)
     memory = (result or {}).get("memory") or []
     if not memory and ended.child_maxrss_bytes:
@@ -179,7 +226,7 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
         "checks": (result or {}).get("checks", {}),
         "started_at": started,
         "finished_at": _now(),
-        "launcher": "python",
+        "launcher": launcher,
         "command": command,
         "returncode": ended.returncode,
         "settings": {"timeout_s": timeout, "model": ctx.settings["model"], "train": ctx.settings["train"]},
@@ -231,12 +278,28 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _read_result(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _read_results(result_dir: Path, ranks: int) -> dict | None:
+    """Every rank's result file merged into one: rank 0's losses, checks and environment; every
+    rank's memory; the first failing rank's error. `incomplete` when a rank left no result."""
+    found: dict[int, dict] = {}
+    for rank in range(ranks):
+        try:
+            data = json.loads((result_dir / f"rank{rank}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found[rank] = data
+    if not found:
         return None
-    return data if isinstance(data, dict) else None
+    merged = dict(found.get(0) or found[min(found)])
+    merged["memory"] = [m for r in sorted(found) for m in (found[r].get("memory") or [])]
+    failed = [r for r in sorted(found) if found[r].get("status") != "ok"]
+    if failed and isinstance(found[failed[0]].get("error"), dict):
+        merged["status"] = "error"
+        merged["error"] = dict(found[failed[0]]["error"], rank=failed[0])
+    elif len(found) < ranks:
+        merged["status"] = "incomplete"
+    return merged
 
 
 def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, str, dict | None]:

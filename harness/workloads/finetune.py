@@ -6,8 +6,10 @@ take (transformers Trainer, peft for LoRA), check that the loss is finite and we
 result (model or adapter), reload it and check the reloaded model gives the same outputs.
 
 Contract with the harness (the only one):
-    python finetune.py SPEC.json RESULT.json
-SPEC.json holds the cell's axes and settings; RESULT.json is written on success AND on failure:
+    python finetune.py SPEC.json RESULT_DIR            (one process)
+    torchrun --nproc_per_node N finetune.py SPEC.json RESULT_DIR   (N ranks: ddp, fsdp, fsdp2)
+SPEC.json holds the cell's axes and settings; each rank writes RESULT_DIR/rank<R>.json, on success
+AND on failure:
     {"status": "ok" | "error", "error": {...} | null, "losses": {...}, "memory": [...],
      "durations_s": {...}, "environment": {...}, "checks": {...}}
 Exit code 0 on success, 1 when the workload raised (the error is in RESULT.json).
@@ -37,7 +39,12 @@ import traceback
 T_START = time.perf_counter()
 
 
-def main(spec_path: str, result_path: str) -> int:
+RANK = int(os.environ.get("RANK", "0"))
+WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def main(spec_path: str, result_dir: str) -> int:
+    result_path = os.path.join(result_dir, f"rank{RANK}.json")
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     result = {
@@ -98,7 +105,8 @@ def run(spec: dict, result: dict) -> None:
     base = transformers.AutoModelForCausalLM.from_config(config)
     workdir = spec["workdir"]
     base_dir = os.path.join(workdir, "base")
-    base.save_pretrained(base_dir)
+    if RANK == 0:  # every rank built the same weights from the same seed; one copy on disk
+        base.save_pretrained(base_dir)
     model = base
     if spec["method"] == "lora":
         import peft
@@ -161,7 +169,11 @@ def run(spec: dict, result: dict) -> None:
             f"gradient checkpointing is {'on' if active else 'off'} after training, "
             f"but the cell asked for {'on' if spec['grad_ckpt'] else 'off'}"
         )
-    loss_after = eval_loss(model, eval_batch, device, amp)
+    # the model as the Trainer wrapped it (DDP, FSDP): with sharded weights every rank must take
+    # part in each forward pass, so every rank evaluates; only rank 0 checks the saved copy
+    trained = trainer.model_wrapped if WORLD_SIZE > 1 else model
+    check_strategy(spec["strategy"], trained, result)
+    loss_after = eval_loss(trained, eval_batch, device, amp)
     result["losses"] = {
         "first": losses[0],
         "last": losses[-1],
@@ -181,7 +193,15 @@ def run(spec: dict, result: dict) -> None:
     # -- save, reload, compare ---------------------------------------------------------------------
     t = time.perf_counter()
     out_dir = os.path.join(workdir, "saved")
-    model.save_pretrained(out_dir)
+    trainer.save_model(out_dir)  # gathers sharded weights; writes on the main process only
+    trained_logits = logits(trained, eval_batch, amp)
+    if WORLD_SIZE > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+    if RANK != 0:
+        durations["save_reload"] = time.perf_counter() - t
+        return
     if spec["method"] == "lora":
         import peft
 
@@ -190,8 +210,8 @@ def run(spec: dict, result: dict) -> None:
         )
     else:
         reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir)
-    reloaded.to(next(model.parameters()).device)
-    diff = max_logit_diff(model, reloaded, eval_batch, amp)
+    reloaded.to(device)
+    diff = float((trained_logits - logits(reloaded, eval_batch, amp)).abs().max())
     durations["save_reload"] = time.perf_counter() - t
     result["checks"]["reload_max_abs_diff"] = diff
     if not diff <= 1e-4:
@@ -276,7 +296,40 @@ def training_arguments(spec: dict, output_dir: str):
     if spec["hardware"] == "cpu":
         # renamed from no_cuda to use_cpu in transformers 4.34
         kwargs["use_cpu" if "use_cpu" in fields else "no_cuda"] = True
-    return transformers.TrainingArguments(**{k: v for k, v in kwargs.items() if k in fields})
+        if WORLD_SIZE > 1:
+            kwargs["ddp_backend"] = "gloo"
+    strategy = spec["strategy"]
+    if strategy in ("fsdp", "fsdp2"):
+        # what users put in their training config; the "fsdp_" prefix is the spelling every
+        # transformers version since 4.33 reads (newer ones strip it)
+        kwargs["fsdp"] = "full_shard auto_wrap"
+        kwargs["fsdp_config"] = {
+            "fsdp_transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"],
+            **({"fsdp_version": 2} if strategy == "fsdp2" else {}),
+        }
+    elif strategy not in ("single", "ddp"):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    missing = sorted(set(kwargs) - fields)
+    if missing:
+        # never drop a setting silently: the cell would run as something it is not
+        raise TypeError(f"TrainingArguments of transformers {transformers.__version__} has no {', '.join(missing)}")
+    return transformers.TrainingArguments(**kwargs)
+
+
+def check_strategy(strategy: str, trained, result: dict) -> None:
+    """The cell ran as the strategy it names, not as whatever a library fell back to (an old
+    transformers ignores fsdp_config keys it does not know)."""
+    wrapper = type(trained).__name__
+    sharded = sorted({type(p).__name__ for p in trained.parameters()})
+    result["checks"]["wrapped_as"] = wrapper
+    result["checks"]["parameter_types"] = sharded
+    expect = {
+        "ddp": wrapper == "DistributedDataParallel",
+        "fsdp": wrapper == "FullyShardedDataParallel",
+        "fsdp2": "DTensor" in sharded,
+    }.get(strategy, True)
+    if not expect:
+        raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters")
 
 
 def step_callback(spec: dict, losses: list):
@@ -320,26 +373,22 @@ def eval_loss(model, batch: dict, device: str, amp) -> float:
     return float(out.loss)
 
 
-def max_logit_diff(a, b, batch: dict, amp) -> float:
+def logits(model, batch: dict, amp):
     import torch
 
-    device = next(a.parameters()).device
-    a.eval()
-    b.eval()
+    device = next(model.parameters()).device
+    model.eval()
     inputs = {k: batch[k].to(device) for k in ("input_ids", "attention_mask")}
     with torch.no_grad(), amp():
-        la = a(**inputs).logits.float()
-        lb = b(**inputs).logits.float()
-    return float((la - lb).abs().max())
+        return model(**inputs).logits.float().cpu()
 
 
 def memory_report(device: str | None) -> list[dict]:
-    """Peak memory of this process: peak RSS always; on CUDA also torch's max allocated/reserved
-    per visible device, and NVML's used memory for it at the end of the run (a reading, not a
-    peak: it includes the CUDA context and any other process on the card)."""
-    rank = int(os.environ.get("RANK", "0"))
+    """Peak memory of this process (this rank): peak RSS always; on CUDA also torch's max
+    allocated/reserved on its device, and NVML's used memory for it at the end of the run (a
+    reading, not a peak: it includes the CUDA context and any other process on the card)."""
     entry = {
-        "rank": rank,
+        "rank": RANK,
         "device": "cpu",
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
@@ -348,7 +397,9 @@ def memory_report(device: str | None) -> list[dict]:
     import torch
 
     entries = []
-    for d in range(torch.cuda.device_count()):
+    # a rank uses one card (LOCAL_RANK under torchrun); one process alone reports every card
+    indices = [int(os.environ["LOCAL_RANK"])] if WORLD_SIZE > 1 else range(torch.cuda.device_count())
+    for d in indices:
         e = dict(entry)
         e["device"] = f"cuda:{d}"
         e["torch_max_allocated_bytes"] = torch.cuda.max_memory_allocated(d)
@@ -436,6 +487,6 @@ def fault_point(cell: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        print("usage: finetune.py SPEC.json RESULT.json", file=sys.stderr)
+        print("usage: finetune.py SPEC.json RESULT_DIR", file=sys.stderr)
         sys.exit(2)
     sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -131,3 +131,55 @@ def test_a_missing_interpreter_is_infra_not_fail(tmp_path):
     (rec,) = load(tmp_path / "records.jsonl")
     assert rec["outcome"] == "infra"
     assert rec["reason"].startswith(f"could not start {tmp_path / 'no-such-python'}: ")
+
+
+DIST = """
+[product]
+hardware = ["cpu", "sm_90"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["full"]
+strategy = ["ddp", "fsdp"]
+ranks = [2]
+"""
+
+
+def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
+    """ddp passes with one memory entry per rank; fsdp through the Trainer on CPU is recorded as
+    the libraries behave (accelerate falls back to DDP on CPU: the strategy check says so); the
+    2-GPU cells are `unsupported` on this host, with the reason."""
+    from harness import hardware
+
+    if hardware.detect().gpus:
+        pytest.skip("the sm_90 cells would run on this host")
+    grid = tmp_path / "dist.toml"
+    grid.write_text(DIST)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--matrix", str(grid), "--results", str(tmp_path), "--no-table"],
+        capture_output=True, text=True, cwd=ROOT, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
+    assert sorted(recs) == [
+        "cpu-local-fp32-none-full-ddp-r2", "cpu-local-fp32-none-full-fsdp-r2",
+        "sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2",
+    ]
+    ddp = recs["cpu-local-fp32-none-full-ddp-r2"]
+    assert ddp["outcome"] == "pass", ddp["error"]
+    assert ddp["launcher"] == "torchrun"
+    assert [m["rank"] for m in ddp["memory"]] == [0, 1]
+    assert all(m["peak_rss_bytes"] > 100 * 2**20 for m in ddp["memory"])
+    assert ddp["checks"]["wrapped_as"] == "DistributedDataParallel"
+    assert ddp["losses"]["eval_after"] < ddp["losses"]["eval_before"]
+
+    fsdp = recs["cpu-local-fp32-none-full-fsdp-r2"]
+    assert fsdp["outcome"] == "fail"
+    assert fsdp["error"]["signature"] == (
+        "CheckFailed: strategy fsdp asked for, but the trained model is a DistributedDataParallel with Parameter parameters"
+    )
+    assert [m["rank"] for m in fsdp["memory"]] == [0, 1]
+
+    for cell in ("sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2"):
+        assert recs[cell]["outcome"] == "unsupported"
+        assert recs[cell]["reason"] == "needs 2 sm_90 cards; this host has no CUDA GPU"

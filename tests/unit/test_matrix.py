@@ -224,3 +224,26 @@ def test_broken_stacks_file_reports_every_problem(tmp_path):
         f"{path}:10: [here]: provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary",
         f"{path}:14: [Bad-Name]: a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)",
     ]
+
+
+def test_strategy_and_ranks_must_agree(tmp_path):
+    path = write(tmp_path, """
+        [product]
+        hardware = ["cpu"]
+        stack = ["local"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["full"]
+        strategy = ["single", "ddp"]
+        ranks = [1, 2]
+    """)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert err.value.problems == [
+        f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-single-r2 pair strategy single with 2 rank(s); "
+        "single runs 1 process, ddp and fsdp 2 or more: add [[exclude]] strategy = \"single\", ranks = 2",
+        f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-ddp pair strategy ddp with 1 rank(s); "
+        "single runs 1 process, ddp and fsdp 2 or more: add [[exclude]] strategy = \"ddp\", ranks = 1",
+    ]
+    path.write_text(path.read_text() + '[[exclude]]\nstrategy = "single"\nranks = 2\n[[exclude]]\nstrategy = "ddp"\nranks = 1\n')
+    assert [c.id for c in load_matrix(path, DATA).cells] == ["cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-ddp-r2"]

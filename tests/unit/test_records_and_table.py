@@ -31,6 +31,7 @@ def test_signature_drops_numbers_paths_and_addresses():
     assert a == "OutOfMemoryError: CUDA out of memory. Tried to allocate <n> MiB (GPU <n>; <n> GiB total)"
     assert b == "OutOfMemoryError: CUDA out of memory. Tried to allocate <n> GiB (GPU <n>; <n> GiB total)"
     assert classify.signature("builtins.KeyError", "at 0x7f3a1b2c in /opt/env/lib/x.py") == "KeyError: at <hex> in <path>"
+    assert classify.signature("CheckFailed", "strategy fsdp2 on sm_90 in bf16, 2 ranks") == "CheckFailed: strategy fsdp2 on sm_90 in bf16, <n> ranks"
 
 
 def test_oom_is_told_apart_from_other_failures():
