@@ -300,12 +300,17 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
                 where(key, label, f"{_toml_repr(value)} must be {_TYPE_NAMES[type(default)]} like the default {_toml_repr(default)}")
             )
             continue
+        if key in _SETTING_CHOICES and value not in _SETTING_CHOICES[key]:
+            shown = ", ".join(_toml_repr(c) for c in _SETTING_CHOICES[key])
+            problems.append(where(key, label, f"{_toml_repr(value)} is not one of {shown}{_did_you_mean(value, _SETTING_CHOICES[key])}"))
+            continue
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and key != "seed":
             problems.append(where(key, label, f"{value} must be greater than 0"))
             continue
         into[key] = value
 
 
+_SETTING_CHOICES = {"order": ("shuffled", "ascending")}
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 import harness
-from harness import classify, records
+from harness import classify, memory, records
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv
 from harness.hardware import Host
@@ -169,6 +169,7 @@ def _base_record(cell: Cell, ctx: RunContext) -> dict:
         "error": None,
         "losses": None,
         "memory": [],
+        "flags": [],
         "known_issues": [],
         "evidence": "measured",
     }
@@ -206,10 +207,10 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
     ended = _launch(command, env, workdir, log_path, timeout)
     result = _read_results(result_dir, cell.ranks)
     outcome, reason, error = _classify(ended, result, log_path)
-    memory = (result or {}).get("memory") or []
-    if not memory and ended.child_maxrss_bytes:
+    peaks = (result or {}).get("memory") or []
+    if not peaks and ended.child_maxrss_bytes:
         # the workload died before reporting: the kernel's account of the process still holds
-        memory = [{"rank": 0, "device": "cpu", "peak_rss_bytes": ended.child_maxrss_bytes, "source": "wait4"}]
+        peaks = [{"rank": 0, "device": "cpu", "peak_rss_bytes": ended.child_maxrss_bytes, "source": "wait4"}]
     environment = (result or {}).get("environment") or {}
 
     if not ctx.keep_workdirs:
@@ -220,7 +221,8 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
         "reason": reason,
         "error": error,
         "losses": (result or {}).get("losses"),
-        "memory": memory,
+        "memory": peaks,
+        "flags": ["staircase"] if any((m.get("staircase") or {}).get("flag") for m in peaks) else [],
         "duration_s": round(time.perf_counter() - t0, 3),
         "durations_s": (result or {}).get("durations_s", {}),
         "checks": (result or {}).get("checks", {}),
@@ -292,7 +294,11 @@ def _read_results(result_dir: Path, ranks: int) -> dict | None:
     if not found:
         return None
     merged = dict(found.get(0) or found[min(found)])
-    merged["memory"] = [m for r in sorted(found) for m in (found[r].get("memory") or [])]
+    merged["memory"] = []
+    for r in sorted(found):
+        timeline = found[r].get("timeline") or []
+        for m in found[r].get("memory") or []:
+            merged["memory"].append({**m, "timeline": timeline, "staircase": memory.staircase(timeline)})
     failed = [r for r in sorted(found) if found[r].get("status") != "ok"]
     if failed and isinstance(found[failed[0]].get("error"), dict):
         merged["status"] = "error"

@@ -146,12 +146,26 @@ def run(spec: dict, result: dict) -> None:
     # -- train through the Trainer ---------------------------------------------------------------
     args = training_arguments(spec, os.path.join(workdir, "trainer"))
     losses: list[float] = []
-    trainer = transformers.Trainer(
+    timeline: list[dict] = []
+    result["timeline"] = timeline
+    width = [0]  # sequence length of the latest forward pass, for the timeline
+
+    def note_width(module, args_, kwargs):
+        ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args_[0] if args_ else None)
+        if ids is not None:
+            width[0] = int(ids.shape[-1])
+
+    model.register_forward_pre_hook(note_width, with_kwargs=True)
+    trainer_class = transformers.Trainer
+    if train.get("order", "shuffled") == "ascending":
+        trainer_class = in_order_trainer(transformers.Trainer)
+        data.sort(key=lambda row: len(row["input_ids"]))
+    trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=ListDataset(data),
         data_collator=collate,
-        callbacks=[step_callback(spec, losses)],
+        callbacks=[step_callback(spec, losses, timeline, width, device)],
     )
     t = time.perf_counter()
     trainer.train()
@@ -332,10 +346,23 @@ def check_strategy(strategy: str, trained, result: dict) -> None:
         raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters")
 
 
-def step_callback(spec: dict, losses: list):
-    """A Trainer callback that collects the loss of every logged step and hosts the
-    fault-injection point. Built here, after transformers is imported, so an import failure is
-    reported in RESULT.json like any other."""
+def in_order_trainer(base):
+    """The Trainer with its shuffling sampler replaced by a sequential one, so batches come in
+    the order of the data (train.order = "ascending": growing sequence lengths)."""
+    import torch
+
+    class InOrderTrainer(base):
+        def _get_train_sampler(self, *args, **kwargs):
+            return torch.utils.data.SequentialSampler(self.train_dataset)
+
+    return InOrderTrainer
+
+
+def step_callback(spec: dict, losses: list, timeline: list, width: list, device: str):
+    """A Trainer callback that collects the loss of every logged step and, after every optimizer
+    step, this rank's memory (CPU: peak RSS so far; CUDA: allocated and reserved now, and the
+    peaks so far) with the step's sequence length; it also hosts the fault-injection point.
+    Built here, after transformers is imported, so an import failure is reported like any other."""
     import transformers
 
     class StepCallback(transformers.TrainerCallback):
@@ -344,6 +371,18 @@ def step_callback(spec: dict, losses: list):
                 losses.append(float(logs["loss"]))
 
         def on_step_end(self, args, state, control, **kwargs):
+            point = {
+                "step": state.global_step,
+                "seq_len": width[0],
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            }
+            if device == "cuda":
+                import torch
+
+                point["cuda_allocated_bytes"] = torch.cuda.memory_allocated()
+                point["cuda_reserved_bytes"] = torch.cuda.memory_reserved()
+                point["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+            timeline.append(point)
             if state.global_step == 1:
                 fault_point(spec["cell"])
 

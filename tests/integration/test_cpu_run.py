@@ -183,3 +183,48 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
     for cell in ("sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2"):
         assert recs[cell]["outcome"] == "unsupported"
         assert recs[cell]["reason"] == "needs 2 sm_90 cards; this host has no CUDA GPU"
+
+
+STAIRS = """
+[product]
+hardware = ["cpu"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["full"]
+strategy = ["single"]
+[settings.model]
+vocab_size = 4096
+hidden_size = 128
+intermediate_size = 256
+[settings.train]
+steps = 8
+batch_size = 4
+examples = 32
+seq_len_min = {lo}
+seq_len_max = 1024
+order = "ascending"
+"""
+
+
+@pytest.mark.parametrize("lo, flagged", [(64, True), (1024, False)], ids=["growing-lengths", "fixed-length"])
+def test_staircase_flag_on_growing_sequence_lengths(tmp_path, lo, flagged):
+    grid = tmp_path / "stairs.toml"
+    grid.write_text(STAIRS.format(lo=lo))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--matrix", str(grid), "--results", str(tmp_path), "--no-table"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (rec,) = load(tmp_path / "records.jsonl")
+    assert rec["outcome"] == "pass", rec["error"]
+    (mem,) = rec["memory"]
+    lengths = [p["seq_len"] for p in mem["timeline"]]
+    assert len(lengths) == 8
+    if flagged:
+        assert lengths == sorted(lengths) and lengths[-1] > lengths[0]  # batches really grew
+    else:
+        assert set(lengths) == {1024}
+    assert mem["staircase"]["metric"] == "peak_rss_bytes"
+    assert mem["staircase"]["flag"] is flagged
+    assert rec["flags"] == (["staircase"] if flagged else [])
