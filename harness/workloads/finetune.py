@@ -104,16 +104,31 @@ def run(spec: dict, result: dict) -> None:
     config = transformers.LlamaConfig(**spec["model"])
     base = transformers.AutoModelForCausalLM.from_config(config)
     workdir = spec["workdir"]
-    base_dir = os.path.join(workdir, "base")
-    if RANK == 0:  # every rank built the same weights from the same seed; one copy on disk
-        base.save_pretrained(base_dir)
+    # every rank built the same weights from the same seed; each keeps its own copy on disk, so
+    # no rank waits for another before loading it
+    base_dir = os.path.join(workdir, f"base{RANK}")
+    base.save_pretrained(base_dir)
+    quant = quantization_config(spec["quantization"], spec["precision"])
+    if quant is not None:
+        # QLoRA as users run it: quantize while loading the saved model, then peft's k-bit prep
+        import peft
+
+        base = transformers.AutoModelForCausalLM.from_pretrained(
+            base_dir, quantization_config=quant, device_map={"": device_index(device)}
+        )
+        result["checks"]["quantized_modules"] = sorted(
+            {type(m).__name__ for m in base.modules() if "bitsandbytes" in type(m).__module__}
+        )
+        if not result["checks"]["quantized_modules"]:
+            raise CheckFailed(f"quantization {spec['quantization']} asked for, but no bitsandbytes layer is in the model")
+        base = peft.prepare_model_for_kbit_training(base, use_gradient_checkpointing=bool(spec["grad_ckpt"]))
     model = base
     if spec["method"] == "lora":
         import peft
 
-        if spec["grad_ckpt"]:
+        if spec["grad_ckpt"] and quant is None:
             # What users do (and LLaMA-Factory does) so checkpointed layers see inputs that
-            # require grad when only adapter weights train.
+            # require grad when only adapter weights train (k-bit prep above does it itself).
             base.enable_input_require_grads()
         lora = peft.LoraConfig(
             r=8,
@@ -207,8 +222,9 @@ def run(spec: dict, result: dict) -> None:
     # -- save, reload, compare ---------------------------------------------------------------------
     t = time.perf_counter()
     out_dir = os.path.join(workdir, "saved")
+    before_save = logits(trained, eval_batch, amp)
     trainer.save_model(out_dir)  # gathers sharded weights; writes on the main process only
-    trained_logits = logits(trained, eval_batch, amp)
+    after_save = logits(trained, eval_batch, amp)
     if WORLD_SIZE > 1:
         import torch.distributed as dist
 
@@ -219,17 +235,27 @@ def run(spec: dict, result: dict) -> None:
     if spec["method"] == "lora":
         import peft
 
+        reload_kwargs = {}
+        if quant is not None:
+            reload_kwargs = {"quantization_config": quant, "device_map": {"": device_index(device)}}
         reloaded = peft.PeftModel.from_pretrained(
-            transformers.AutoModelForCausalLM.from_pretrained(base_dir), out_dir
+            transformers.AutoModelForCausalLM.from_pretrained(base_dir, **reload_kwargs), out_dir
         )
     else:
         reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir)
     reloaded.to(device)
-    diff = float((trained_logits - logits(reloaded, eval_batch, amp)).abs().max())
+    diff = float((before_save - logits(reloaded, eval_batch, amp)).abs().max())
+    mutated = float((before_save - after_save).abs().max())
     durations["save_reload"] = time.perf_counter() - t
     result["checks"]["reload_max_abs_diff"] = diff
+    result["checks"]["save_changed_model_max_abs_diff"] = mutated
     if not diff <= 1e-4:
         raise CheckFailed(f"reloaded model differs from the trained one: max |logit diff| {diff:.3g}")
+    if not mutated <= 1e-4:
+        raise CheckFailed(
+            f"saving changed the trained model in memory (the saved copy is right): max |logit diff| "
+            f"{mutated:.3g} before vs after save_model"
+        )
 
 
 class CheckFailed(AssertionError):
@@ -344,6 +370,32 @@ def check_strategy(strategy: str, trained, result: dict) -> None:
     }.get(strategy, True)
     if not expect:
         raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters")
+
+
+def quantization_config(quantization: str, precision: str):
+    """BitsAndBytesConfig for the quantization axis; the compute dtype follows the precision."""
+    if quantization == "none":
+        return None
+    import torch
+    import transformers
+
+    if quantization == "int8":
+        return transformers.BitsAndBytesConfig(load_in_8bit=True)
+    kinds = {"nf4": ("nf4", False), "nf4dq": ("nf4", True), "fp4": ("fp4", False), "fp4dq": ("fp4", True)}
+    if quantization not in kinds:
+        raise ValueError(f"unknown quantization {quantization!r}")
+    quant_type, double = kinds[quantization]
+    return transformers.BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type=quant_type,
+        bnb_4bit_use_double_quant=double,
+        bnb_4bit_compute_dtype={"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32),
+    )
+
+
+def device_index(device: str):
+    """Where this rank's model goes: the CPU, or its own card (LOCAL_RANK) under torchrun."""
+    return "cpu" if device == "cpu" else int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def in_order_trainer(base):

@@ -159,3 +159,32 @@ def test_pip_fallback_also_inherits_torch(tmp_path):
     assert out[1].startswith("0.29.3 " + str(env.path))
     assert not list(tmp_path.glob("*/lib/python*/site-packages/torch"))
     assert manager.ensure(stack).info["reused"] is True
+
+
+def test_qlora_on_cpu_through_bitsandbytes(tmp_path):
+    """QLoRA through BitsAndBytesConfig + prepare_model_for_kbit_training on CPU. int8 and nf4
+    train on both stacks; from bitsandbytes 0.49 (hf2026 pins 0.50.2), saving a 4-bit model on
+    CPU changes the weights in memory, while the saved copy is right: the record says exactly
+    that, and the 0.48.2 control passes."""
+    proc = compat("run", "--matrix", str(ROOT / "matrix" / "cpu-quant.toml"), "--results", str(tmp_path),
+                  "--env-dir", str(tmp_path / "envs"), "--no-table",
+                  "--select", "cpu-{bnb048,hf2026}-fp32-{int8,nf4}-lora-single")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
+    assert sorted(recs) == [
+        "cpu-bnb048-fp32-int8-lora-single", "cpu-bnb048-fp32-nf4-lora-single",
+        "cpu-hf2026-fp32-int8-lora-single", "cpu-hf2026-fp32-nf4-lora-single",
+    ]
+    for cell, rec in recs.items():
+        assert rec["checks"]["quantized_modules"] == (["Linear8bitLt"] if "int8" in cell else ["Linear4bit"])
+        assert rec["losses"]["eval_after"] < rec["losses"]["eval_before"]
+        assert rec["checks"]["reload_max_abs_diff"] <= 1e-4  # the saved adapter is right everywhere
+    assert recs["cpu-bnb048-fp32-int8-lora-single"]["fingerprint"]["packages"]["bitsandbytes"] == "0.48.2"
+    assert recs["cpu-hf2026-fp32-nf4-lora-single"]["fingerprint"]["packages"]["bitsandbytes"] == "0.50.2"
+    assert [recs[c]["outcome"] for c in sorted(recs)] == ["pass", "pass", "pass", "fail"]
+    bad = recs["cpu-hf2026-fp32-nf4-lora-single"]
+    assert bad["error"]["signature"] == (
+        "CheckFailed: saving changed the trained model in memory (the saved copy is right): "
+        "max |logit diff| <n> before vs after save_model"
+    )
+    assert bad["checks"]["save_changed_model_max_abs_diff"] > 1e-3
