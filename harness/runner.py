@@ -108,19 +108,15 @@ def run_all(
     todo = [p for p in planned if p.here or p.unsupported]
     for i, p in enumerate(todo, 1):
         cell = p.cell
-        if p.unsupported:
-            record = unsupported_record(cell, ctx, p.reason)
-            records.append(ctx.records_path, record)
-            report(i, len(todo), record)
-            out.append(record)
-            continue
-        if cell.stack not in stack_envs:
+        if not p.unsupported and cell.stack not in stack_envs:
             try:
                 stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
             except InstallError as exc:
                 stack_envs[cell.stack] = exc
-        got = stack_envs[cell.stack]
-        if isinstance(got, InstallError):
+        got = stack_envs.get(cell.stack)
+        if p.unsupported:
+            record = unsupported_record(cell, ctx, p.reason)
+        elif isinstance(got, InstallError):
             record = install_error_record(cell, ctx, got)
         else:
             record = run_cell(cell, ctx, got)
@@ -331,6 +327,9 @@ def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, s
     if ended.returncode != 0:
         message = f"the cell's process exited with code {ended.returncode} without a result"
         return "crash", message, _error("ExitCode", message, log_tail)
+    if result and result.get("status") == "incomplete":
+        message = "the launcher exited 0 but a rank left no result file"
+        return "infra", message, _error("NoResult", message, log_tail)
     return "infra", "the workload exited 0 but left no readable result file", _error("NoResult", "no result file", log_tail)
 
 

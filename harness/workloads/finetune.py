@@ -156,7 +156,7 @@ def run(spec: dict, result: dict) -> None:
     # Evaluation runs under the cell's autocast: after training, accelerate has wrapped the
     # trained model's forward in it anyway, so every comparison below is like for like.
     amp = autocast(spec["precision"], device)
-    loss_before = eval_loss(model, eval_batch, device, amp)
+    loss_before = eval_loss(model, eval_batch, amp)
 
     # -- train through the Trainer ---------------------------------------------------------------
     args = training_arguments(spec, os.path.join(workdir, "trainer"))
@@ -202,7 +202,7 @@ def run(spec: dict, result: dict) -> None:
     # part in each forward pass, so every rank evaluates; only rank 0 checks the saved copy
     trained = trainer.model_wrapped if WORLD_SIZE > 1 else model
     check_strategy(spec["strategy"], trained, result)
-    loss_after = eval_loss(trained, eval_batch, device, amp)
+    loss_after = eval_loss(trained, eval_batch, amp)
     result["losses"] = {
         "first": losses[0],
         "last": losses[-1],
@@ -243,7 +243,8 @@ def run(spec: dict, result: dict) -> None:
         )
     else:
         reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir)
-    reloaded.to(device)
+    if quant is None:  # a quantized reload is placed by device_map; some versions refuse .to() on it
+        reloaded.to(device)
     diff = float((before_save - logits(reloaded, eval_batch, amp)).abs().max())
     mutated = float((before_save - after_save).abs().max())
     durations["save_reload"] = time.perf_counter() - t
@@ -453,9 +454,12 @@ def autocast(precision: str, device: str):
     return lambda: torch.autocast(device_type=device, dtype=dtype)
 
 
-def eval_loss(model, batch: dict, device: str, amp) -> float:
+def eval_loss(model, batch: dict, amp) -> float:
+    """Loss on a fixed batch, on whatever device the model is on now (before training it is
+    still on the CPU; the Trainer moves it to its card)."""
     import torch
 
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     with torch.no_grad(), amp():
