@@ -6,6 +6,7 @@ Grammar (every field is lower-case letters, digits, '_' or '.'; fields are joine
                 [ "-" options ]
     options  := option ( "+" option )*        in this order, each at most once:
     option   := "gc"                          gradient checkpointing on
+              | "es"                          PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
               | "r" N                         N ranks (processes), when N > 1
 
     cpu-local-bf16-none-lora-single-gc        parses to Cell(hardware="cpu", stack="local", ...)
@@ -24,7 +25,7 @@ from harness.errors import UsageError
 
 TOKEN = re.compile(r"^[a-z0-9_.]+$")
 AXES = ("hardware", "stack", "precision", "quantization", "method", "strategy")
-OPTIONS = ("grad_ckpt", "ranks")
+OPTIONS = ("grad_ckpt", "expandable_segments", "ranks")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -37,6 +38,7 @@ class Cell:
     strategy: str
     grad_ckpt: bool = False
     ranks: int = 1
+    expandable_segments: bool = False
 
     def __post_init__(self) -> None:
         for axis in AXES:
@@ -46,15 +48,20 @@ class Cell:
                     f"{axis} {value!r} is not a valid id field (lower-case letters, digits, "
                     "'_' and '.')"
                 )
-        if not isinstance(self.grad_ckpt, bool):
-            raise ValueError(f"grad_ckpt must be true or false, not {self.grad_ckpt!r}")
+        for option in ("grad_ckpt", "expandable_segments"):
+            if not isinstance(getattr(self, option), bool):
+                raise ValueError(f"{option} must be true or false, not {getattr(self, option)!r}")
         if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or self.ranks < 1:
             raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
 
     @property
     def id(self) -> str:
         fields = [getattr(self, axis) for axis in AXES]
-        options = (["gc"] if self.grad_ckpt else []) + ([f"r{self.ranks}"] if self.ranks > 1 else [])
+        options = (
+            (["gc"] if self.grad_ckpt else [])
+            + (["es"] if self.expandable_segments else [])
+            + ([f"r{self.ranks}"] if self.ranks > 1 else [])
+        )
         if options:
             fields.append("+".join(options))
         return "-".join(fields)
@@ -74,24 +81,28 @@ class Cell:
                 f"cell id {text!r} has {len(parts)} '-'-separated fields; expected "
                 f"{len(AXES)} ({'-'.join(AXES)}) plus optional options"
             )
-        grad_ckpt, ranks = False, 1
+        grad_ckpt, expandable, ranks = False, False, 1
         if len(parts) > len(AXES):
             options = parts[-1].split("+")
-            expected: list[str] = []
+            bad: list[str] = []
             for opt in options:
-                if opt == "gc" and not grad_ckpt and ranks == 1:
+                # each option at most once, in grammar order (a repeat or a reordering is caught
+                # by the canonical check below)
+                if opt == "gc":
                     grad_ckpt = True
-                elif re.fullmatch(r"r[1-9][0-9]*", opt) and ranks == 1 and opt != "r1":
+                elif opt == "es":
+                    expandable = True
+                elif re.fullmatch(r"r[1-9][0-9]*", opt) and opt != "r1":
                     ranks = int(opt[1:])
                 else:
-                    expected.append(opt)
-            if expected or not options:
+                    bad.append(opt)
+            if bad or not options:
                 raise UsageError(
-                    f"cell id {text!r}: bad options field {parts[-1]!r}; options are 'gc' and "
-                    "'rN' (N > 1), joined by '+' in that order"
+                    f"cell id {text!r}: bad options field {parts[-1]!r}; options are 'gc', 'es' "
+                    "and 'rN' (N > 1), joined by '+' in that order"
                 )
         try:
-            cell = cls(*parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks)
+            cell = cls(*parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks, expandable_segments=expandable)
         except ValueError as exc:
             raise UsageError(f"cell id {text!r}: {exc}") from None
         if cell.id != text:

@@ -66,3 +66,18 @@ def first_lines(text: str, lines: int = 20, chars: int = 4000) -> str:
 
 def last_lines(text: str, lines: int = 25, chars: int = 4000) -> str:
     return "\n".join(text.splitlines()[-lines:])[-chars:]
+
+
+_RAISED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Warning)): ?(?P<message>.*)$", re.MULTILINE)
+
+
+def raised_in_log(log: str) -> tuple[str, str] | None:
+    """(type, message) of the last Python exception a log's traceback ends with, or None: how a
+    launcher (torchrun, deepspeed) that died before the workload could report says why."""
+    at = log.rfind("Traceback (most recent call last):")
+    if at < 0:
+        return None
+    found = list(_RAISED.finditer(log, at))
+    if not found or found[-1]["type"].endswith("ChildFailedError"):
+        return None  # torchrun reporting that a rank died: how it died is the rank's story
+    return found[-1]["type"], found[-1]["message"].strip()

@@ -157,6 +157,7 @@ def cmd_run(args) -> int:
         settings=matrix.settings,
         host=host,
         stacks=data.stacks,
+        matrix_dir=data.dir,
         envs=envs.EnvManager(
             root=args.env_dir or envs.default_root(),
             base_python=args.python,

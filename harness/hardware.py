@@ -120,3 +120,80 @@ def _nvidia_smi():
         gpus.append(Gpu(int(idx), name, cc, int(float(mem_mib)) * 2**20))
     return gpus, driver, None, f"nvidia-smi: {len(gpus)} GPU(s)"
 
+
+
+class NvmlSampler:
+    """Samples NVML's used memory of some cards, by physical index, from before a cell starts
+    until it ends: the peak includes the CUDA context, allocator slack and any other process on
+    the card (another rank's stray context shows up as a second process). Without NVML it
+    samples nothing and `problem` says why; the cell still runs.
+
+        with NvmlSampler([2, 3]) as sampler:
+            run the cell
+        sampler.report()  # {2: {"nvml_baseline_used_bytes": ..., "nvml_peak_used_bytes": ...}, ...}
+    """
+
+    def __init__(self, indices: list[int], interval_s: float = 0.05):
+        self.indices = list(indices)
+        self.interval_s = interval_s
+        self.problem = ""
+        self._stats: dict[int, dict] = {}
+        self._stop = None
+        self._thread = None
+        self._nvml = None
+
+    def __enter__(self) -> "NvmlSampler":
+        import threading
+
+        if not self.indices:
+            return self
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices}
+            baseline = {i: int(pynvml.nvmlDeviceGetMemoryInfo(h).used) for i, h in handles.items()}
+        except Exception as exc:  # ImportError, NVMLError_*: no sampling, said in the record
+            self.problem = f"NVML: {exc}"
+            return self
+        for i, used in baseline.items():
+            self._stats[i] = {"nvml_baseline_used_bytes": used, "nvml_peak_used_bytes": used,
+                              "nvml_processes_max": 0, "nvml_samples": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(handles,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self, handles: dict) -> None:
+        while True:
+            self.sample(handles)
+            if self._stop.wait(self.interval_s):
+                self.sample(handles)  # one last reading as the cell ends
+                return
+
+    def sample(self, handles: dict) -> None:
+        for i, h in handles.items():
+            try:
+                used = int(self._nvml.nvmlDeviceGetMemoryInfo(h).used)
+                procs = len(self._nvml.nvmlDeviceGetComputeRunningProcesses(h))
+            except Exception as exc:
+                self.problem = f"NVML: {exc}"
+                continue
+            s = self._stats[i]
+            s["nvml_peak_used_bytes"] = max(s["nvml_peak_used_bytes"], used)
+            s["nvml_processes_max"] = max(s["nvml_processes_max"], procs)
+            s["nvml_samples"] += 1
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                pass
+
+    def report(self) -> dict[int, dict]:
+        return {i: {**s, "nvml_interval_s": self.interval_s} for i, s in self._stats.items()}

@@ -24,7 +24,6 @@ import difflib
 import functools
 import itertools
 import re
-import tomllib
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 from harness.cell import AXES, OPTIONS, TOKEN, Cell
 from harness.envs import Stack
 from harness.errors import MatrixError
+from harness.tomldata import Locator, read_toml
 
 AXIS_KEYS = AXES + OPTIONS
 TOP_KEYS = ("description", "product", "exclude", "settings")
@@ -62,14 +62,14 @@ class MatrixData:
         docs = {}
         for name in ("axes", "defaults", "stacks"):
             path = directory / f"{name}.toml"
-            docs[name] = _read_toml(path, problems)
+            docs[name] = read_toml(path, problems)
         if problems:
             raise MatrixError(problems)
         for axis in AXIS_KEYS:
             if axis not in docs["axes"]:
                 problems.append(f"{directory / 'axes.toml'}: [{axis}]: missing; every axis needs a table")
         path = directory / "stacks.toml"
-        stacks = parse_stacks(docs["stacks"], path, _Locator(path, path.read_text(encoding="utf-8")), problems)
+        stacks = parse_stacks(docs["stacks"], path, Locator(path, path.read_text(encoding="utf-8")), problems)
         if problems:
             raise MatrixError(problems)
         return cls(directory, docs["axes"], docs["defaults"], stacks)
@@ -84,11 +84,11 @@ class MatrixData:
 
 def load_matrix(path: Path, data: MatrixData) -> Matrix:
     problems: list[str] = []
-    doc = _read_toml(path, problems)
+    doc = read_toml(path, problems)
     if problems:
         raise MatrixError(problems)
     text = path.read_text(encoding="utf-8")
-    where = _Locator(path, text)
+    where = Locator(path, text)
 
     for key in doc:
         if key not in TOP_KEYS:
@@ -161,29 +161,34 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
         cells.append(Cell(**fields))
     if not cells:
         raise MatrixError([f"{path}: [[exclude]]: the excludes drop every cell of the product"])
-    # `single` is one process and ddp/fsdp need two or more: name the cells and the exact fix
-    for bad in (
-        [c for c in cells if c.strategy == "single" and c.ranks > 1],
-        [c for c in cells if c.strategy != "single" and c.ranks == 1],
-    ):
+    # each strategy takes the ranks it can run with: name the cells and the exact fix
+    for strategy, (lo, hi) in STRATEGY_RANKS.items():
+        bad = [c for c in cells if c.strategy == strategy and not (lo <= c.ranks <= (hi or c.ranks))]
         if bad:
-            strategies = sorted({c.strategy for c in bad})
             ranks = sorted({c.ranks for c in bad})
-            fix = (
-                f"strategy = {_toml_repr(strategies[0]) if len(strategies) == 1 else strategies}, "
-                f"ranks = {ranks[0] if len(ranks) == 1 else ranks}"
-            ).replace("'", '"')
+            fix = f'strategy = "{strategy}", ranks = {ranks[0] if len(ranks) == 1 else ranks}'
+            allowed = f"exactly {lo}" if lo == hi else f"{lo} or more"
             problems.append(where(
                 "product", "[product]",
-                f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {bad[0].strategy} with "
-                f"{bad[0].ranks} rank(s); single runs 1 process, ddp and fsdp 2 or more: add "
-                f"[[exclude]] {fix}",
+                f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {strategy} with "
+                f"{bad[0].ranks} rank(s); {strategy} takes {allowed}: add [[exclude]] {fix}",
                 table="product",
             ))
     if problems:
         raise MatrixError(problems)
     return Matrix(path, description, tuple(cells), settings)
 
+
+# ranks each strategy can run with (low, high; None: no limit), as the workload implements them
+STRATEGY_RANKS = {
+    "single": (1, 1),
+    "ddp": (2, None),
+    "fsdp": (2, None),
+    "fsdp2": (2, None),
+    "zero2": (1, None),
+    "zero3": (1, None),
+    "zero3_offload": (1, None),
+}
 
 STACK_PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
 STACK_KEYS = ("description", "provider", "canary", "torch", *STACK_PACKAGES)
@@ -241,23 +246,6 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
 
 
 # ------------------------------------------------------------------------------------------------
-
-
-def _read_toml(path: Path, problems: list[str]) -> dict:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        problems.append(f"{path}: no such file")
-    except IsADirectoryError:
-        problems.append(f"{path}: is a directory, not a TOML file")
-    except UnicodeDecodeError as exc:
-        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-    except tomllib.TOMLDecodeError as exc:
-        problems.append(f"{path}: not valid TOML: {exc}")
-    except OSError as exc:
-        problems.append(f"{path}: cannot be read: {exc.strerror}")
-    return {}
 
 
 def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, problems: list) -> bool:
@@ -325,29 +313,3 @@ def _toml_repr(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     return repr(value)
-
-
-class _Locator:
-    """Formats "file:line: key: message", finding the line of `key = ...` inside its table
-    (the n-th `[[exclude]]`, `[settings.train]`, ...) where it can."""
-
-    def __init__(self, path: Path, text: str):
-        self.path = path
-        self.lines = text.splitlines()
-
-    def __call__(self, key: str, label: str, message: str, table: str = "", nth: int = 0) -> str:
-        start, end = 0, len(self.lines)
-        if table:
-            header = re.compile(rf"^\s*\[\[?\s*{re.escape(table)}\s*\]\]?\s*(#.*)?$")
-            starts = [i for i, line in enumerate(self.lines) if header.match(line)]
-            if nth < len(starts):
-                start = starts[nth]
-                nxt = [i for i in range(start + 1, end) if self.lines[i].lstrip().startswith("[")]
-                end = nxt[0] if nxt else end
-        key_line = re.compile(rf"^\s*(\[+\s*{re.escape(key)}\s*\]+|\"?{re.escape(key)}\"?\s*=)")
-        for number in range(start, end):
-            if key_line.match(self.lines[number]):
-                return f"{self.path}:{number + 1}: {label}: {message}"
-        if table and start < len(self.lines) and (start or nth == 0):
-            return f"{self.path}:{start + 1}: {label}: {message}"
-        return f"{self.path}: {label}: {message}"

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -22,12 +23,14 @@ from pathlib import Path
 from typing import Callable
 
 import harness
-from harness import classify, memory, records
+from harness import classify, memory, records, schedule
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv
-from harness.hardware import Host
+from harness.hardware import Host, NvmlSampler
 
 WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"
+MATRIX_DIR = Path(__file__).resolve().parents[1] / "matrix"
+DEEPSPEED = ("zero2", "zero3", "zero3_offload")  # strategies run by DeepSpeed, launched by its launcher
 KILL_GRACE_S = 5.0
 
 # Offline by construction: the tiny model is built from a config and the data is generated.
@@ -57,14 +60,18 @@ class PlannedCell:
 
 
 def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
-    """What this host does with each cell. CPU cells run here (ranks are processes). A GPU cell
+    """What this host does with each cell. CPU cells run here (ranks are processes), except those
+    asking for a CUDA-only setting, which are `unsupported`. A GPU cell
     runs here when the host has `ranks` cards of its architecture; with fewer such cards, or no
     GPU at all, it is `unsupported` and recorded so; a cell for another GPU architecture on a GPU
     host belongs to another runner and is left to it."""
     out = []
     for cell in cells:
         if cell.hardware == "cpu":
-            out.append(PlannedCell(cell, True))
+            if cell.expandable_segments:
+                out.append(PlannedCell(cell, False, True, "needs CUDA: expandable_segments is a setting of the CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF), which a CPU cell does not use"))
+            else:
+                out.append(PlannedCell(cell, True))
             continue
         cards = [g for g in host.gpus if g.arch == cell.hardware]
         need = f"{cell.ranks} {cell.hardware} card{'s' if cell.ranks > 1 else ''}"
@@ -88,6 +95,7 @@ class RunContext:
     host: Host
     stacks: dict[str, Stack]
     envs: EnvManager
+    matrix_dir: Path = MATRIX_DIR  # where matrix/deepspeed/<strategy>.json are read from
     run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
     timeout_s: float | None = None  # overrides settings["timeout_s"]
     keep_workdirs: bool = False
@@ -100,30 +108,61 @@ class RunContext:
 def run_all(
     planned: list[PlannedCell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None
 ) -> list[dict]:
-    """Run every cell in order, appending each record as soon as its cell ends. One cell's
-    failure, crash or hang never stops the others; a stack whose environment cannot be made
-    gives each of its cells an `install-error` record, and the other stacks still run."""
-    out = []
-    stack_envs: dict[str, StackEnv | InstallError] = {}
+    """Run every cell, appending each record the moment its cell ends. Cells run side by side
+    where the host has the cards for them (harness/schedule.py): each GPU cell on `ranks` cards of
+    its architecture of its own, CPU cells one at a time. One cell's failure, crash or hang never
+    stops the others; a stack whose environment cannot be made gives each of its cells an
+    `install-error` record, and the other stacks still run. Unsupported cells are recorded first."""
+    out: list[dict] = []
     todo = [p for p in planned if p.here or p.unsupported]
-    for i, p in enumerate(todo, 1):
-        cell = p.cell
-        if not p.unsupported and cell.stack not in stack_envs:
+
+    def finish(record: dict) -> None:
+        records.append(ctx.records_path, record)
+        out.append(record)
+        report(len(out), len(todo), record)
+
+    for p in todo:
+        if p.unsupported:
+            finish(unsupported_record(p.cell, ctx, p.reason))
+
+    stack_envs: dict[str, StackEnv | InstallError] = {}
+
+    def prepare(cell: Cell) -> None:  # in this thread, while other cells may be running
+        if cell.stack not in stack_envs:
             try:
                 stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
             except InstallError as exc:
                 stack_envs[cell.stack] = exc
-        got = stack_envs.get(cell.stack)
-        if p.unsupported:
-            record = unsupported_record(cell, ctx, p.reason)
-        elif isinstance(got, InstallError):
-            record = install_error_record(cell, ctx, got)
-        else:
-            record = run_cell(cell, ctx, got)
-        records.append(ctx.records_path, record)
-        report(i, len(todo), record)
-        out.append(record)
+
+    def execute(cell: Cell, slots: tuple) -> dict:
+        got = stack_envs[cell.stack]
+        if isinstance(got, InstallError):
+            return install_error_record(cell, ctx, got)
+        return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots))
+
+    try:
+        schedule.run_jobs(
+            [p.cell for p in todo if p.here], device_pools(ctx.host), cell_need,
+            execute, lambda cell, record: finish(record), prepare,
+        )
+    except BaseException:
+        _kill_running()  # interrupted: no cell outlives the run
+        raise
     return out
+
+
+def device_pools(host: Host) -> dict[str, list[int]]:
+    """What cells are scheduled on: one "cpu" slot, and each GPU architecture's card indices."""
+    pools: dict[str, list[int]] = {"cpu": [0]}
+    for gpu in host.gpus:
+        pools.setdefault(gpu.arch, []).append(gpu.index)
+    return pools
+
+
+def cell_need(cell: Cell) -> schedule.Need:
+    if cell.hardware == "cpu":
+        return schedule.Need("cpu", 1)  # its ranks are processes sharing every core
+    return schedule.Need(cell.hardware, cell.ranks)
 
 
 def install_error_record(cell: Cell, ctx: RunContext, exc: InstallError) -> dict:
@@ -171,7 +210,49 @@ def _base_record(cell: Cell, ctx: RunContext) -> dict:
     }
 
 
-def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
+def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -> tuple[str, list[str]]:
+    """The launcher users reach for, and the command: the deepspeed launcher for DeepSpeed
+    strategies (any rank count), torchrun for other multi-rank cells, plain python for one."""
+    script = [str(WORKLOAD), str(spec_path), str(result_dir)]
+    if cell.strategy in DEEPSPEED:
+        # `deepspeed` is this module's console script. On GPU it takes its cards from
+        # CUDA_VISIBLE_DEVICES (set per cell); on CPU it is told the process count. Its default
+        # port (29500) would collide between cells running side by side: pick a free one.
+        count = ["--num_gpus", str(cell.ranks)] if cell.hardware == "cpu" else []
+        return "deepspeed", [python, "-m", "deepspeed.launcher.runner", "--master_port", str(free_port()), *count, *script]
+    if cell.ranks > 1:
+        return "torchrun", [python, "-m", "torch.distributed.run", "--standalone",
+                            f"--nproc_per_node={cell.ranks}", *script]
+    return "python", [python, *script]
+
+
+def cell_environment(cell: Cell, gpus: list[int], stack_env: StackEnv) -> dict:
+    """The cell's process environment: this one, offline, plus its cards and allocator setting."""
+    env = {**os.environ, **CELL_ENV}
+    if stack_env.path is not None and "TORCH_EXTENSIONS_DIR" not in os.environ:
+        # the ops DeepSpeed compiles on first use (about a minute) are cached in the env they were
+        # built for; torch keys a build by its source paths, so envs cannot share one folder
+        env["TORCH_EXTENSIONS_DIR"] = str(stack_env.path / "torch_extensions")
+    if cell.hardware != "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    if cell.expandable_segments:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    else:
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # the runner's own setting must not leak into the cell
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _default_gpus(cell: Cell, host: Host) -> list[int]:
+    return [g.index for g in host.gpus if g.arch == cell.hardware][: cell.ranks]
+
+
+def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None) -> dict:
     started = _now()
     t0 = time.perf_counter()
     timeout = ctx.timeout_s if ctx.timeout_s is not None else float(ctx.settings["timeout_s"])
@@ -187,26 +268,28 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
         "train": ctx.settings["train"],
         "workdir": str(workdir / "work"),
     }
+    settings = {"timeout_s": timeout, "model": ctx.settings["model"], "train": ctx.settings["train"]}
+    if cell.strategy in DEEPSPEED:
+        ds_path = ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
+        spec["deepspeed_config"] = str(ds_path)
+        try:
+            settings["deepspeed_config"] = json.loads(ds_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            settings["deepspeed_config"] = f"unreadable: {exc}"  # the workload reports the real error
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    if cell.ranks > 1:
-        launcher = "torchrun"
-        command = [stack_env.python, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc_per_node={cell.ranks}", str(WORKLOAD), str(spec_path), str(result_dir)]
-    else:
-        launcher = "python"
-        command = [stack_env.python, str(WORKLOAD), str(spec_path), str(result_dir)]
-    env = {**os.environ, **CELL_ENV}
-    if cell.hardware != "cpu":
-        gpus = [g.index for g in ctx.host.gpus if g.arch == cell.hardware][: cell.ranks]
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    launcher, command = launch_command(cell, stack_env.python, spec_path, result_dir)
+    env = cell_environment(cell, gpus if gpus is not None else _default_gpus(cell, ctx.host), stack_env)
 
-    ended = _launch(command, env, workdir, log_path, timeout)
+    cards = [int(x) for x in env["CUDA_VISIBLE_DEVICES"].split(",")] if cell.hardware != "cpu" else []
+    with NvmlSampler(cards) as sampler:
+        ended = _launch(command, env, workdir, log_path, timeout)
     result = _read_results(result_dir, cell.ranks)
     outcome, reason, error = _classify(ended, result, log_path)
     peaks = (result or {}).get("memory") or []
     if not peaks and ended.child_maxrss_bytes:
         # the workload died before reporting: the kernel's account of the process still holds
         peaks = [{"rank": 0, "device": "cpu", "peak_rss_bytes": ended.child_maxrss_bytes, "source": "wait4"}]
+    peaks = merge_nvml(peaks, cards, sampler.report())
     environment = (result or {}).get("environment") or {}
 
     if not ctx.keep_workdirs:
@@ -225,13 +308,33 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv) -> dict:
         "started_at": started,
         "finished_at": _now(),
         "launcher": launcher,
+        **({"nvml_problem": sampler.problem} if sampler.problem else {}),
         "command": command,
         "returncode": ended.returncode,
-        "settings": {"timeout_s": timeout, "model": ctx.settings["model"], "train": ctx.settings["train"]},
+        "settings": settings,
         "stack": stack_env.info,
         "fingerprint": fingerprint(ctx, stack_env.python, environment),
         "log": str(log_path.relative_to(ctx.results_dir)) if log_path.is_relative_to(ctx.results_dir) else str(log_path),
     }
+
+
+def merge_nvml(peaks: list[dict], cards: list[int], nvml: dict[int, dict]) -> list[dict]:
+    """One memory entry per card: each rank's entry names its card as torch numbers it inside
+    CUDA_VISIBLE_DEVICES ("cuda:1"); `cards` maps that to the physical index NVML sampled, whose
+    readings join the entry. A sampled card no rank reported on gets an entry of its own."""
+    out, covered = [], set()
+    for m in peaks:
+        m = dict(m)
+        dev = str(m.get("device", ""))
+        if dev.startswith("cuda:") and dev[5:].isdigit() and int(dev[5:]) < len(cards):
+            physical = cards[int(dev[5:])]
+            m["physical_index"] = physical
+            m.update(nvml.get(physical, {}))
+            covered.add(physical)
+        out.append(m)
+    for physical in sorted(set(nvml) - covered):
+        out.append({"rank": None, "device": f"nvml:{physical}", "physical_index": physical, **nvml[physical]})
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +343,17 @@ class Ended:
     timed_out: bool
     start_error: str
     child_maxrss_bytes: int
+
+
+_RUNNING: set[int] = set()  # process groups of the cells running now
+_RUNNING_LOCK = threading.Lock()
+
+
+def _kill_running() -> None:
+    with _RUNNING_LOCK:
+        groups = list(_RUNNING)
+    for pgid in groups:
+        _kill_group(pgid, signal.SIGKILL)
 
 
 def _launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: float) -> Ended:
@@ -251,6 +365,16 @@ def _launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: f
             )
         except OSError as exc:
             return Ended(None, False, f"could not start {command[0]}: {exc}", 0)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc.pid)
+    try:
+        return _wait(proc, timeout)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc.pid)
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> Ended:
     waited: list = []
     waiter = threading.Thread(target=lambda: waited.append(os.wait4(proc.pid, 0)), daemon=True)
     waiter.start()
@@ -325,6 +449,13 @@ def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, s
         excerpt = classify.last_lines(str(err.get("traceback", ""))) or log_tail
         return outcome, "", _error(etype, message, excerpt)
     if ended.returncode != 0:
+        raised = None if result else classify.raised_in_log(_read_text(log_path))
+        if raised:
+            # the launcher, or the stack's libraries as it imported them, raised before the
+            # workload ran: the stack said no, as surely as if the workload had raised it
+            etype, message = raised
+            outcome = "oom" if classify.is_oom(etype, message) else "fail"
+            return outcome, f"the launcher raised before any rank reported (exit code {ended.returncode})", _error(etype, message, log_tail)
         message = f"the cell's process exited with code {ended.returncode} without a result"
         return "crash", message, _error("ExitCode", message, log_tail)
     if result and result.get("status") == "incomplete":

@@ -8,6 +8,7 @@ result (model or adapter), reload it and check the reloaded model gives the same
 Contract with the harness (the only one):
     python finetune.py SPEC.json RESULT_DIR            (one process)
     torchrun --nproc_per_node N finetune.py SPEC.json RESULT_DIR   (N ranks: ddp, fsdp, fsdp2)
+    deepspeed --num_gpus N finetune.py SPEC.json RESULT_DIR        (zero2, zero3, zero3_offload)
 SPEC.json holds the cell's axes and settings; each rank writes RESULT_DIR/rank<R>.json, on success
 AND on failure:
     {"status": "ok" | "error", "error": {...} | null, "losses": {...}, "memory": [...],
@@ -198,9 +199,11 @@ def run(spec: dict, result: dict) -> None:
             f"gradient checkpointing is {'on' if active else 'off'} after training, "
             f"but the cell asked for {'on' if spec['grad_ckpt'] else 'off'}"
         )
-    # the model as the Trainer wrapped it (DDP, FSDP): with sharded weights every rank must take
-    # part in each forward pass, so every rank evaluates; only rank 0 checks the saved copy
-    trained = trainer.model_wrapped if WORLD_SIZE > 1 else model
+    # the model as the Trainer wrapped it (DDP, FSDP, a DeepSpeed engine even for one rank): with
+    # sharded weights every rank must take part in each forward pass, so every rank evaluates;
+    # only rank 0 checks the saved copy
+    wrapped = WORLD_SIZE > 1 or spec["strategy"] in DEEPSPEED_STAGES
+    trained = trainer.model_wrapped if wrapped else model
     check_strategy(spec["strategy"], trained, result)
     loss_after = eval_loss(trained, eval_batch, amp)
     result["losses"] = {
@@ -232,6 +235,10 @@ def run(spec: dict, result: dict) -> None:
     if RANK != 0:
         durations["save_reload"] = time.perf_counter() - t
         return
+    if spec["strategy"] in DEEPSPEED_STAGES:
+        # while the Trainer's DeepSpeed config is live, from_pretrained builds a ZeRO-3 model
+        # under zero.Init, a collective the other ranks (done by now) never join: load plainly
+        unset_deepspeed_config()
     if spec["method"] == "lora":
         import peft
 
@@ -348,6 +355,10 @@ def training_arguments(spec: dict, output_dir: str):
             "fsdp_transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"],
             **({"fsdp_version": 2} if strategy == "fsdp2" else {}),
         }
+    elif strategy in DEEPSPEED_STAGES:
+        # the JSON file users pass as --deepspeed (matrix/deepspeed/<strategy>.json): the Trainer
+        # fills its "auto" values from these arguments and hands the model to deepspeed.initialize
+        kwargs["deepspeed"] = spec["deepspeed_config"]
     elif strategy not in ("single", "ddp"):
         raise ValueError(f"unknown strategy {strategy!r}")
     missing = sorted(set(kwargs) - fields)
@@ -371,6 +382,43 @@ def check_strategy(strategy: str, trained, result: dict) -> None:
     }.get(strategy, True)
     if not expect:
         raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters")
+    if strategy in DEEPSPEED_STAGES:
+        stage, offload = DEEPSPEED_STAGES[strategy]
+        if wrapper != "DeepSpeedEngine":
+            raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper}")
+        got = (trained.zero_optimization_stage(), offloaded(trained.zero_offload_optimizer()), offloaded(trained.zero_offload_param()))
+        result["checks"]["zero"] = {"stage": got[0], "offload_optimizer": got[1], "offload_param": got[2]}
+        if got != (stage, offload, offload):
+            raise CheckFailed(
+                f"strategy {strategy} asked for ZeRO stage {stage}{' with CPU offload' if offload else ''}, "
+                f"but DeepSpeed ran stage {got[0]} (offload optimizer {got[1]}, parameters {got[2]})"
+            )
+
+
+# strategy -> (ZeRO stage, optimizer and parameters offloaded to CPU)
+DEEPSPEED_STAGES = {"zero2": (2, False), "zero3": (3, False), "zero3_offload": (3, True)}
+
+
+def unset_deepspeed_config() -> None:
+    """Forget the Trainer's global DeepSpeed config (in transformers.integrations.deepspeed, or
+    transformers.deepspeed in older releases)."""
+    import importlib
+
+    for name in ("transformers.integrations.deepspeed", "transformers.deepspeed"):
+        try:
+            unset = getattr(importlib.import_module(name), "unset_hf_deepspeed_config", None)
+        except ImportError:
+            continue
+        if unset is not None:
+            unset()
+            return
+    raise RuntimeError("this transformers has no unset_hf_deepspeed_config: cannot reload outside ZeRO-3")
+
+
+def offloaded(config) -> bool:
+    """Whether a DeepSpeed offload section (None when absent) sends tensors off the device."""
+    device = getattr(config, "device", None)
+    return str(getattr(device, "value", device)) in ("cpu", "nvme")
 
 
 def quantization_config(quantization: str, precision: str):
@@ -581,7 +629,9 @@ def fault_point(cell: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    # the deepspeed launcher adds --local_rank=N (it also sets LOCAL_RANK, which is what we read)
+    argv = [a for a in sys.argv[1:] if not a.startswith("--local_rank")]
+    if len(argv) != 2:
         print("usage: finetune.py SPEC.json RESULT_DIR", file=sys.stderr)
         sys.exit(2)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(argv[0], argv[1]))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_compat
 
 pytestmark = pytest.mark.integration
 for module in ("torch", "transformers", "peft", "accelerate"):
@@ -228,3 +228,51 @@ def test_staircase_flag_on_growing_sequence_lengths(tmp_path, lo, flagged):
     assert mem["staircase"]["metric"] == "peak_rss_bytes"
     assert mem["staircase"]["flag"] is flagged
     assert rec["flags"] == (["staircase"] if flagged else [])
+
+
+DEEPSPEED = """
+[product]
+hardware = ["cpu"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["full"]
+strategy = ["zero2", "zero3", "zero3_offload"]
+ranks = [1, 2]
+[[exclude]]
+strategy = ["zero2", "zero3"]
+ranks = 1
+"""
+
+
+def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
+    """ZeRO-2, ZeRO-3 and ZeRO-3 with CPU offload through the Trainer's `deepspeed=` config file,
+    launched with the deepspeed launcher (2 ranks, and 1 for offload): each passes, reports
+    memory per rank, and really ran the stage and offload its config names."""
+    pytest.importorskip("deepspeed")
+    grid = tmp_path / "ds.toml"
+    grid.write_text(DEEPSPEED)
+    proc = run_compat("run", "--matrix", str(grid), "--results", str(tmp_path), "--no-table", timeout=1200)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
+    expect = {
+        "cpu-local-fp32-none-full-zero2-r2": (2, False, 2),
+        "cpu-local-fp32-none-full-zero3-r2": (3, False, 2),
+        "cpu-local-fp32-none-full-zero3_offload": (3, True, 1),
+        "cpu-local-fp32-none-full-zero3_offload-r2": (3, True, 2),
+    }
+    assert sorted(recs) == sorted(expect)
+    for cell, (stage, offload, ranks) in expect.items():
+        rec = recs[cell]
+        assert rec["outcome"] == "pass", (cell, rec["error"])
+        assert rec["launcher"] == "deepspeed" and rec["command"][1:3] == ["-m", "deepspeed.launcher.runner"]
+        assert rec["checks"]["wrapped_as"] == "DeepSpeedEngine"
+        assert rec["checks"]["zero"] == {"stage": stage, "offload_optimizer": offload, "offload_param": offload}
+        zero = rec["settings"]["deepspeed_config"]["zero_optimization"]
+        assert zero["stage"] == stage
+        if stage == 3:
+            assert zero["stage3_gather_16bit_weights_on_model_save"] is True
+        assert [m["rank"] for m in rec["memory"]] == list(range(ranks))
+        assert all(m["peak_rss_bytes"] > 100 * 2**20 for m in rec["memory"])
+        assert rec["checks"]["reload_max_abs_diff"] <= 1e-4  # the gathered, saved model reloads
+        assert rec["losses"]["eval_after"] < rec["losses"]["eval_before"]

@@ -28,6 +28,9 @@ def test_id_grammar():
     assert cell.id == "sm_90-local-bf16-none-lora-single-gc+r4"
     assert Cell.parse("cpu-local-fp32-none-full-single") == Cell("cpu", "local", "fp32", "none", "full", "single")
     assert Cell.parse("cpu-local-fp32-none-full-single-r2").ranks == 2
+    every = Cell("sm_90", "hf2026", "bf16", "nf4", "lora", "zero3_offload", grad_ckpt=True, ranks=2, expandable_segments=True)
+    assert every.id == "sm_90-hf2026-bf16-nf4-lora-zero3_offload-gc+es+r2"
+    assert Cell.parse(every.id) == every
     with pytest.raises(dataclasses.FrozenInstanceError):
         cell.precision = "fp32"
     assert hash(cell) == hash(Cell.parse(cell.id))
@@ -37,11 +40,13 @@ def test_id_grammar():
     "text, message",
     [
         ("cpu-local", "cell id 'cpu-local' has 2 '-'-separated fields; expected 6 (hardware-stack-precision-quantization-method-strategy) plus optional options"),
-        ("cpu-local-fp32-none-full-single-r2+gc", "cell id 'cpu-local-fp32-none-full-single-r2+gc': bad options field 'r2+gc'; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
-        ("cpu-local-fp32-none-full-single-r1", "cell id 'cpu-local-fp32-none-full-single-r1': bad options field 'r1'; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
-        ("cpu-local-fp32-none-full-single-gc+gc", "cell id 'cpu-local-fp32-none-full-single-gc+gc': bad options field 'gc+gc'; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
+        ("cpu-local-fp32-none-full-single-r2+gc", "cell id 'cpu-local-fp32-none-full-single-r2+gc' is not canonical; write it as 'cpu-local-fp32-none-full-single-gc+r2'"),
+        ("cpu-local-fp32-none-full-single-r1", "cell id 'cpu-local-fp32-none-full-single-r1': bad options field 'r1'; options are 'gc', 'es' and 'rN' (N > 1), joined by '+' in that order"),
+        ("cpu-local-fp32-none-full-single-gc+gc", "cell id 'cpu-local-fp32-none-full-single-gc+gc' is not canonical; write it as 'cpu-local-fp32-none-full-single-gc'"),
+        ("cpu-local-fp32-none-full-zero3-r2+es", "cell id 'cpu-local-fp32-none-full-zero3-r2+es' is not canonical; write it as 'cpu-local-fp32-none-full-zero3-es+r2'"),
+        ("cpu-local-fp32-none-full-single-ex", "cell id 'cpu-local-fp32-none-full-single-ex': bad options field 'ex'; options are 'gc', 'es' and 'rN' (N > 1), joined by '+' in that order"),
         ("CPU-local-fp32-none-full-single", "cell id 'CPU-local-fp32-none-full-single': hardware 'CPU' is not a valid id field (lower-case letters, digits, '_' and '.')"),
-        ("cpu-local-fp32-none-full-single-", "cell id 'cpu-local-fp32-none-full-single-': bad options field ''; options are 'gc' and 'rN' (N > 1), joined by '+' in that order"),
+        ("cpu-local-fp32-none-full-single-", "cell id 'cpu-local-fp32-none-full-single-': bad options field ''; options are 'gc', 'es' and 'rN' (N > 1), joined by '+' in that order"),
     ],
 )
 def test_bad_ids_are_rejected_with_the_reason(text, message):

@@ -88,7 +88,7 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
     assert err.value.problems == [
         f"{path}:1: descripton: unknown key (did you mean 'description'?)",
         f"{path}:4: [product].hardware: \"gpu\" is not valid: Where the cell runs: `cpu`, or the CUDA architecture of the GPU, sm_XY (sm_90 for H100).",
-        f"{path}:5: [product].stack: \"locl\" is not one of \"bnb048\", \"canary\", \"hf2023\", \"hf2024\", \"hf2025\", \"hf2026\", \"local\" (did you mean 'local'?)",
+        f"{path}:5: [product].stack: \"locl\" is not one of \"bnb048\", \"canary\", \"hf2023\", \"hf2023ds\", \"hf2024\", \"hf2025\", \"hf2026\", \"local\" (did you mean 'local'?)",
         f"{path}:6: [product].precision: \"bf61\" is not one of \"fp32\", \"fp16\", \"bf16\" (did you mean 'bf16'?)",
         f"{path}:8: [product].method: must be a non-empty list of values",
         f"{path}:10: [product].grad_ckpt: \"yes\" is not one of false, true",
@@ -234,16 +234,19 @@ def test_strategy_and_ranks_must_agree(tmp_path):
         precision = ["fp32"]
         quantization = ["none"]
         method = ["full"]
-        strategy = ["single", "ddp"]
+        strategy = ["single", "ddp", "zero3"]
         ranks = [1, 2]
     """)
     with pytest.raises(MatrixError) as err:
         load_matrix(path, DATA)
     assert err.value.problems == [
         f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-single-r2 pair strategy single with 2 rank(s); "
-        "single runs 1 process, ddp and fsdp 2 or more: add [[exclude]] strategy = \"single\", ranks = 2",
+        "single takes exactly 1: add [[exclude]] strategy = \"single\", ranks = 2",
         f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-ddp pair strategy ddp with 1 rank(s); "
-        "single runs 1 process, ddp and fsdp 2 or more: add [[exclude]] strategy = \"ddp\", ranks = 1",
+        "ddp takes 2 or more: add [[exclude]] strategy = \"ddp\", ranks = 1",
     ]
     path.write_text(path.read_text() + '[[exclude]]\nstrategy = "single"\nranks = 2\n[[exclude]]\nstrategy = "ddp"\nranks = 1\n')
-    assert [c.id for c in load_matrix(path, DATA).cells] == ["cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-ddp-r2"]
+    assert [c.id for c in load_matrix(path, DATA).cells] == [
+        "cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-ddp-r2",
+        "cpu-local-fp32-none-full-zero3", "cpu-local-fp32-none-full-zero3-r2",  # DeepSpeed takes 1 rank too
+    ]

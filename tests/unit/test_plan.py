@@ -1,6 +1,12 @@
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
 from harness.cell import Cell
-from harness.hardware import Gpu, Host
-from harness.runner import plan
+from harness.envs import StackEnv
+from harness.hardware import Gpu, Host, NvmlSampler
+from harness.runner import WORKLOAD, cell_environment, launch_command, merge_nvml, plan
 
 CPU_HOST = Host("Test CPU", (), None, None, "NVML: not found")
 ONE_H100 = Host("Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30),), "580.1", "13.0", "NVML: 1 GPU(s)")
@@ -28,3 +34,105 @@ def test_another_architecture_on_a_gpu_host_is_left_to_its_runner():
     (p,) = plan([cell("sm_75")], ONE_H100)
     assert (p.here, p.unsupported) == (False, False)
     assert p.status == "other runner: needs 1 sm_75 card; this host has sm_90"
+
+
+def test_expandable_segments_is_a_cuda_setting():
+    es = Cell("cpu", "local", "fp32", "none", "full", "single", expandable_segments=True)
+    (p,) = plan([es], CPU_HOST)
+    assert (p.here, p.unsupported) == (False, True)
+    assert p.status.startswith("unsupported: needs CUDA: expandable_segments")
+    (p,) = plan([Cell("sm_90", "local", "bf16", "none", "lora", "single", expandable_segments=True)], ONE_H100)
+    assert p.here
+
+
+STACK = StackEnv("s", "/envs/s/bin/python", Path("/envs/s"), "k", {})
+
+
+def test_launchers_are_the_ones_users_use():
+    spec, res = Path("/w/spec.json"), Path("/w/result")
+    launcher, cmd = launch_command(cell("cpu"), "py", spec, res)
+    assert (launcher, cmd) == ("python", ["py", str(WORKLOAD), str(spec), str(res)])
+    launcher, cmd = launch_command(cell("cpu", "fsdp", 2), "py", spec, res)
+    assert launcher == "torchrun"
+    assert cmd[:5] == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    # DeepSpeed: its own launcher for any rank count; told the process count on CPU only (on GPU
+    # it takes the cell's CUDA_VISIBLE_DEVICES); a port of its own, so cells can run side by side
+    launcher, cmd = launch_command(cell("cpu", "zero3_offload", 2), "py", spec, res)
+    assert launcher == "deepspeed"
+    assert cmd[:4] == ["py", "-m", "deepspeed.launcher.runner", "--master_port"]
+    assert int(cmd[4]) > 0 and cmd[5:7] == ["--num_gpus", "2"] and cmd[7:] == [str(WORKLOAD), str(spec), str(res)]
+    launcher, cmd = launch_command(cell("sm_90", "zero2", 1), "py", spec, res)
+    assert launcher == "deepspeed" and "--num_gpus" not in cmd
+
+
+def test_cell_environment_sets_cards_and_allocator_and_drops_the_runners_own(monkeypatch):
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "garbage_collection_threshold:0.6")
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    env = cell_environment(Cell("sm_90", "local", "bf16", "none", "lora", "ddp", ranks=2, expandable_segments=True), [2, 3], STACK)
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert env["TORCH_EXTENSIONS_DIR"] == "/envs/s/torch_extensions"
+    env = cell_environment(cell("sm_90"), [1], STACK)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and "PYTORCH_CUDA_ALLOC_CONF" not in env
+    assert "CUDA_VISIBLE_DEVICES" not in cell_environment(cell("cpu"), [], StackEnv("l", "py", None, "current", {}))
+
+
+def test_nvml_readings_join_the_rank_on_that_card():
+    # a 2-rank cell on physical cards 2 and 3: torch calls them cuda:0 and cuda:1
+    ranks = [{"rank": 0, "device": "cuda:0", "torch_max_allocated_bytes": 10},
+             {"rank": 1, "device": "cuda:1", "torch_max_allocated_bytes": 11}]
+    nvml = {2: {"nvml_peak_used_bytes": 500}, 3: {"nvml_peak_used_bytes": 700}, 5: {"nvml_peak_used_bytes": 1}}
+    merged = merge_nvml(ranks, [2, 3], nvml)
+    assert merged[0] == {**ranks[0], "physical_index": 2, "nvml_peak_used_bytes": 500}
+    assert merged[1] == {**ranks[1], "physical_index": 3, "nvml_peak_used_bytes": 700}
+    assert merged[2] == {"rank": None, "device": "nvml:5", "physical_index": 5, "nvml_peak_used_bytes": 1}
+    cpu = [{"rank": 0, "device": "cpu", "peak_rss_bytes": 1}]
+    assert merge_nvml(cpu, [], {}) == cpu
+
+
+class FakeNvml:
+    """Stands in for pynvml to drive the sampler's bookkeeping; readings come from a script."""
+
+    def __init__(self, used: dict, procs: dict):
+        self.used, self.procs, self.calls = used, procs, {i: 0 for i in used}
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        seq = self.used[h]
+        value = seq[min(self.calls[h], len(seq) - 1)]
+        self.calls[h] += 1
+        return SimpleNamespace(used=value)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [object()] * self.procs[h]
+
+
+def test_sampler_keeps_the_baseline_and_the_peak_per_card(monkeypatch):
+    fake = FakeNvml({0: [100, 300, 900, 200], 1: [50, 60]}, {0: 1, 1: 2})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    sampler = NvmlSampler([0, 1], interval_s=0.001)
+    with sampler:
+        give_up = time.monotonic() + 30  # a guard against a sampler that never samples, not a timing
+        while fake.calls[0] < 4 and time.monotonic() < give_up:  # let it read the whole script
+            time.sleep(0.001)
+    got = sampler.report()
+    assert got[0]["nvml_baseline_used_bytes"] == 100 and got[0]["nvml_peak_used_bytes"] == 900
+    assert got[1]["nvml_baseline_used_bytes"] == 50 and got[1]["nvml_peak_used_bytes"] == 60
+    assert (got[0]["nvml_processes_max"], got[1]["nvml_processes_max"]) == (1, 2)
+    assert sampler.problem == ""
+
+
+def test_sampler_without_nvml_samples_nothing_and_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    with NvmlSampler([0]) as sampler:
+        pass
+    assert sampler.report() == {} and sampler.problem.startswith("NVML: ")

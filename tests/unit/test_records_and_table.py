@@ -135,3 +135,23 @@ def test_gpu_matrix_without_gpu_says_so_in_one_line(compat):
     assert len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("compat: error: no CUDA GPU found on this host (")
     assert proc.stdout == ""  # nothing was planned or run
+
+
+def test_a_launcher_that_raised_is_read_from_its_log():
+    from harness.classify import raised_in_log
+
+    deepspeed_import = (
+        "[INFO] cmd = python -u -m deepspeed.launcher.launch ...\n"
+        "Traceback (most recent call last):\n"
+        '  File "/env/lib/python3.11/site-packages/deepspeed/elasticity/elastic_agent.py", line 9, in <module>\n'
+        "    from torch.distributed.elastic.agent.server.api import log, _get_socket_with_port\n"
+        "ImportError: cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)\n"
+    )
+    assert raised_in_log(deepspeed_import) == (
+        "ImportError", "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)")
+    torchrun_child = (
+        "Traceback (most recent call last):\n  File \"run.py\", line 1\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n=====\nfinetune.py FAILED\n"
+    )
+    assert raised_in_log(torchrun_child) is None  # a rank died: the rank's result says how
+    assert raised_in_log("Segmentation fault (core dumped)\n") is None

@@ -1,0 +1,105 @@
+"""Run independent jobs side by side, each on the devices it needs.
+
+A job asks for `count` slots of one pool: a GPU cell for `ranks` cards of its architecture (the
+pool's slots are those cards' indices, which become the cell's CUDA_VISIBLE_DEVICES); a CPU cell
+for the single "cpu" slot, since a CPU cell's ranks already use every core. Jobs start in the
+given order as soon as their slots are free; a job that does not fit yet lets later, smaller jobs
+go first (first fit), so 4 cards running 1-card cells stay busy while a 2-card cell waits.
+
+Each job runs in its own thread (the work itself is a subprocess); `done` is called in the
+caller's thread, one job at a time, in the order jobs finish, so whatever it writes needs no
+lock. Pure scheduling: no torch, no processes of its own; tests drive it with plain callables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from typing import Callable, Generic, Hashable, Sequence, TypeVar
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    pool: Hashable  # "cpu", or a GPU architecture such as "sm_90"
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Finished(Generic[J, R]):
+    job: J
+    pool: Hashable
+    slots: tuple
+    result: R | None
+    error: BaseException | None
+
+
+def run_jobs(
+    jobs: Sequence[J],
+    pools: dict[Hashable, Sequence],
+    need: Callable[[J], Need],
+    execute: Callable[[J, tuple], R],
+    done: Callable[[J, R], None],
+    prepare: Callable[[J], None] = lambda job: None,
+) -> None:
+    """Run every job; `execute(job, slots)` in a worker thread, `done(job, result)` here.
+
+    `prepare(job)` runs here, just before a job starts (making its stack's environment): it may
+    block, and running jobs carry on meanwhile. If `execute`, `prepare` or `done` raises, no new
+    job starts, the running ones are waited for (their `done` still called), then it is raised.
+    A job that needs more slots than its pool has is a ValueError before anything starts.
+    """
+    free = {pool: list(slots) for pool, slots in pools.items()}
+    for job in jobs:
+        n = need(job)
+        if n.count < 1 or n.count > len(free.get(n.pool, ())):
+            raise ValueError(f"job {job} needs {n.count} of {n.pool!r}; the host has {len(free.get(n.pool, ()))}")
+    pending = list(jobs)
+    finished: queue.Queue[_Finished] = queue.Queue()
+    running = 0
+    failure: BaseException | None = None
+
+    def work(job, pool, slots):
+        try:
+            finished.put(_Finished(job, pool, slots, execute(job, slots), None))
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            finished.put(_Finished(job, pool, slots, None, exc))
+
+    while pending or running:
+        if failure is None:
+            for job in list(pending):
+                n = need(job)
+                if len(free[n.pool]) < n.count:
+                    continue
+                try:
+                    prepare(job)
+                except BaseException as exc:
+                    failure = exc
+                    break
+                slots = tuple(free[n.pool][: n.count])
+                del free[n.pool][: n.count]
+                pending.remove(job)
+                running += 1
+                threading.Thread(target=work, args=(job, n.pool, slots), daemon=True).start()
+            if failure is not None:
+                pending.clear()
+                continue
+        if not running:
+            break
+        got = finished.get()
+        running -= 1
+        free[got.pool] = sorted(free[got.pool] + list(got.slots))
+        if got.error is not None:
+            failure = failure or got.error
+            pending.clear()
+            continue
+        try:
+            done(got.job, got.result)
+        except BaseException as exc:
+            failure = failure or exc
+            pending.clear()
+    if failure is not None:
+        raise failure

@@ -1,0 +1,51 @@
+"""Reading the project's TOML data (matrix/*.toml) with errors that name the file and line."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+
+def read_toml(path: Path, problems: list[str]) -> dict:
+    """The parsed file, or {} with the reason appended to `problems`."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        problems.append(f"{path}: no such file")
+    except IsADirectoryError:
+        problems.append(f"{path}: is a directory, not a TOML file")
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"{path}: not valid TOML: {exc}")
+    except OSError as exc:
+        problems.append(f"{path}: cannot be read: {exc.strerror}")
+    return {}
+
+
+class Locator:
+    """Formats "file:line: key: message", finding the line of `key = ...` inside its table
+    (the n-th `[[exclude]]`, `[settings.train]`, ...) where it can."""
+
+    def __init__(self, path: Path, text: str):
+        self.path = path
+        self.lines = text.splitlines()
+
+    def __call__(self, key: str, label: str, message: str, table: str = "", nth: int = 0) -> str:
+        start, end = 0, len(self.lines)
+        if table:
+            header = re.compile(rf"^\s*\[\[?\s*{re.escape(table)}\s*\]\]?\s*(#.*)?$")
+            starts = [i for i, line in enumerate(self.lines) if header.match(line)]
+            if nth < len(starts):
+                start = starts[nth]
+                nxt = [i for i in range(start + 1, end) if self.lines[i].lstrip().startswith("[")]
+                end = nxt[0] if nxt else end
+        key_line = re.compile(rf"^\s*(\[+\s*{re.escape(key)}\s*\]+|\"?{re.escape(key)}\"?\s*=)")
+        for number in range(start, end):
+            if key_line.match(self.lines[number]):
+                return f"{self.path}:{number + 1}: {label}: {message}"
+        if table and start < len(self.lines) and (start or nth == 0):
+            return f"{self.path}:{start + 1}: {label}: {message}"
+        return f"{self.path}: {label}: {message}"
