@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness import envs, hardware, records, runner, table
+from harness import envs, hardware, known_issues, records, resolve, runner, table
 from harness.cell import Selector
 from harness.errors import CompatError, NoHardwareError, UsageError
 from harness.matrix import MatrixData, load_matrix
@@ -74,6 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("table", help="render results/COMPATIBILITY.md from the records")
     p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
+
+    p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
+    p.add_argument("--gpu", required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
+    p.add_argument("--gpus", type=int, default=1, metavar="N", help="cards per node (default 1)")
+    p.add_argument("--method", choices=resolve.METHODS, default="qlora", help="full, lora or qlora (default qlora)")
+    p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
+    p.add_argument("--results", type=Path, help="results folder whose records count as measurements (default: results/ in the checkout)")
+
+    p = sub.add_parser("explain", help="match a log or traceback against the known issues")
+    p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
 
@@ -81,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table}[args.command](args)
+        return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table,
+                "recommend": cmd_recommend, "explain": cmd_explain}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -158,6 +170,7 @@ def cmd_run(args) -> int:
         host=host,
         stacks=data.stacks,
         matrix_dir=data.dir,
+        known_issues=known_issues.KnownIssues.load(data.dir),
         envs=envs.EnvManager(
             root=args.env_dir or envs.default_root(),
             base_python=args.python,
@@ -236,3 +249,71 @@ def _render(results: Path) -> None:
         print(f"compat: skipped {b}", file=sys.stderr)
     path = table.write(results, recs, "compat table", len(bad))
     print(f"wrote {path} ({len(recs)} records from {len(files)} file(s))")
+
+
+def cmd_recommend(args) -> int:
+    root = project_root()
+    data = resolve.ResolverData.load(root / "matrix")
+    gpu = data.gpus.find(args.gpu)
+    if args.gpus < 1:
+        raise UsageError(f"--gpus {args.gpus}: a count of cards is 1 or more")
+    results = args.results or root / "results"
+    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
+    for b in bad:
+        print(f"compat: skipped {b}", file=sys.stderr)
+    rec = resolve.recommend(gpu, args.gpus, args.method, data, recs)
+    if args.format == "json":
+        print(json.dumps(rec.as_json(), indent=1))
+    elif args.format == "constraints":
+        command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {args.method} --format constraints"
+        print(resolve.render_constraints(rec, command), end="")
+    else:
+        print(resolve.render_text(rec), end="")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    data = known_issues.KnownIssues.load(project_root() / "matrix")
+    if args.log == "-":
+        text = known_issues.read_log(sys.stdin.buffer)
+        name = "stdin"
+    else:
+        path = Path(args.log)
+        try:
+            with open(path, "rb") as f:
+                text = known_issues.read_log(f)
+        except IsADirectoryError:
+            raise UsageError(f"{path}: is a folder, not a log file") from None
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
+        name = str(path)
+    matches = data.explain(text)
+    signature = known_issues.error_signature(text)
+    if args.format == "json":
+        print(json.dumps({
+            "log": name,
+            "signature": signature,
+            "matches": [{
+                "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
+                "pins": {k: str(v) for k, v in m.issue.pins.items()}, "sources": list(m.issue.sources),
+                "matched": m.hits, "score": list(m.score),
+            } for m in matches],
+        }, indent=1))
+        return 0
+    if not matches:
+        print(f"No known issue matches {name}.\nIts error signature: {signature or '(no error line found)'}")
+        return 0
+    print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
+    for n, m in enumerate(matches, 1):
+        i = m.issue
+        print(f"{n}. {i.id}: {i.title}")
+        print(f"   matched: {m.hits[0].strip()[:200]}")
+        print(f"   cause:   {i.cause}")
+        for k, f in enumerate(i.fix):
+            print(f"   {'fix:     ' if k == 0 else '         '}{f}")
+        if i.pins:
+            print(f"   pins:    {', '.join(f'{k}{v}' for k, v in i.pins.items())}")
+        for k, url in enumerate(i.sources[:4]):
+            print(f"   {'sources: ' if k == 0 else '         '}{url}")
+        print()
+    return 0

@@ -27,6 +27,7 @@ from harness import classify, memory, records, schedule
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv
 from harness.hardware import Host, NvmlSampler
+from harness.known_issues import KnownIssues
 
 WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"
 MATRIX_DIR = Path(__file__).resolve().parents[1] / "matrix"
@@ -96,6 +97,7 @@ class RunContext:
     stacks: dict[str, Stack]
     envs: EnvManager
     matrix_dir: Path = MATRIX_DIR  # where matrix/deepspeed/<strategy>.json are read from
+    known_issues: KnownIssues | None = None  # failed cells are tagged with the entries they match
     run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
     timeout_s: float | None = None  # overrides settings["timeout_s"]
     keep_workdirs: bool = False
@@ -117,6 +119,8 @@ def run_all(
     todo = [p for p in planned if p.here or p.unsupported]
 
     def finish(record: dict) -> None:
+        if ctx.known_issues is not None and record["outcome"] not in ("pass", "unsupported"):
+            record["known_issues"] = ctx.known_issues.tag(record)
         records.append(ctx.records_path, record)
         out.append(record)
         report(len(out), len(todo), record)

@@ -16,7 +16,7 @@ SYMBOL = {
     "install-error": "📦 install-error",
     "infra": "🔧 infra",
 }
-VERSION_COLUMNS = ("torch", "transformers", "peft", "accelerate")
+VERSION_COLUMNS = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
 
 
 def hardware_label(rec: dict) -> str:
@@ -70,6 +70,15 @@ def cell_text(text: str) -> str:
     return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|").replace("`", "'")
 
 
+def error_text(rec: dict) -> str:
+    """The error signature (or the reason), and the known issues the runner matched to it."""
+    err = rec.get("error") or {}
+    text = err.get("signature", "") or rec.get("reason") or ""
+    if rec.get("known_issues"):
+        text += f" (known issue: {', '.join(rec['known_issues'])})"
+    return text
+
+
 def render(records: list[dict], command: str, bad_lines: int = 0) -> str:
     rows = latest(records)
     out = [
@@ -97,7 +106,6 @@ def render(records: list[dict], command: str, bad_lines: int = 0) -> str:
         out.append("| " + " | ".join(header) + " |")
         out.append("|---" * len(header) + "|")
         for rec in recs:
-            err = rec.get("error") or {}
             out.append(
                 "| "
                 + " | ".join(
@@ -110,7 +118,7 @@ def render(records: list[dict], command: str, bad_lines: int = 0) -> str:
                         str(rec["fingerprint"].get("python") or "—"),
                         rec.get("finished_at", "")[:10],
                         f"`{rec['id'][:12]}`",
-                        cell_text(err.get("signature", "") or rec.get("reason") or ""),
+                        cell_text(error_text(rec)),
                     ]
                 )
                 + " |"

@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from harness.errors import MatrixError
+
 
 def read_toml(path: Path, problems: list[str]) -> dict:
     """The parsed file, or {} with the reason appended to `problems`."""
@@ -23,6 +25,20 @@ def read_toml(path: Path, problems: list[str]) -> dict:
     except OSError as exc:
         problems.append(f"{path}: cannot be read: {exc.strerror}")
     return {}
+
+
+def load_data(path: Path, tables: tuple[str, ...]) -> tuple[dict, "Locator"]:
+    """A data file and its locator; MatrixError if it cannot be read, or has top-level keys
+    other than `tables`."""
+    problems: list[str] = []
+    doc = read_toml(path, problems)
+    if problems:
+        raise MatrixError(problems)
+    where = Locator(path, path.read_text(encoding="utf-8"))
+    unknown = [where(k, k, f"unknown key; this file holds {', '.join(tables)}") for k in doc if k not in tables]
+    if unknown:
+        raise MatrixError(unknown)
+    return doc, where
 
 
 class Locator:

@@ -92,7 +92,14 @@ def test_table_keeps_latest_per_cell_and_versions_and_escapes_error_text():
     assert "## cpu — Test CPU" in text
     # header, separator and every row have the same number of columns (escaped pipes aside)
     widths = {len(line.replace("\\|", "").split("|")) for line in text.splitlines() if line.startswith("|")}
-    assert widths == {14}
+    assert widths == {16}
+
+
+def test_table_shows_the_known_issues_a_failed_record_matched():
+    rec = make_record(outcome="fail", error={"signature": "ImportError: cannot import name 'log'"})
+    rec["known_issues"] = ["deepspeed-old-vs-torch24-elastic-import"]
+    (row,) = [line for line in table.render([rec], "compat table").splitlines() if line.startswith("| `cpu-")]
+    assert row.endswith("| ImportError: cannot import name 'log' (known issue: deepspeed-old-vs-torch24-elastic-import) |")
 
 
 def test_list_json_does_not_import_torch():

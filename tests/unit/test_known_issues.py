@@ -1,0 +1,226 @@
+"""The known-issue base: every entry is well-formed, cites sources, and its signatures match its
+own example (a log excerpt from a cited report) and not unrelated logs; `compat explain` ranks,
+reads any bytes, and says so when nothing matches; failed records get tagged."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from harness.errors import MatrixError
+from harness.known_issues import KnownIssues, error_signature, read_log
+
+BASE = KnownIssues.load(ROOT / "matrix")
+IDS = [i.id for i in BASE.issues]
+
+# Logs no entry is about: a clean run, and failures of other kinds.
+UNRELATED = {
+    "clean-run": textwrap.dedent("""\
+        {'loss': 4.292, 'grad_norm': 1.647, 'learning_rate': 0.005, 'epoch': 0.875}
+        {'loss': 3.993, 'grad_norm': 1.922, 'learning_rate': 0.005, 'epoch': 1.0}
+        {'train_runtime': 0.2554, 'train_samples_per_second': 250.6, 'train_loss': 4.528, 'epoch': 1.0}
+        Writing model shards: 100%|##########| 1/1 [00:00<00:00, 1083.24it/s]
+        """),
+    "key-error": textwrap.dedent("""\
+        Traceback (most recent call last):
+          File "train.py", line 12, in <module>
+            value = config["learning_rate"]
+        KeyError: 'learning_rate'
+        """),
+    "file-not-found": textwrap.dedent("""\
+        Traceback (most recent call last):
+          File "train.py", line 40, in <module>
+            dataset = load_dataset("json", data_files="data/train.jsonl")
+        FileNotFoundError: Unable to find '/home/user/data/train.jsonl'
+        """),
+    "compat-check": "CheckFailed: saving changed the trained model in memory (the saved copy is right): max |logit diff| 0.032 before vs after save_model\n",
+}
+
+
+def test_the_base_has_at_least_25_cited_entries():
+    assert len(BASE.issues) >= 25
+    assert len(set(IDS)) == len(IDS)
+    for issue in BASE.issues:
+        assert issue.sources and all(s.startswith(("https://", "http://")) for s in issue.sources), issue.id
+        assert issue.fix and issue.cause and issue.title
+
+
+@pytest.mark.parametrize("issue_id", IDS)
+def test_signature_matches_its_own_example_and_ranks_it_first(issue_id):
+    issue = BASE.get(issue_id)
+    assert issue.hits(issue.example), f"{issue_id}: no signature matches its example"
+    ranked = BASE.explain(issue.example)
+    best = ranked[0].score
+    # first, or tied for first with entries that share its wording (e.g. the same TypeError
+    # raised by transformers < 4.30 and >= 5 for different reasons)
+    assert issue_id in [m.issue.id for m in ranked if m.score == best]
+
+
+@pytest.mark.parametrize("issue_id", IDS)
+def test_signature_does_not_match_unrelated_logs(issue_id):
+    issue = BASE.get(issue_id)
+    for name, log in UNRELATED.items():
+        assert not issue.hits(log), f"{issue_id} matches the unrelated log {name!r}"
+
+
+def test_required_failure_families_are_covered():
+    families = {
+        "bf16 triu on old torch": "torch-bf16-triu-missing-causal-mask",
+        "load_in_4bit next to quantization_config": "bnb-kwarg-with-quantization-config",
+        "bf16 on pre-Ampere": "transformers-bf16-unsupported-pre-ampere",
+        "tf32 on pre-Ampere": "transformers-tf32-requires-ampere",
+        "is_bf16_supported emulation": "torch-is-bf16-supported-emulation",
+        "bitsandbytes on old cards": "bnb-int8-igemmlt-unsupported-pre-turing",
+        "bitsandbytes on new cards": "bnb-int8-cublaslt-error-hopper",
+        "ZeRO-3 with LoRA": "zero3-lora-empty-adapter",
+        "ZeRO-3 with QLoRA": "zero3-qlora-sharded-load",
+        "FSDP with QLoRA": "fsdp-qlora-integer-dtype",
+        "DDP OOM where sharding was needed": "ddp-oom-no-sharding",
+        "no kernel image / sm_61 not compatible": "torch-pascal-maxwell-dropped-cu128",
+        "flash-attention needs Ampere": "flash-attn2-requires-ampere",
+        "gradient checkpointing with peft": "gradckpt-no-grad-fn",
+        "removed peft API": "peft-prepare-int8-removed",
+        "removed transformers API": "trainingargs-evaluation-strategy-removed",
+    }
+    missing = {f: i for f, i in families.items() if BASE.get(i) is None}
+    assert not missing
+
+
+TRIU_LOG = textwrap.dedent("""\
+    [INFO|trainer.py:2128] >> ***** Running training *****
+      File "/opt/conda/lib/python3.10/site-packages/transformers/models/llama/modeling_llama.py", line 1095, in _update_causal_mask
+        causal_mask = torch.triu(causal_mask, diagonal=1)
+    RuntimeError: "triu_tril_cuda_template" not implemented for 'BFloat16'
+    """)
+
+
+def compat(*args, stdin: bytes | None = None):
+    return subprocess.run([sys.executable, "-m", "harness", *args], input=stdin, capture_output=True, cwd=ROOT, timeout=120)
+
+
+def test_explain_names_the_old_torch_cause_and_both_fixes(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(TRIU_LOG)
+    proc = compat("explain", str(log))
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr
+    assert out.splitlines()[0].endswith("best first:")
+    first = out.split("\n\n")[1]
+    assert first.startswith("1. torch-bf16-triu-missing-causal-mask")
+    assert "torch before 2.1" in first
+    assert "Upgrade torch to 2.1 or newer" in first  # fix 1
+    assert "pin transformers<=4.38.2" in first  # fix 2
+    data = json.loads(compat("explain", str(log), "--format", "json").stdout)
+    assert data["matches"][0]["id"] == "torch-bf16-triu-missing-causal-mask"
+    assert data["matches"][0]["pins"] == {"torch": ">=2.1"}
+
+
+def test_explain_reads_stdin_and_any_bytes():
+    garbage = bytes(range(256)) * 1000 + b"\xff\xfe" + TRIU_LOG.encode() + b"\x00\x80\x81"
+    proc = compat("explain", "-", "--format", "json", stdin=garbage)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["matches"][0]["id"] == "torch-bf16-triu-missing-causal-mask"
+
+
+def test_explain_with_no_match_shows_the_normalized_signature(tmp_path):
+    log = tmp_path / "other.log"
+    log.write_text(UNRELATED["file-not-found"])
+    proc = compat("explain", str(log))
+    assert proc.returncode == 0
+    assert proc.stdout.decode() == (
+        f"No known issue matches {log}.\n"
+        "Its error signature: FileNotFoundError: Unable to find '<path>'\n"
+    )
+
+
+def test_explain_bad_input_is_a_clear_error(tmp_path):
+    proc = compat("explain", str(tmp_path / "missing.log"))
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == f"compat: error: {tmp_path / 'missing.log'}: cannot be read: No such file or directory\n"
+    proc = compat("explain", str(tmp_path))
+    assert proc.returncode == 2 and "is a folder, not a log file" in proc.stderr.decode()
+
+
+def test_a_huge_log_keeps_its_start_and_end(tmp_path):
+    import io
+
+    big = b"START torch 2.0.1\n" + b"step\n" * 2_000_000 + TRIU_LOG.encode()
+    text = read_log(io.BytesIO(big))
+    assert text.startswith("START torch 2.0.1") and "triu_tril_cuda_template" in text
+    assert "bytes skipped" in text and len(text) < 5 * 2**20
+
+
+def test_error_signature_of_a_launcher_log():
+    log = "Traceback (most recent call last):\n  File \"x.py\", line 9\nImportError: cannot import name 'log' from 'a.b' (/x/y.py)\n"
+    assert error_signature(log) == "ImportError: cannot import name 'log' from 'a.b' (<path>)"
+
+
+def test_tag_needs_signature_and_conditions():
+    record = {
+        "outcome": "fail",
+        "axes": {"hardware": "cpu", "strategy": "zero2", "precision": "fp32", "quantization": "none", "method": "full"},
+        "error": {"type": "ImportError", "message": "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)", "excerpt": ""},
+        "fingerprint": {"packages": {"deepspeed": "0.10.3"}, "torch": {"version": "2.13.0+cpu"}, "hardware": {"gpus": []}},
+    }
+    assert BASE.tag(record) == ["deepspeed-old-vs-torch24-elastic-import"]
+    record["fingerprint"]["packages"]["deepspeed"] = "0.19.8"  # a DeepSpeed that has the fix
+    assert BASE.tag(record) == []
+    assert BASE.tag({"outcome": "pass", "error": None}) == []
+
+
+def write(tmp_path, text):
+    (tmp_path / "known_issues.toml").write_text(textwrap.dedent(text))
+    return tmp_path / "known_issues.toml"
+
+
+def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
+    path = write(tmp_path, """\
+        [[issue]]
+        id = "ok-entry"
+        title = "t"
+        cause = "c"
+        signatures = ['boom']
+        example = "boom happened"
+        fix = ["f"]
+        sources = ["https://example.org/1"]
+
+        [[issue]]
+        id = "Bad Id"
+        title = "t"
+        cause = "c"
+        signatures = ['unclosed(']
+        example = "x"
+        fix = ["f"]
+        sources = ["not a url"]
+        [issue.when]
+        torch = "=>2"
+        precison = ["bf16"]
+        """)
+    with pytest.raises(MatrixError) as err:
+        KnownIssues.load(tmp_path)
+    p = str(path)
+    assert err.value.problems == [
+        f"{p}:11: [[issue]] #2 (Bad Id).id: 'Bad Id': an id is lower-case words joined by '-'",
+        f"{p}:14: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a valid regex: missing ), unterminated subpattern at position 8",
+        f"{p}:17: [[issue]] #2 (Bad Id).sources: 'not a url' is not a URL",
+        f"{p}:19: [[issue]] #2 (Bad Id).when.torch: '=>2' is not a version specifier",
+        f"{p}:20: [[issue]] #2 (Bad Id).when.precison: unknown condition (did you mean 'precision'?)",
+    ]
+
+
+def test_an_example_its_signature_does_not_match_is_an_error(tmp_path):
+    write(tmp_path, """\
+        [[issue]]
+        id = "mismatch"
+        title = "t"
+        cause = "c"
+        signatures = ['boom']
+        example = "nothing to see"
+        fix = ["f"]
+        sources = ["https://example.org/1"]
+        """)
+    with pytest.raises(MatrixError, match="no signature of this entry matches its own example"):
+        KnownIssues.load(tmp_path)
