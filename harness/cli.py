@@ -247,7 +247,8 @@ def _render(results: Path) -> None:
     recs, bad = records.read_records(files)
     for b in bad:
         print(f"compat: skipped {b}", file=sys.stderr)
-    path = table.write(results, recs, "compat table", len(bad))
+    tag = known_issues.KnownIssues.load(project_root() / "matrix").tag
+    path = table.write(results, recs, "compat table", len(bad), tag)
     print(f"wrote {path} ({len(recs)} records from {len(files)} file(s))")
 
 

@@ -70,16 +70,18 @@ def cell_text(text: str) -> str:
     return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|").replace("`", "'")
 
 
-def error_text(rec: dict) -> str:
-    """The error signature (or the reason), and the known issues the runner matched to it."""
+def error_text(rec: dict, tag=None) -> str:
+    """The error signature (or the reason), and the known issues it matches: those the runner
+    recorded, or for a record made before the known-issue base, those `tag` finds now."""
     err = rec.get("error") or {}
     text = err.get("signature", "") or rec.get("reason") or ""
-    if rec.get("known_issues"):
-        text += f" (known issue: {', '.join(rec['known_issues'])})"
+    issues = rec.get("known_issues") or (tag(rec) if tag and rec["outcome"] not in ("pass", "unsupported") else [])
+    if issues:
+        text += f" (known issue: {', '.join(issues)})"
     return text
 
 
-def render(records: list[dict], command: str, bad_lines: int = 0) -> str:
+def render(records: list[dict], command: str, bad_lines: int = 0, tag=None) -> str:
     rows = latest(records)
     out = [
         "# compat: compatibility table",
@@ -118,7 +120,7 @@ def render(records: list[dict], command: str, bad_lines: int = 0) -> str:
                         str(rec["fingerprint"].get("python") or "—"),
                         rec.get("finished_at", "")[:10],
                         f"`{rec['id'][:12]}`",
-                        cell_text(error_text(rec)),
+                        cell_text(error_text(rec, tag)),
                     ]
                 )
                 + " |"
@@ -128,9 +130,9 @@ def render(records: list[dict], command: str, bad_lines: int = 0) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(results_dir: Path, records: list[dict], command: str, bad_lines: int = 0) -> Path:
+def write(results_dir: Path, records: list[dict], command: str, bad_lines: int = 0, tag=None) -> Path:
     path = results_dir / "COMPATIBILITY.md"
     tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(render(records, command, bad_lines), encoding="utf-8")
+    tmp.write_text(render(records, command, bad_lines, tag), encoding="utf-8")
     tmp.replace(path)
     return path

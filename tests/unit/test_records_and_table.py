@@ -162,3 +162,12 @@ def test_a_launcher_that_raised_is_read_from_its_log():
     )
     assert raised_in_log(torchrun_child) is None  # a rank died: the rank's result says how
     assert raised_in_log("Segmentation fault (core dumped)\n") is None
+
+
+def test_a_record_from_before_the_known_issue_base_is_tagged_when_rendered():
+    rec = make_record(outcome="fail", error={"signature": "RuntimeError: There are currently no available devices found"})
+    assert "known issue" not in table.render([rec], "compat table")
+    row = table.render([rec], "compat table", tag=lambda r: ["accelerate-fsdp-no-accelerator"]).splitlines()[-1]
+    assert row.endswith("(known issue: accelerate-fsdp-no-accelerator) |")
+    passed = make_record()
+    assert "known issue" not in table.render([passed], "compat table", tag=lambda r: ["never-for-a-pass"])
