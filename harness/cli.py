@@ -170,7 +170,7 @@ def cmd_run(args) -> int:
         host=host,
         stacks=data.stacks,
         matrix_dir=data.dir,
-        known_issues=known_issues.KnownIssues.load(data.dir),
+        known_issues=_known_issues(data.dir),
         envs=envs.EnvManager(
             root=args.env_dir or envs.default_root(),
             base_python=args.python,
@@ -194,6 +194,14 @@ def cmd_run(args) -> int:
     if not args.no_table:
         _render(results)
     return 1 if fail_on & set(counts) else 0
+
+
+def _known_issues(directory: Path):
+    """The known-issue base for tagging failed cells, or None where a compat home has none (a
+    home needs only axes, defaults and stacks to run cells); a malformed one is an error."""
+    if not (directory / "known_issues.toml").exists():
+        return None
+    return known_issues.KnownIssues.load(directory)
 
 
 def _report(i: int, n: int, rec: dict) -> None:
@@ -247,8 +255,8 @@ def _render(results: Path) -> None:
     recs, bad = records.read_records(files)
     for b in bad:
         print(f"compat: skipped {b}", file=sys.stderr)
-    tag = known_issues.KnownIssues.load(project_root() / "matrix").tag
-    path = table.write(results, recs, "compat table", len(bad), tag)
+    base = _known_issues(project_root() / "matrix")
+    path = table.write(results, recs, "compat table", len(bad), base.tag if base else None)
     print(f"wrote {path} ({len(recs)} records from {len(files)} file(s))")
 
 
