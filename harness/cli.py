@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness import envs, hardware, known_issues, records, resolve, runner, table
+from harness import envs, hardware, junit, known_issues, records, resolve, runner, table
 from harness.cell import Selector
 from harness.errors import CompatError, NoHardwareError, UsageError
 from harness.matrix import MatrixData, load_matrix
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--matrix", type=Path, help="matrix file (default: matrix/gpu.toml on a host with a GPU, else matrix/cpu.toml)")
         p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
         p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")
+        p.add_argument("--shard", type=parse_shard, metavar="I/N", help="take the I-th of N equal shares of the selected cells (1/2, 2/2: two runners split a grid)")
 
     p = sub.add_parser("list", help="print the plan without running anything")
     selection(p)
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
     p.add_argument("--fail-on", default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
     p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
 
     p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
     p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
@@ -123,7 +125,28 @@ def _load_plan(args, host: hardware.Host):
     cells = [c for c in matrix.cells if selector(c.id)]
     if not cells:
         raise UsageError(f"no cell of {path} matches --select {args.select or ['*']} --skip {args.skip}")
+    if args.shard:
+        cells = shard(cells, *args.shard)
+        if not cells:
+            raise UsageError(f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({len(matrix.cells)} cells, fewer selected than shares)")
     return root, matrix, runner.plan(cells, host), data
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 1/4") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be between 1 and N")
+    return i, n
+
+
+def shard(cells: list, i: int, n: int) -> list:
+    """The i-th of n shares: cells in id order, dealt round-robin, so shares differ by at most one
+    cell and every cell is in exactly one share, on every runner alike."""
+    ordered = sorted(cells, key=lambda c: c.id)
+    return [c for k, c in enumerate(ordered) if k % n == i - 1]
 
 
 def cmd_list(args) -> int:
@@ -191,6 +214,9 @@ def cmd_run(args) -> int:
     for rec in done:
         counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
     print("done: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + f"; logs in {ctx.log_dir}")
+    if args.junit:
+        junit.write(args.junit, done, f"compat run {ctx.run_id} ({matrix.path.name})")
+        print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
     if not args.no_table:
         _render(results)
     return 1 if fail_on & set(counts) else 0

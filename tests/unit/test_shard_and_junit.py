@@ -1,0 +1,71 @@
+"""Splitting a grid across runners (--shard I/N) and JUnit XML for CI dashboards."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import ROOT, run_compat
+from harness import junit
+from harness.cli import shard
+from harness.matrix import MatrixData, load_matrix
+
+CELLS = load_matrix(ROOT / "matrix" / "cpu.toml", MatrixData.load(ROOT / "matrix")).cells
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 40, 41])
+def test_shards_cover_the_grid_exactly_once_and_evenly(n):
+    shares = [shard(list(CELLS), i, n) for i in range(1, n + 1)]
+    ids = [c.id for s in shares for c in s]
+    assert sorted(ids) == sorted(c.id for c in CELLS)  # every cell, none twice
+    sizes = [len(s) for s in shares]
+    assert max(sizes) - min(sizes) <= 1
+    # the same share whatever order the cells come in (every runner expands the grid alike)
+    assert [c.id for c in shard(list(reversed(CELLS)), 1, n)] == [c.id for c in shares[0]]
+
+
+def test_shard_from_the_cli_one_half_and_the_other():
+    halves = []
+    for i in (1, 2):
+        proc = run_compat("list", "--matrix", "matrix/cpu.toml", "--shard", f"{i}/2", "--json")
+        assert proc.returncode == 0, proc.stderr
+        halves.append({c["id"] for c in json.loads(proc.stdout)})
+    assert not halves[0] & halves[1]
+    assert halves[0] | halves[1] == {c.id for c in CELLS}
+
+
+@pytest.mark.parametrize("bad", ["0/2", "3/2", "x", "1/0", "1-2"])
+def test_a_bad_shard_is_a_clear_error(bad):
+    proc = run_compat("list", "--shard", bad)
+    assert proc.returncode == 2 and "--shard" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def record(cell, outcome, **extra):
+    return {"id": cell.replace("-", "") + "0" * 8, "cell": cell, "outcome": outcome, "duration_s": 2.5,
+            "axes": {"hardware": "cpu", "stack": "local"}, "log": f"logs/{cell}.log", **extra}
+
+
+def test_junit_has_one_case_per_cell_with_the_outcome_as_junit_sees_it(tmp_path):
+    recs = [
+        record("cpu-local-fp32-none-full-single", "pass"),
+        record("cpu-local-fp32-none-lora-single", "fail", error={"signature": "ValueError: <script>alert(1)</script>", "excerpt": "Traceback ...\x1b[31m\x00boom"},
+               known_issues=["some-issue"]),
+        record("sm_90-local-bf16-none-full-ddp-r2", "unsupported", reason="needs 2 sm_90 cards; this host has no CUDA GPU"),
+        record("cpu-local-bf16-none-full-single", "infra", error={"signature": "NoResult: no result file", "excerpt": "tail"}),
+    ]
+    path = tmp_path / "out" / "junit.xml"
+    junit.write(path, recs, "compat run test")
+    root = ET.parse(path).getroot()
+    (suite,) = root.findall("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("4", "1", "1", "1")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert list(cases) == [r["cell"] for r in recs]
+    assert [child.tag for child in cases["cpu-local-fp32-none-full-single"]] == ["system-out"]
+    failure = cases["cpu-local-fp32-none-lora-single"].find("failure")
+    assert failure.get("type") == "fail"
+    assert failure.get("message") == "ValueError: <script>alert(1)</script> (known issue: some-issue)"  # escaped, read back intact
+    assert "\x00" not in failure.text and "boom" in failure.text
+    assert cases["sm_90-local-bf16-none-full-ddp-r2"].find("skipped").get("message").startswith("needs 2 sm_90 cards")
+    assert cases["cpu-local-bf16-none-full-single"].find("error").get("type") == "infra"
+    assert cases["cpu-local-fp32-none-full-single"].get("time") == "2.500"
+    assert cases["cpu-local-fp32-none-full-single"].get("classname") == "compat.cpu.local"
