@@ -186,6 +186,7 @@ def cmd_run(args) -> int:
             f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
         )
     results = args.results or root / "results"
+    base = _known_issues(data.dir)
     ctx = runner.RunContext(
         results_dir=results,
         records_path=results / "records.jsonl",
@@ -193,7 +194,7 @@ def cmd_run(args) -> int:
         host=host,
         stacks=data.stacks,
         matrix_dir=data.dir,
-        known_issues=_known_issues(data.dir),
+        known_issues=base,
         envs=envs.EnvManager(
             root=args.env_dir or envs.default_root(),
             base_python=args.python,
@@ -218,7 +219,7 @@ def cmd_run(args) -> int:
         junit.write(args.junit, done, f"compat run {ctx.run_id} ({matrix.path.name})")
         print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
     if not args.no_table:
-        _render(results)
+        _render(results, base)
     return 1 if fail_on & set(counts) else 0
 
 
@@ -272,16 +273,15 @@ def cmd_table(args) -> int:
     results = args.results or project_root() / "results"
     if not results.is_dir():
         raise UsageError(f"{results}: no such folder")
-    _render(results)
+    _render(results, _known_issues(project_root() / "matrix"))
     return 0
 
 
-def _render(results: Path) -> None:
+def _render(results: Path, base) -> None:
     files = records.record_files(results)
     recs, bad = records.read_records(files)
     for b in bad:
         print(f"compat: skipped {b}", file=sys.stderr)
-    base = _known_issues(project_root() / "matrix")
     path = table.write(results, recs, "compat table", len(bad), base.tag if base else None)
     print(f"wrote {path} ({len(recs)} records from {len(files)} file(s))")
 

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from harness.errors import MatrixError, UsageError
-from harness.tomldata import load_data
+from harness.tomldata import did_you_mean, load_data
 
 FLAGS = ("bf16", "fp16_tensor_cores", "tf32", "fp8")
 KEYS = ("name", "aliases", "architecture", "cc", "memory_gb", *FLAGS, "sources")
@@ -78,8 +78,7 @@ class GpuDb:
                 continue
             for k in table:
                 if k not in KEYS:
-                    close = difflib.get_close_matches(k, KEYS, n=1)
-                    problems.append(at(k, "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")))
+                    problems.append(at(k, "unknown key" + did_you_mean(k, KEYS)))
             for k in KEYS:
                 if k not in table:
                     problems.append(where(key, f"[gpu.{key}]", f"missing key {k!r}", table=f"gpu.{key}"))

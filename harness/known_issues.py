@@ -29,16 +29,15 @@ No torch here: `compat explain` must start fast.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness import classify
+from harness import classify, records
 from harness.errors import MatrixError
-from harness.tomldata import load_data
+from harness.tomldata import did_you_mean, load_data
 
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
 AXES = ("precision", "quantization", "method", "strategy")
@@ -148,14 +147,9 @@ class KnownIssues:
         text = clean("\n".join(str(err.get(k) or "") for k in ("type", "message", "excerpt")))
         if not text.strip():
             return []
-        fp = record.get("fingerprint") or {}
-        packages = {k.lower(): v for k, v in (fp.get("packages") or {}).items()}
-        torch_version = (fp.get("torch") or {}).get("version")
-        if torch_version:
-            packages["torch"] = torch_version
-        gpus = (fp.get("hardware") or {}).get("gpus") or []
+        gpus = ((record.get("fingerprint") or {}).get("hardware") or {}).get("gpus") or []
         cc = gpus[0].get("compute_capability") if gpus else None
-        hits = [m for m in self.explain(text) if m.issue.applies(packages, cc, record.get("axes"))]
+        hits = [m for m in self.explain(text) if m.issue.applies(records.packages(record), cc, record.get("axes"))]
         return [m.issue.id for m in hits]
 
 
@@ -214,8 +208,7 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     ok = True
     for key in table:
         if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            problems.append(at(key, "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")))
+            problems.append(at(key, "unknown key" + did_you_mean(key, KEYS)))
             ok = False
     for key in REQUIRED:
         if key not in table:
@@ -267,8 +260,7 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
         raw_when, ok = {}, False
     for key, value in raw_when.items():
         if key not in WHEN_KEYS:
-            close = difflib.get_close_matches(key, WHEN_KEYS, n=1)
-            problems.append(at_when(key, "unknown condition" + (f" (did you mean {close[0]!r}?)" if close else "")))
+            problems.append(at_when(key, "unknown condition" + did_you_mean(key, WHEN_KEYS)))
             ok = False
         elif key in AXES:
             values = [value] if isinstance(value, str) else value

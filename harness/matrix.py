@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import functools
 import itertools
 import re
@@ -32,7 +31,7 @@ from typing import Any
 from harness.cell import AXES, OPTIONS, TOKEN, Cell
 from harness.envs import Stack
 from harness.errors import MatrixError
-from harness.tomldata import Locator, read_toml
+from harness.tomldata import Locator, did_you_mean, read_toml
 
 AXIS_KEYS = AXES + OPTIONS
 TOP_KEYS = ("description", "product", "exclude", "settings")
@@ -92,7 +91,7 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
 
     for key in doc:
         if key not in TOP_KEYS:
-            problems.append(where(key, key, f"unknown key{_did_you_mean(key, TOP_KEYS)}"))
+            problems.append(where(key, key, f"unknown key{did_you_mean(key, TOP_KEYS)}"))
     description = doc.get("description", "")
     if not isinstance(description, str):
         problems.append(where("description", "description", "must be a string"))
@@ -106,7 +105,7 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
         label = f"[product].{key}"
         at = functools.partial(where, table="product")
         if key not in AXIS_KEYS:
-            problems.append(at(key, label, f"unknown axis{_did_you_mean(key, AXIS_KEYS)}"))
+            problems.append(at(key, label, f"unknown axis{did_you_mean(key, AXIS_KEYS)}"))
             continue
         if not isinstance(values, list) or not values:
             problems.append(at(key, label, "must be a non-empty list of values"))
@@ -133,7 +132,7 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
         for key, value in entry.items():
             label = f"[[exclude]] #{i + 1}.{key}"
             if key not in AXIS_KEYS:
-                problems.append(at(key, label, f"unknown axis{_did_you_mean(key, AXIS_KEYS)}"))
+                problems.append(at(key, label, f"unknown axis{did_you_mean(key, AXIS_KEYS)}"))
                 continue
             values = value if isinstance(value, list) else [value]
             rule[key] = [v for v in values if _check_value(data, key, v, at, label, problems)]
@@ -208,7 +207,7 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
         for key, value in table.items():
             label = f"[{name}].{key}"
             if key not in STACK_KEYS:
-                problems.append(at(key, label, f"unknown key{_did_you_mean(key, STACK_KEYS)}"))
+                problems.append(at(key, label, f"unknown key{did_you_mean(key, STACK_KEYS)}"))
                 ok = False
             elif key in ("description", "provider", "torch", *STACK_PACKAGES) and not isinstance(value, str):
                 problems.append(at(key, label, "must be a string"))
@@ -255,7 +254,7 @@ def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, pro
         # bool is an int in Python: compare type and value so `true` is not accepted for 1
         if any(type(value) is type(a) and value == a for a in allowed):
             return True
-        hint = _did_you_mean(str(value), [str(a) for a in allowed])
+        hint = did_you_mean(str(value), [str(a) for a in allowed])
         shown = ", ".join(_toml_repr(a) for a in allowed)
         problems.append(where(axis, label, f"{_toml_repr(value)} is not one of {shown}{hint}"))
         return False
@@ -273,7 +272,7 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
     for key, value in overrides.items():
         label = f"[{prefix}].{key}"
         if key not in into:
-            problems.append(where(key, label, f"unknown setting{_did_you_mean(key, list(into))}"))
+            problems.append(where(key, label, f"unknown setting{did_you_mean(key, list(into))}"))
             continue
         default = into[key]
         if isinstance(default, dict):
@@ -290,7 +289,7 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
             continue
         if key in _SETTING_CHOICES and value not in _SETTING_CHOICES[key]:
             shown = ", ".join(_toml_repr(c) for c in _SETTING_CHOICES[key])
-            problems.append(where(key, label, f"{_toml_repr(value)} is not one of {shown}{_did_you_mean(value, _SETTING_CHOICES[key])}"))
+            problems.append(where(key, label, f"{_toml_repr(value)} is not one of {shown}{did_you_mean(value, _SETTING_CHOICES[key])}"))
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and key != "seed":
             problems.append(where(key, label, f"{value} must be greater than 0"))
@@ -300,11 +299,6 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
 
 _SETTING_CHOICES = {"order": ("shuffled", "ascending")}
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-
-
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _toml_repr(value: Any) -> str:

@@ -88,3 +88,14 @@ def validate(rec) -> str | None:
 
 def record_files(results: Path) -> list[Path]:
     return sorted(results.glob("*.jsonl"))
+
+
+def packages(record: dict) -> dict[str, str]:
+    """name -> version of what a cell ran with: its env's distributions, and torch as the
+    workload itself reported it (with its local build tag, e.g. 2.11.0+cu128)."""
+    fp = record.get("fingerprint") or {}
+    out = {k.lower(): v for k, v in (fp.get("packages") or {}).items()}
+    torch_version = (fp.get("torch") or {}).get("version")
+    if torch_version:
+        out["torch"] = torch_version
+    return out

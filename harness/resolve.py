@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from harness.errors import MatrixError
 from harness.gpus import Gpu, GpuDb
 from harness.known_issues import PACKAGES, KnownIssues
+from harness.records import packages as record_packages
 from harness.tomldata import load_data
 
 METHODS = ("full", "lora", "qlora")
@@ -291,20 +292,11 @@ def _measured(about: str, says: str, recs: list[dict]) -> Evidence:
                     date=(recs[0].get("finished_at") or "")[:10] or None)
 
 
-def _record_packages(r: dict) -> dict[str, str]:
-    fp = r.get("fingerprint") or {}
-    pk = {k.lower(): v for k, v in (fp.get("packages") or {}).items()}
-    tv = (fp.get("torch") or {}).get("version")
-    if tv:
-        pk["torch"] = tv
-    return pk
-
-
 def _pick_torch(gpu: Gpu, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
     # measured first: the newest torch build that passed on this architecture
     by_version: dict[str, list[dict]] = {}
     for r in arch_passes:
-        v = _record_packages(r).get("torch")
+        v = record_packages(r).get("torch")
         if v and "+cu" in v:
             by_version.setdefault(v, []).append(r)
     if by_version:
@@ -329,7 +321,7 @@ def _pick_bnb(gpu: Gpu, torch_version: str, variant: str, data: ResolverData, ar
     measured = {}
     for r in arch_passes:
         if (r.get("axes") or {}).get("quantization", "none") != "none":
-            v = _record_packages(r).get("bitsandbytes")
+            v = record_packages(r).get("bitsandbytes")
             if v:
                 measured.setdefault(v, []).append(r)
     if measured:
@@ -353,32 +345,25 @@ def _pick_bnb(gpu: Gpu, torch_version: str, variant: str, data: ResolverData, ar
 
 def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev) -> str:
     # pins the known issues ask for, where their conditions hold for this card, these axes and
-    # the torch chosen (package conditions on other packages are left open: they are what we pick)
+    # the torch chosen (conditions on the other packages are left open: they are what we pick)
     spec = SpecifierSet()
-    used = []
+    pins = []
     for issue in data.issues.issues:
-        if name not in issue.pins:
-            continue
-        when = dict(issue.when)
-        pkg_conds = {k: v for k, v in when.items() if k in PACKAGES}
-        if "torch" in pkg_conds and not pkg_conds["torch"].contains(Version(torch_version), prereleases=True):
-            continue
-        if not issue.applies(None, gpu.cc_text, axes):
-            continue
-        if any(k not in ("torch", name) for k in pkg_conds):
-            continue  # depends on another package we have not fixed: not applied
-        spec &= issue.pins[name]
-        used.append(issue)
+        others = [k for k in issue.when if k in PACKAGES and k not in ("torch", name)]
+        if name in issue.pins and not others and issue.applies({"torch": torch_version}, gpu.cc_text, axes):
+            spec &= issue.pins[name]
+            pins.append(Evidence(f"packages.{name}", "predicted", f"{issue.pins[name]}: avoids {issue.id} ({issue.title})",
+                                 rule=issue.id, sources=list(issue.sources[:3])))
     # measured versions: this card's passing records first, else the same method on the CPU
-    own = [r for r in arch_passes if _record_packages(r).get(name)]
+    own = [r for r in arch_passes if record_packages(r).get(name)]
     method_axes = {"full": ("full", "none"), "lora": ("lora", "none"), "qlora": ("lora", "nf4")}[method]
     cpu = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == "cpu"
            and ((r.get("axes") or {}).get("method"), (r.get("axes") or {}).get("quantization")) == method_axes
-           and _record_packages(r).get(name)]
+           and record_packages(r).get(name)]
     for pool, hardware in ((own, gpu.arch), (cpu, "cpu")):
         versions: dict[str, list[dict]] = {}
         for r in pool:
-            v = _record_packages(r)[name]
+            v = record_packages(r)[name]
             if spec.contains(Version(v), prereleases=True):
                 versions.setdefault(v, []).append(r)
         if versions:
@@ -387,16 +372,10 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
             if hardware == "cpu":
                 says += f" (no record of {gpu.arch} yet: this shows the versions train together, not that {gpu.name} runs them)"
             ev.append(_measured(f"packages.{name}", says, versions[best]))
-            for issue in used:
-                ev.append(Evidence(f"packages.{name}", "predicted", f"{issue.pins[name]}: avoids {issue.id} ({issue.title})",
-                                   rule=issue.id, sources=list(issue.sources[:3])))
+            ev.extend(pins)
             return f"=={best}"
-    for issue in used:
-        ev.append(Evidence(f"packages.{name}", "predicted", f"{issue.pins[name]}: avoids {issue.id} ({issue.title})",
-                           rule=issue.id, sources=list(issue.sources[:3])))
-    if not used:
-        ev.append(Evidence(f"packages.{name}", "predicted", f"no known issue constrains {name} for this card and method",
-                           rule="no-known-issue"))
+    ev.extend(pins or [Evidence(f"packages.{name}", "predicted", f"no known issue constrains {name} for this card and method",
+                                rule="no-known-issue")])
     return str(spec) or ""
 
 

@@ -282,9 +282,9 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
             settings["deepspeed_config"] = f"unreadable: {exc}"  # the workload reports the real error
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     launcher, command = launch_command(cell, stack_env.python, spec_path, result_dir)
-    env = cell_environment(cell, gpus if gpus is not None else _default_gpus(cell, ctx.host), stack_env)
+    cards = [] if cell.hardware == "cpu" else gpus if gpus is not None else _default_gpus(cell, ctx.host)
+    env = cell_environment(cell, cards, stack_env)
 
-    cards = [int(x) for x in env["CUDA_VISIBLE_DEVICES"].split(",")] if cell.hardware != "cpu" else []
     with NvmlSampler(cards) as sampler:
         ended = _launch(command, env, workdir, log_path, timeout)
     result = _read_results(result_dir, cell.ranks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
@@ -25,6 +26,12 @@ def read_toml(path: Path, problems: list[str]) -> dict:
     except OSError as exc:
         problems.append(f"{path}: cannot be read: {exc.strerror}")
     return {}
+
+
+def did_you_mean(word: str, choices) -> str:
+    """' (did you mean 'precision'?)' for the closest choice, or '' when none is close."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load_data(path: Path, tables: tuple[str, ...]) -> tuple[dict, "Locator"]:
