@@ -6,6 +6,7 @@
                   [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES]
     compat envs   [--env-dir DIR] [--json] [--prune [--older-than DAYS]]
     compat table  [--results DIR]
+    compat merge  FILE... [--into DIR] [--no-table]
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
 input; 3 the job needs hardware this host lacks; 70 a bug in compat; 130 interrupted.
@@ -74,8 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
     p.add_argument("--older-than", type=float, default=30.0, metavar="DAYS", help="with --prune: age of last use in days (default 30; 0 deletes every env)")
 
-    p = sub.add_parser("table", help="render results/COMPATIBILITY.md from the records")
+    p = sub.add_parser("table", help="render results/COMPATIBILITY.md and results/index.html from the records")
     p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
+
+    p = sub.add_parser("merge", help="add other runners' records to a results folder (validated, de-duplicated, with provenance)",
+                       description="Add the records of FILEs (other runners' records.jsonl) to DIR/records.jsonl: every line is "
+                       "validated (a bad one is reported with file:line and skipped), records already in DIR are left out, "
+                       "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "
+                       "Exit code 1 when a line was skipped (the valid ones are merged all the same), 2 for bad usage.")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
+    p.add_argument("--into", type=Path, help="results folder to merge into (default: results/ in the checkout)")
+    p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards")
 
     p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
     p.add_argument("--gpu", required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
@@ -94,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table,
+        return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
                 "recommend": cmd_recommend, "explain": cmd_explain}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
@@ -219,7 +229,7 @@ def cmd_run(args) -> int:
         junit.write(args.junit, done, f"compat run {ctx.run_id} ({matrix.path.name})")
         print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
     if not args.no_table:
-        _render(results, base)
+        _render(results, data.dir, base)
     return 1 if fail_on & set(counts) else 0
 
 
@@ -273,17 +283,53 @@ def cmd_table(args) -> int:
     results = args.results or project_root() / "results"
     if not results.is_dir():
         raise UsageError(f"{results}: no such folder")
-    _render(results, _known_issues(project_root() / "matrix"))
+    matrix_dir = project_root() / "matrix"
+    _render(results, matrix_dir, _known_issues(matrix_dir))
     return 0
 
 
-def _render(results: Path, base) -> None:
+def cmd_merge(args) -> int:
+    from harness import merge
+
+    into = args.into or project_root() / "results"
+    reports = merge.merge(args.files, into)
+    skipped = 0
+    for r in reports:
+        print(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
+        _print_skipped(r.bad)
+        skipped += len(r.bad)
+    if not args.no_table:
+        matrix_dir = project_root() / "matrix"
+        recs = _render(results=into, matrix_dir=matrix_dir, base=_known_issues(matrix_dir))
+        clashes = merge.conflicts(recs, table.key)
+        for (label, cell, _), c in sorted(clashes.items()):
+            said = ", ".join(f"{r['outcome']} on {merge.runner_name(r)}" for r in c.records)
+            print(f"conflict: {cell} on {label}: {said}")
+    return 1 if skipped else 0
+
+
+def _print_skipped(bad: list, limit: int = 20) -> None:
+    for b in bad[:limit]:
+        print(f"compat: skipped {b}", file=sys.stderr)
+    if len(bad) > limit:
+        print(f"compat: ... and {len(bad) - limit} more skipped line(s)", file=sys.stderr)
+
+
+def _render(results: Path, matrix_dir: Path, base) -> list[dict]:
+    """COMPATIBILITY.md and index.html from every record in `results`; the records read."""
+    from harness import page
+
     files = records.record_files(results)
     recs, bad = records.read_records(files)
-    for b in bad:
-        print(f"compat: skipped {b}", file=sys.stderr)
-    path = table.write(results, recs, "compat table", len(bad), base.tag if base else None)
-    print(f"wrote {path} ({len(recs)} records from {len(files)} file(s))")
+    _print_skipped(bad)
+    tag = base.tag if base else None
+    path = table.write(results, recs, "compat table", len(bad), tag)
+    predicted = []
+    if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
+        predicted = page.predicted_cards(resolve.ResolverData.load(matrix_dir), recs)
+    html_path = page.write(results, page.page_data(recs, len(bad), base, predicted), "compat table")
+    print(f"wrote {path} and {html_path.name} ({len(recs)} records from {len(files)} file(s))")
+    return recs
 
 
 def cmd_recommend(args) -> int:
@@ -294,8 +340,7 @@ def cmd_recommend(args) -> int:
         raise UsageError(f"--gpus {args.gpus}: a count of cards is 1 or more")
     results = args.results or root / "results"
     recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
-    for b in bad:
-        print(f"compat: skipped {b}", file=sys.stderr)
+    _print_skipped(bad)
     rec = resolve.recommend(gpu, args.gpus, args.method, data, recs)
     if args.format == "json":
         print(json.dumps(rec.as_json(), indent=1))

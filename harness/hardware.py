@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import platform
 import shutil
 import subprocess
@@ -43,6 +44,18 @@ class Host:
             "driver": self.driver,
             "cuda_driver": self.cuda_driver,
         }
+
+
+def runner_identity(environ=os.environ) -> dict:
+    """Who made a record, kept in it so merged results say where each came from: the name
+    $COMPAT_RUNNER_NAME gives, else the GitHub Actions runner's name, else the host name; and
+    the CI run's address when GitHub Actions ran it."""
+    name = environ.get("COMPAT_RUNNER_NAME") or environ.get("RUNNER_NAME") or platform.node() or "unnamed"
+    out = {"name": name[:200]}
+    server, repo, run = (environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if server and repo and run:
+        out["ci_run"] = f"{server}/{repo}/actions/runs/{run}"
+    return out
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 import harness
-from harness import classify, memory, records, schedule
+from harness import classify, hardware, memory, records, schedule
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv
 from harness.hardware import Host, NvmlSampler
@@ -101,6 +101,7 @@ class RunContext:
     run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
     timeout_s: float | None = None  # overrides settings["timeout_s"]
     keep_workdirs: bool = False
+    runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
 
     @property
     def log_dir(self) -> Path:
@@ -211,6 +212,7 @@ def _base_record(cell: Cell, ctx: RunContext) -> dict:
         "flags": [],
         "known_issues": [],
         "evidence": "measured",
+        "runner": ctx.runner,
     }
 
 

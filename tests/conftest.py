@@ -27,3 +27,35 @@ def assert_clean_error(proc: subprocess.CompletedProcess, code: int) -> None:
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stderr.startswith("compat: error: "), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def real_records(n: int) -> list[dict]:
+    """The first n records this project measured (results/records.jsonl), as they are."""
+    import json
+
+    with open(ROOT / "results" / "records.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for _, line in zip(range(n), f)]
+
+
+def second_runner(rec: dict, runner: str, **changes) -> dict:
+    """A test input for merging: `rec` as a second runner would send it (its own id and runner
+    name), with `changes` applied. Used to test merge, conflicts and rendering, never as a result."""
+    import copy
+    import uuid
+
+    out = copy.deepcopy(rec)
+    out.update(id=uuid.uuid4().hex, runner={"name": runner}, **changes)
+    return out
+
+
+def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
+    """`base` moved onto a Tesla P4 (sm_61) for rendering tests: GPU fingerprint and per-card
+    torch/NVML memory figures in the shape the workload and the harness write them."""
+    axes = dict(base["axes"], hardware="sm_61")
+    fp = dict(base["fingerprint"], hardware={"cpu": "Test CPU", "driver": "550.54", "cuda_driver": "12.4", "gpus": [
+        {"index": 0, "name": "Tesla P4", "compute_capability": "6.1", "memory_bytes": 8 * 2**30, "arch": "sm_61"}]})
+    memory = [{"rank": 0, "device": "cuda:0", "physical_index": 0, "peak_rss_bytes": 900 * 2**20,
+               "torch_max_allocated_bytes": 300 * 2**20, "torch_max_reserved_bytes": 420 * 2**20,
+               "nvml_baseline_used_bytes": 0, "nvml_peak_used_bytes": 700 * 2**20, "nvml_processes_max": 1}]
+    cell = base["cell"].replace(base["axes"]["hardware"] + "-", "sm_61-", 1)
+    return second_runner(base, runner, axes=axes, fingerprint=fp, memory=memory, cell=cell)

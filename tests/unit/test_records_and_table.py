@@ -4,6 +4,7 @@ import sys
 
 from conftest import ROOT, assert_clean_error
 from harness import classify, records, table
+from harness.cell import Cell
 
 
 def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished="2026-11-22T04:00:00+00:00", **extra):
@@ -11,7 +12,7 @@ def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished
         "schema_version": records.SCHEMA_VERSION,
         "id": "0123456789abcdef",
         "cell": cell,
-        "axes": {"hardware": cell.split("-")[0]},
+        "axes": Cell.parse(cell).axes(),
         "outcome": outcome,
         "error": None,
         "losses": {"first": 4.8, "last": 4.1},
@@ -62,14 +63,24 @@ def test_invalid_records_are_named_by_file_and_line(tmp_path):
         json.dumps({k: v for k, v in good.items() if k != "outcome"}),
         json.dumps(dict(good, outcome="maybe")),
         json.dumps(dict(good, schema_version=99)),
+        json.dumps(dict(good, axes=dict(good["axes"], ranks="two"))),
+        json.dumps(dict(good, memory=[{"rank": 0, "peak_rss_bytes": "lots"}])),
+        json.dumps(dict(good, cell="<script>alert(1)</script>")),
+        json.dumps({"level": "info", "msg": "a line of some other tool's JSON log"}),
+        '{"schema_version": 1, "id": "0123',
     ]) + "\n")
     recs, bad = records.read_records([path])
     assert len(recs) == 1
     assert [str(b) for b in bad] == [
-        f"{path}:2: not a JSON object",
-        f"{path}:3: missing key(s) outcome",
-        f"{path}:4: outcome 'maybe' is not one of pass, fail, oom, unsupported, timeout, crash, install-error, infra",
+        f"{path}:2: not a JSON object but a JSON list",
+        f"{path}:3: the record must contain ['outcome'] properties",
+        f"{path}:4: outcome must be one of ['pass', 'fail', 'oom', 'unsupported', 'timeout', 'crash', 'install-error', 'infra'], not 'maybe'",
         f"{path}:5: schema_version 99; this compat reads 1",
+        f"{path}:6: axes.ranks must be integer, not 'two'",
+        f"{path}:7: memory[0].peak_rss_bytes must be integer or number or null, not 'lots'",
+        f"{path}:8: cell must match pattern ^[A-Za-z0-9][A-Za-z0-9_.+-]{{0,199}}$, not '<script>alert(1)</script>'",
+        f"{path}:9: the record must contain ['axes', 'cell', 'evidence', 'fingerprint', 'finished_at', 'id', 'outcome', 'schema_version'] properties",
+        f"{path}:10: not a JSON record (JSONDecodeError: Invalid control character at: line 1 column 34 (char 33))",
     ]
 
 
@@ -90,9 +101,12 @@ def test_table_keeps_latest_per_cell_and_versions_and_escapes_error_text():
     assert "ValueError: a\\|b &lt;script&gt;x&lt;/script&gt; 'c'" in by_version[True]
     assert "<script>" not in text
     assert "## cpu — Test CPU" in text
-    # header, separator and every row have the same number of columns (escaped pipes aside)
-    widths = {len(line.replace("\\|", "").split("|")) for line in text.splitlines() if line.startswith("|")}
-    assert widths == {16}
+    # in each table, header, separator and every row have the same number of columns (escaped
+    # pipes aside): the by-stack grid (configuration + 1 stack) and the table of every record
+    tables = [block.splitlines() for block in text.split("\n\n") if block.startswith("|")]
+    assert [{len(line.replace("\\|", "").split("|")) for line in t} for t in tables] == [{4}, {16}]
+    grid = tables[0]
+    assert grid[0] == "| configuration | `local` |" and grid[2] == "| `fp32-none-full-single` | ✅ 400 MiB |"
 
 
 def test_table_shows_the_known_issues_a_failed_record_matched():

@@ -69,3 +69,16 @@ def test_junit_has_one_case_per_cell_with_the_outcome_as_junit_sees_it(tmp_path)
     assert cases["cpu-local-bf16-none-full-single"].find("error").get("type") == "infra"
     assert cases["cpu-local-fp32-none-full-single"].get("time") == "2.500"
     assert cases["cpu-local-fp32-none-full-single"].get("classname") == "compat.cpu.local"
+
+    # and as JUnit tooling reads it (junitparser: the reader CI report actions use for pytest's XML)
+    from junitparser import Error, Failure, JUnitXml, Skipped
+
+    (parsed,) = JUnitXml.fromfile(str(path))
+    assert (parsed.tests, parsed.failures, parsed.errors, parsed.skipped) == (4, 1, 1, 1)
+    kinds = {case.name: [type(r) for r in case.result] for case in parsed}
+    assert kinds == {
+        "cpu-local-fp32-none-full-single": [],
+        "cpu-local-fp32-none-lora-single": [Failure],
+        "sm_90-local-bf16-none-full-ddp-r2": [Skipped],
+        "cpu-local-bf16-none-full-single": [Error],
+    }

@@ -1,0 +1,124 @@
+"""`compat merge FILES... --into DIR`: records from other runners joined into one results folder.
+
+Each line of each file is validated against the record schema (harness/record.schema.json); a
+line that is not a record (cut short, hand-edited, another tool's JSON, another schema) is
+reported with file:line and skipped, and every valid line around it is kept. A record whose id is
+already in DIR is a duplicate and is left out; the same id with different content is reported and
+left out (the copy already merged stays as it is). Each record merged gets a `provenance` entry:
+which file and line it came from, that file's sha256 and when it was merged, so the table can say
+where every row came from. Records are data: nothing in a line is ever run or imported.
+
+Conflicts (the same cell and versions on the same hardware, with different outcomes on different
+runners) are not resolved here: `conflicts()` finds them and the table and the page show them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+from harness import records
+from harness.errors import UsageError
+
+
+@dataclasses.dataclass
+class FileReport:
+    path: Path
+    added: int = 0
+    duplicates: int = 0
+    bad: list[records.BadLine] = dataclasses.field(default_factory=list)
+
+
+def _content(rec: dict) -> str:
+    """A record's content apart from where it was merged from, for telling duplicates apart."""
+    return json.dumps({k: v for k, v in rec.items() if k != "provenance"}, sort_keys=True, default=str)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def merge(sources: list[Path], into: Path, now: str | None = None) -> list[FileReport]:
+    """Append the new valid records of `sources` to into/records.jsonl, one atomic line each."""
+    for path in sources:
+        if not path.is_file():
+            raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
+    if into.exists() and not into.is_dir():
+        raise UsageError(f"--into {into}: is a file, not a results folder")
+    into.mkdir(parents=True, exist_ok=True)
+    target = into / "records.jsonl"
+    existing, _ = records.read_records(records.record_files(into))
+    known = {rec["id"]: _content(rec) for rec in existing}
+    now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    reports = []
+    for path in sources:
+        report = FileReport(path)
+        reports.append(report)
+        if path.resolve() == target.resolve():
+            report.duplicates = len(known)
+            continue
+        digest = _sha256(path)
+        with open(path, "rb") as f:
+            for number, item in records.read_lines(f):
+                if isinstance(item, str):
+                    report.bad.append(records.BadLine(path, number, item))
+                    continue
+                content = _content(item)
+                if item["id"] in known:
+                    if known[item["id"]] == content:
+                        report.duplicates += 1
+                    else:
+                        report.bad.append(records.BadLine(
+                            path, number, f"record id {item['id']} is already merged with different content; the merged copy is kept"))
+                    continue
+                prov = list(item.get("provenance") or [])
+                prov.append({"file": path.name, "line": number, "sha256": digest, "merged_at": now})
+                records.append(target, {**item, "provenance": prov})
+                known[item["id"]] = content
+                report.added += 1
+    return reports
+
+
+def runner_name(rec: dict) -> str:
+    """Who made a record: its runner's name; for a record made before records named their
+    runner, the file it was first merged from, else "unnamed runner"."""
+    name = (rec.get("runner") or {}).get("name")
+    if name:
+        return name
+    prov = rec.get("provenance") or []
+    return f"from {prov[0]['file']}" if prov else "unnamed runner"
+
+
+@dataclasses.dataclass(frozen=True)
+class Conflict:
+    key: tuple  # (hardware label, cell, versions)
+    records: tuple[dict, ...]  # the newest record of each runner, newest first
+
+    @property
+    def outcomes(self) -> set[str]:
+        return {r["outcome"] for r in self.records}
+
+
+def conflicts(recs: list[dict], key) -> dict[tuple, Conflict]:
+    """key(record) -> (hardware label, cell, versions); a conflict where the newest records of two
+    or more runners under one key have different outcomes. A runner's own older records do not
+    conflict with its newer ones: a fix or a flake on one runner is history, not disagreement."""
+    newest: dict[tuple, dict[str, dict]] = {}
+    for rec in recs:
+        per_runner = newest.setdefault(key(rec), {})
+        name = runner_name(rec)
+        if name not in per_runner or rec.get("finished_at", "") >= per_runner[name].get("finished_at", ""):
+            per_runner[name] = rec
+    out = {}
+    for k, per_runner in newest.items():
+        if len({r["outcome"] for r in per_runner.values()}) > 1:
+            ordered = sorted(per_runner.values(), key=lambda r: r.get("finished_at", ""), reverse=True)
+            out[k] = Conflict(k, tuple(ordered))
+    return out

@@ -1,0 +1,133 @@
+"""results/index.html in headless Chromium (Debian's chromium + chromium-driver, driven by
+selenium): merged records from two runners render, filters and sorting work, charts draw, a
+conflict shows, and record text holding <script> and <img onerror> is shown as text with nothing
+executed. Skipped where Chromium is missing, unless COMPAT_REQUIRE_BROWSER=1 (CI sets it)."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import p4_record, real_records, run_compat, second_runner
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+XSS_SIGNATURE = '<script>window.__pwned = "script"</script> RuntimeError'
+XSS_EXCERPT = '<img src=x onerror="window.__pwned = \'img\'"> <svg onload="window.__pwned = \'svg\'"></svg> end of log'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM and CHROMEDRIVER):
+        if os.environ.get("COMPAT_REQUIRE_BROWSER") == "1":
+            pytest.fail("COMPAT_REQUIRE_BROWSER=1 but chromium/chromedriver are not installed (apt-get install chromium chromium-driver)")
+        pytest.skip("no chromium and chromedriver on this host (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """Two runners' files merged by the CLI: this machine's CPU records, and a second runner
+    with a P4 record, a CPU record that disagrees (its error text hostile) and a corrupt line."""
+    tmp = tmp_path_factory.mktemp("page")
+    cpu = real_records(12)
+    passed = next(r for r in cpu if r["outcome"] == "pass")
+    hostile = second_runner(passed, "ci-cpu-2", outcome="fail", losses=None, finished_at="2026-11-23T09:00:00+00:00",
+                            error={"type": "RuntimeError", "message": XSS_SIGNATURE, "signature": XSS_SIGNATURE, "excerpt": XSS_EXCERPT})
+    (tmp / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in cpu))
+    (tmp / "b.jsonl").write_text(json.dumps(p4_record(passed)) + "\n{broken\n" + json.dumps(hostile) + "\n")
+    proc = run_compat("merge", str(tmp / "a.jsonl"), str(tmp / "b.jsonl"), "--into", str(tmp / "results"))
+    assert proc.returncode == 1 and f"{tmp / 'b.jsonl'}:2: not a JSON record" in proc.stderr, proc.stderr
+    return {"url": (tmp / "results" / "index.html").as_uri(), "cpu": cpu, "passed": passed, "hostile": hostile}
+
+
+def visible_rows(driver):
+    return driver.find_elements("css selector", "#cells tbody tr")
+
+
+def test_rows_filters_and_sorting(browser, page):
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(page["url"])
+    rows = visible_rows(browser)
+    total = len(rows)
+    # one row per cell and versions: the disagreeing CPU record shares its row (marked), the P4 adds one
+    assert total == len({r["cell"] for r in page["cpu"]}) + 1
+    assert browser.find_element("id", "shown").text == f"{total} of {total} rows shown"
+
+    Select(browser.find_element("id", "filter-hardware")).select_by_value("sm_61 — Tesla P4")
+    (row,) = visible_rows(browser)
+    assert row.get_attribute("data-hardware") == "sm_61 — Tesla P4"
+    assert "#hardware=" in browser.current_url  # the view can be linked
+    Select(browser.find_element("id", "filter-hardware")).select_by_value("")
+
+    Select(browser.find_element("id", "filter-outcome")).select_by_value("fail")
+    fails = visible_rows(browser)
+    assert fails and len(fails) < total and {r.get_attribute("data-outcome") for r in fails} == {"fail"}
+    Select(browser.find_element("id", "filter-outcome")).select_by_value("")
+
+    browser.find_element("css selector", "#filter-conflicts").click()
+    assert len(visible_rows(browser)) == 1
+    browser.find_element("css selector", "#filter-conflicts").click()
+
+    browser.find_element("css selector", "th[data-sort=peak]").click()
+    peaks = browser.execute_script(
+        "return [...document.querySelectorAll('#cells tbody tr')].map(tr => tr.getAttribute('data-id'))")
+    data = browser.execute_script("return JSON.parse(document.getElementById('compat-data').textContent).rows")
+    by_id = {r["id"]: r["peak"] or 0 for r in data}
+    assert [by_id[i] for i in peaks] == sorted(by_id[i] for i in peaks)
+    assert browser.find_element("css selector", "th[data-sort=peak]").get_attribute("aria-sort") == "ascending"
+
+
+def test_charts_render_per_card_memory(browser, page):
+    browser.get(page["url"])
+    assert len(browser.find_elements("css selector", "#outcome-chart rect")) >= 2
+    # every row with memory figures has its per-card bars
+    bars = browser.execute_script("return [...document.querySelectorAll('#cells tbody tr')].map(tr => tr.querySelectorAll('svg.mem rect').length)")
+    assert all(n >= 1 for n in bars)
+    two_rank = [r for r in page["cpu"] if r["axes"]["ranks"] == 2]
+    if two_rank:
+        tr = browser.find_element("css selector", f"#cells tbody tr[data-id='{two_rank[0]['id']}']")
+        assert len(tr.find_elements("css selector", "svg.mem rect")) == 2  # one bar per rank
+    # the P4 row's detail: a chart with allocated, reserved, NVML used and RSS for its card
+    browser.find_element("css selector", "#cells tbody tr[data-hardware='sm_61 — Tesla P4']").click()
+    chart = browser.find_element("id", "card-chart")
+    classes = {r.get_attribute("class") for r in chart.find_elements("css selector", "rect")}
+    assert {"bar-allocated", "bar-reserved", "bar-nvml_used", "bar-rss"} <= classes
+    widths = {r.get_attribute("class"): float(r.get_attribute("width")) for r in chart.find_elements("css selector", "rect[class^=bar-]")}
+    assert widths["bar-allocated"] < widths["bar-reserved"] < widths["bar-nvml_used"] < widths["bar-rss"]  # 300 < 420 < 700 < 900 MiB
+    detail = browser.find_element("id", "detail").text
+    assert "measured" in detail and page["passed"]["id"] not in detail  # the P4 row is the second runner's own record
+    assert "merged from\nb.jsonl:1" in detail
+
+
+def test_hostile_record_text_is_shown_as_text_and_never_runs(browser, page):
+    browser.get(page["url"])
+    hostile = page["hostile"]
+    tr = browser.find_element("css selector", f"#cells tbody tr[data-id='{hostile['id']}']")
+    assert XSS_SIGNATURE in tr.text
+    assert "conflict" in tr.text
+    tr.click()
+    assert browser.find_element("css selector", "#detail pre.excerpt").text == XSS_EXCERPT
+    assert browser.find_element("css selector", "#detail pre.error-text").text == XSS_SIGNATURE
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert browser.execute_script("return document.querySelectorAll('img, #cells script, #detail script, #detail svg[onload]').length") == 0
+    conflicts = browser.find_element("id", "conflicts")
+    assert conflicts.is_displayed()
+    assert "ci-cpu-2" in conflicts.text and "from a.jsonl" in conflicts.text
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe  # no script error, no blocked inline script

@@ -1,0 +1,61 @@
+"""The GitHub Actions template for self-hosted GPU runners: valid YAML, valid against GitHub's
+workflow schema (vendored in check-jsonschema, no network), and wired the way the README says."""
+
+import subprocess
+import sys
+
+import yaml
+
+from conftest import ROOT
+
+WORKFLOW = ROOT / "ci" / "github-actions" / "gpu-matrix.yml"
+
+
+def check_workflow(path):
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
+                          capture_output=True, text=True)
+
+
+def test_the_template_is_a_valid_github_workflow():
+    proc = check_workflow(WORKFLOW)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
+    broken = tmp_path / "broken.yml"
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    del doc["jobs"]["gpu"]["runs-on"]
+    broken.write_text(yaml.safe_dump(doc))
+    proc = check_workflow(broken)
+    assert proc.returncode == 1 and "'runs-on' is a required property" in proc.stdout
+
+
+def test_a_job_per_runner_label_runs_the_gpu_matrix_and_a_job_merges_and_publishes():
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    gpu, publish = doc["jobs"]["gpu"], doc["jobs"]["publish"]
+    labels = gpu["strategy"]["matrix"]["runner"]
+    assert labels and all(label.startswith("gpu-") for label in labels)
+    assert gpu["runs-on"][0] == "self-hosted" and "${{ matrix.runner }}" in gpu["runs-on"]
+    assert gpu["strategy"]["fail-fast"] is False
+    assert gpu["env"]["COMPAT_RUNNER_NAME"] == "${{ matrix.runner }}"
+    runs = [s.get("run", "") for s in gpu["steps"]]
+    assert any(r.startswith("python3 -m tox -e gpu-matrix -- --results incoming") for r in runs)
+    uploads = [s for s in gpu["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert {u["with"]["name"] for u in uploads} == {"records-${{ matrix.runner }}", "junit-${{ matrix.runner }}"}
+    assert all(u["if"] == "always()" for u in uploads)
+
+    assert publish["needs"] == "gpu" and publish["if"] == "always()"
+    merge_step = next(s for s in publish["steps"] if "compat merge" in s.get("run", ""))
+    assert 'compat merge "${files[@]}" --into results' in merge_step["run"]
+    download = next(s for s in publish["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"] == {"pattern": "records-*", "path": "incoming"}
+    assert any(s.get("uses", "").startswith("actions/deploy-pages@") for s in publish["steps"])
+
+
+def test_tox_gpu_matrix_writes_junit_where_the_workflow_collects_it():
+    tox = (ROOT / "tox.ini").read_text()
+    section = tox.split("[testenv:gpu-matrix]")[1]
+    commands = [line.strip() for line in section.splitlines() if line.strip().startswith("compat run")]
+    assert len(commands) == 4
+    assert all("--junit {env:COMPAT_JUNIT_DIR:{envtmpdir}}/" in c and c.endswith("{posargs}") for c in commands)
+    assert "COMPAT_*" in section and "GITHUB_*" in section and "RUNNER_NAME" in section
