@@ -8,6 +8,8 @@ Grammar (every field is lower-case letters, digits, '_' or '.'; fields are joine
     option   := "gc"                          gradient checkpointing on
               | "es"                          PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
               | "r" N                         N ranks (processes), when N > 1
+              | "m_" NAME                     the tiny model NAME of matrix/models.toml, when
+                                              not the matrix's default model
 
     cpu-local-bf16-none-lora-single-gc        parses to Cell(hardware="cpu", stack="local", ...)
 
@@ -25,7 +27,8 @@ from harness.errors import UsageError
 
 TOKEN = re.compile(r"^[a-z0-9_.]+$")
 AXES = ("hardware", "stack", "precision", "quantization", "method", "strategy")
-OPTIONS = ("grad_ckpt", "expandable_segments", "ranks")
+OPTIONS = ("grad_ckpt", "expandable_segments", "ranks", "model")
+DEFAULT_MODEL = "default"
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -39,6 +42,7 @@ class Cell:
     grad_ckpt: bool = False
     ranks: int = 1
     expandable_segments: bool = False
+    model: str = DEFAULT_MODEL
 
     def __post_init__(self) -> None:
         for axis in AXES:
@@ -53,6 +57,8 @@ class Cell:
                 raise ValueError(f"{option} must be true or false, not {getattr(self, option)!r}")
         if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or self.ranks < 1:
             raise ValueError(f"ranks must be a whole number >= 1, not {self.ranks!r}")
+        if not isinstance(self.model, str) or not TOKEN.match(self.model):
+            raise ValueError(f"model {self.model!r} is not a valid id field (lower-case letters, digits, '_' and '.')")
 
     @property
     def id(self) -> str:
@@ -61,6 +67,7 @@ class Cell:
             (["gc"] if self.grad_ckpt else [])
             + (["es"] if self.expandable_segments else [])
             + ([f"r{self.ranks}"] if self.ranks > 1 else [])
+            + ([f"m_{self.model}"] if self.model != DEFAULT_MODEL else [])
         )
         if options:
             fields.append("+".join(options))
@@ -81,7 +88,7 @@ class Cell:
                 f"cell id {text!r} has {len(parts)} '-'-separated fields; expected "
                 f"{len(AXES)} ({'-'.join(AXES)}) plus optional options"
             )
-        grad_ckpt, expandable, ranks = False, False, 1
+        grad_ckpt, expandable, ranks, model = False, False, 1, DEFAULT_MODEL
         if len(parts) > len(AXES):
             options = parts[-1].split("+")
             bad: list[str] = []
@@ -94,15 +101,17 @@ class Cell:
                     expandable = True
                 elif re.fullmatch(r"r[1-9][0-9]*", opt) and opt != "r1":
                     ranks = int(opt[1:])
+                elif opt.startswith("m_") and TOKEN.match(opt[2:]) and opt[2:] != DEFAULT_MODEL:
+                    model = opt[2:]
                 else:
                     bad.append(opt)
             if bad or not options:
                 raise UsageError(
-                    f"cell id {text!r}: bad options field {parts[-1]!r}; options are 'gc', 'es' "
-                    "and 'rN' (N > 1), joined by '+' in that order"
+                    f"cell id {text!r}: bad options field {parts[-1]!r}; options are 'gc', 'es', "
+                    "'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order"
                 )
         try:
-            cell = cls(*parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks, expandable_segments=expandable)
+            cell = cls(*parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks, expandable_segments=expandable, model=model)
         except ValueError as exc:
             raise UsageError(f"cell id {text!r}: {exc}") from None
         if cell.id != text:

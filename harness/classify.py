@@ -68,6 +68,15 @@ def last_lines(text: str, lines: int = 25, chars: int = 4000) -> str:
     return "\n".join(text.splitlines()[-lines:])[-chars:]
 
 
+def crash_excerpt(log: str) -> str:
+    """What a log says about a process that died by a signal: Python's faulthandler report from its
+    "Fatal Python error" line on (each thread's stack; the crashing one last), else the log's end."""
+    at = log.rfind("Fatal Python error")
+    if at < 0:
+        return last_lines(log)
+    return first_lines(log[at:], lines=60)
+
+
 _RAISED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Warning)): ?(?P<message>.*)$", re.MULTILINE)
 
 

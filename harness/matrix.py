@@ -28,7 +28,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pathlib import Path
 from typing import Any
 
-from harness.cell import AXES, OPTIONS, TOKEN, Cell
+from harness.cell import AXES, DEFAULT_MODEL, OPTIONS, TOKEN, Cell
 from harness.envs import Stack
 from harness.errors import MatrixError
 from harness.tomldata import Locator, did_you_mean, read_toml
@@ -43,6 +43,15 @@ class Matrix:
     description: str
     cells: tuple[Cell, ...]
     settings: dict  # defaults.toml merged with the file's [settings]
+    models: dict = dataclasses.field(default_factory=dict)  # matrix/models.toml: name -> {"model": {...}, "train": {...}}
+
+
+def cell_settings(settings: dict, models: dict, model: str) -> dict:
+    """The settings a cell runs with: the matrix's, with its model's config and train overrides."""
+    out = copy.deepcopy(settings)
+    for part, values in (models.get(model) or {}).items():
+        out[part].update(values)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +63,7 @@ class MatrixData:
     axes: dict
     defaults: dict
     stacks: dict[str, Stack]
+    models: dict = dataclasses.field(default_factory=dict)  # matrix/models.toml, checked
 
     @classmethod
     def load(cls, directory: Path) -> "MatrixData":
@@ -65,19 +75,25 @@ class MatrixData:
         if problems:
             raise MatrixError(problems)
         for axis in AXIS_KEYS:
-            if axis not in docs["axes"]:
+            if axis not in docs["axes"] and axis != "model":  # a compat home may have no models
                 problems.append(f"{directory / 'axes.toml'}: [{axis}]: missing; every axis needs a table")
         path = directory / "stacks.toml"
         stacks = parse_stacks(docs["stacks"], path, Locator(path, path.read_text(encoding="utf-8")), problems)
+        models = {}
+        path = directory / "models.toml"
+        if path.exists():
+            models = parse_models(read_toml(path, problems), docs["defaults"], path, problems)
         if problems:
             raise MatrixError(problems)
-        return cls(directory, docs["axes"], docs["defaults"], stacks)
+        return cls(directory, docs["axes"], docs["defaults"], stacks, models)
 
     def allowed(self, axis: str) -> list | None:
         """The valid values of an axis, or None where it is checked by pattern instead."""
-        decl = self.axes[axis]
+        decl = self.axes.get(axis, {"from": "models"} if axis == "model" else {})
         if decl.get("from") == "stacks":
             return sorted(self.stacks)
+        if decl.get("from") == "models":
+            return [DEFAULT_MODEL, *sorted(self.models)]
         return decl.get("values")
 
 
@@ -175,7 +191,7 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
             ))
     if problems:
         raise MatrixError(problems)
-    return Matrix(path, description, tuple(cells), settings)
+    return Matrix(path, description, tuple(cells), settings, data.models)
 
 
 # ranks each strategy can run with (low, high; None: no limit), as the workload implements them
@@ -191,6 +207,33 @@ STRATEGY_RANKS = {
 
 STACK_PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
 STACK_KEYS = ("description", "provider", "canary", "torch", *STACK_PACKAGES)
+
+
+def parse_models(doc: dict, defaults: dict, path: Path, problems: list[str]) -> dict[str, dict]:
+    """matrix/models.toml: [NAME] holds [settings.model] keys, [NAME.train] [settings.train] keys;
+    each checked against defaults.toml like a matrix's [settings]."""
+    where = Locator(path, path.read_text(encoding="utf-8"))
+    models = {}
+    for name, table in doc.items():
+        at = functools.partial(where, table=name)
+        if not TOKEN.match(name) or name == DEFAULT_MODEL:
+            problems.append(at(name, f"[{name}]", "a model name is lower-case letters, digits, '_' and '.' (it goes into cell ids), not \"default\""))
+            continue
+        if not isinstance(table, dict):
+            problems.append(at(name, f"[{name}]", "must be a table"))
+            continue
+        train = table.get("train", {})
+        config = {k: v for k, v in table.items() if k != "train"}
+        checked = copy.deepcopy({"model": defaults["model"], "train": defaults["train"]})
+        before = len(problems)
+        _merge_settings(checked["model"], config, name, where, problems)
+        if isinstance(train, dict):
+            _merge_settings(checked["train"], train, f"{name}.train", where, problems)
+        else:
+            problems.append(at("train", f"[{name}].train", "must be a table"))
+        if len(problems) == before:
+            models[name] = {"model": config, "train": dict(train)}
+    return models
 
 
 def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str, Stack]:
@@ -248,7 +291,7 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
 
 
 def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, problems: list) -> bool:
-    decl = data.axes[axis]
+    decl = data.axes.get(axis, {})
     allowed = data.allowed(axis)
     if allowed is not None:
         # bool is an int in Python: compare type and value so `true` is not accepted for 1

@@ -28,6 +28,7 @@ from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv
 from harness.hardware import Host, NvmlSampler
 from harness.known_issues import KnownIssues
+from harness.matrix import cell_settings
 
 WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"
 MATRIX_DIR = Path(__file__).resolve().parents[1] / "matrix"
@@ -98,6 +99,7 @@ class RunContext:
     envs: EnvManager
     matrix_dir: Path = MATRIX_DIR  # where matrix/deepspeed/<strategy>.json are read from
     known_issues: KnownIssues | None = None  # failed cells are tagged with the entries they match
+    models: dict = dataclasses.field(default_factory=dict)  # matrix/models.toml, for cells with a model other than "default"
     run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
     timeout_s: float | None = None  # overrides settings["timeout_s"]
     keep_workdirs: bool = False
@@ -267,14 +269,16 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
     log_path = ctx.log_dir / f"{cell.id}.log"
     spec_path, result_dir = workdir / "spec.json", workdir / "result"
     result_dir.mkdir()
+    own = cell_settings(ctx.settings, ctx.models, cell.model)
     spec = {
         "cell": cell.id,
         **cell.axes(),
-        "model": ctx.settings["model"],
-        "train": ctx.settings["train"],
+        "model_name": cell.model,
+        "model": own["model"],  # the config (the axis value, a name, is model_name)
+        "train": own["train"],
         "workdir": str(workdir / "work"),
     }
-    settings = {"timeout_s": timeout, "model": ctx.settings["model"], "train": ctx.settings["train"]}
+    settings = {"timeout_s": timeout, "model": own["model"], "train": own["train"]}
     if cell.strategy in DEEPSPEED:
         ds_path = ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
         spec["deepspeed_config"] = str(ds_path)
@@ -445,7 +449,7 @@ def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, s
         message = f"the cell's process was killed by {name}"
         if name == "SIGKILL":
             message += " (not by compat: the kernel's OOM killer is the usual sender)"
-        return "crash", message, _error(name, message, log_tail)
+        return "crash", message, _error(name, message, classify.crash_excerpt(_read_text(log_path)))
     if result and result.get("status") == "ok" and ended.returncode == 0:
         return "pass", "", None
     if result and result.get("status") == "error" and isinstance(result.get("error"), dict):

@@ -69,8 +69,9 @@ def main(spec_path: str, result_dir: str) -> int:
         }
         code = 1
     finally:
-        result["memory"] = memory_report(result.get("_device"))
+        result["memory"] = memory_report(result.get("_device"), result.get("_train_rss"))
         result.pop("_device", None)
+        result.pop("_train_rss", None)
         result["durations_s"]["total"] = time.perf_counter() - T_START
         tmp = result_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -184,7 +185,12 @@ def run(spec: dict, result: dict) -> None:
         callbacks=[step_callback(spec, losses, timeline, width, device)],
     )
     t = time.perf_counter()
-    trainer.train()
+    sampler = RssSampler()
+    sampler.start()
+    try:
+        trainer.train()
+    finally:
+        result["_train_rss"] = sampler.stop()
     durations["train"] = time.perf_counter() - t
 
     if not losses:
@@ -526,14 +532,60 @@ def logits(model, batch: dict, amp):
         return model(**inputs).logits.float().cpu()
 
 
-def memory_report(device: str | None) -> list[dict]:
-    """Peak memory of this process (this rank): peak RSS always; on CUDA also torch's max
-    allocated/reserved on its device, and NVML's used memory for it at the end of the run (a
-    reading, not a peak: it includes the CUDA context and any other process on the card)."""
+class RssSampler:
+    """The largest resident set size of this process while the Trainer trains, read from
+    /proc/self/statm every 10 ms by a thread. ru_maxrss is the whole run's peak: on a CPU it
+    cannot tell training from building, saving and reloading the model, which hold copies of the
+    weights of their own. Where /proc is missing, it reports nothing."""
+
+    def __init__(self, interval_s: float = 0.01):
+        import threading
+
+        self.interval_s = interval_s
+        self.before = self.peak = None
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        try:
+            self._page = os.sysconf("SC_PAGE_SIZE")
+            self.before = self._read()
+        except (OSError, ValueError):
+            self.before = None
+
+    def _read(self) -> int:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * self._page
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = self._read()
+            self.peak = rss if self.peak is None or rss > self.peak else self.peak
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        if self.before is not None:
+            self._thread.start()
+
+    def stop(self) -> dict:
+        if self.before is None:
+            return {}
+        self._stop.set()
+        self._thread.join()
+        return {"rss_before_train_bytes": self.before, "train_peak_rss_bytes": max(self.peak or 0, self._read()),
+                "train_rss_samples": self.samples}
+
+
+def memory_report(device: str | None, train_rss: dict | None = None) -> list[dict]:
+    """Peak memory of this process (this rank): peak RSS always, and the peak RSS while training
+    (RssSampler); on CUDA also torch's max allocated/reserved on its device, and NVML's used
+    memory for it at the end of the run (a reading, not a peak: it includes the CUDA context and
+    any other process on the card)."""
     entry = {
         "rank": RANK,
         "device": "cpu",
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        **(train_rss or {}),
     }
     if device != "cuda":
         return [entry]

@@ -250,3 +250,47 @@ def test_strategy_and_ranks_must_agree(tmp_path):
         "cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-ddp-r2",
         "cpu-local-fp32-none-full-zero3", "cpu-local-fp32-none-full-zero3-r2",  # DeepSpeed takes 1 rank too
     ]
+
+
+def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path):
+    import shutil
+
+    from harness.matrix import cell_settings
+
+    for name in ("axes.toml", "defaults.toml", "stacks.toml"):
+        shutil.copy(ROOT / "matrix" / name, tmp_path / name)
+    (tmp_path / "models.toml").write_text(textwrap.dedent("""
+        [wide]
+        hidden_size = 256
+        [wide.train]
+        seq_len_min = 128
+        seq_len_max = 128
+
+        [broken]
+        hiden_size = 256
+        [broken.train]
+        steps = "many"
+    """).lstrip())
+    with pytest.raises(MatrixError) as err:
+        MatrixData.load(tmp_path)
+    models = tmp_path / "models.toml"
+    assert err.value.problems == [
+        f"{models}:8: [broken].hiden_size: unknown setting (did you mean 'hidden_size'?)",
+        f"{models}:10: [broken.train].steps: \"many\" must be an integer like the default 8",
+    ]
+    models.write_text(models.read_text().split("[broken]")[0])
+    data = MatrixData.load(tmp_path)
+
+    def grid(models):
+        return write(tmp_path, "[product]\n" + "\n".join(f"{k} = {v}" for k, v in {
+            "hardware": '["cpu"]', "stack": '["local"]', "precision": '["fp32"]', "quantization": '["none"]',
+            "method": '["full"]', "strategy": '["single"]', "model": models}.items()))
+
+    matrix = load_matrix(grid('["default", "wide"]'), data)
+    assert [c.id for c in matrix.cells] == ["cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-single-m_wide"]
+    wide = cell_settings(matrix.settings, matrix.models, "wide")
+    assert wide["model"]["hidden_size"] == 256 and wide["model"]["num_hidden_layers"] == 2  # the rest from defaults
+    assert wide["train"]["seq_len_max"] == 128 and matrix.settings["train"]["seq_len_max"] == 64  # not changed in place
+    with pytest.raises(MatrixError) as err:
+        load_matrix(grid('["wdie"]'), data)
+    assert "\"wdie\" is not one of \"default\", \"wide\" (did you mean 'wide'?)" in str(err.value)

@@ -185,3 +185,11 @@ def test_a_record_from_before_the_known_issue_base_is_tagged_when_rendered():
     assert row.endswith("(known issue: accelerate-fsdp-no-accelerator) |")
     passed = make_record()
     assert "known issue" not in table.render([passed], "compat table", tag=lambda r: ["never-for-a-pass"])
+
+
+def test_a_crash_excerpt_starts_at_faulthandlers_report():
+    log = "\n".join(["step 1"] * 40 + ["Fatal Python error: Segmentation fault", "", "Thread 0x7f (most recent call first):"]
+                    + [f'  File "threading.py", line {i} in run' for i in range(40)] + ["Extension modules: numpy (total: 27)"])
+    excerpt = classify.crash_excerpt(log)
+    assert excerpt.startswith("Fatal Python error: Segmentation fault")
+    assert classify.crash_excerpt("no report\nKilled") == "no report\nKilled"
