@@ -16,16 +16,18 @@ This module and everything it imports stay free of torch, so listing and plannin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
 import harness
-from harness import envs, hardware, junit, known_issues, records, resolve, runner, table
-from harness.cell import Selector
+from harness import hardware, known_issues, records, resolve, table
 from harness.errors import CompatError, NoHardwareError, UsageError
-from harness.matrix import MatrixData, load_matrix
+
+# list, run and envs import the matrix, environment and runner modules when they run: recommend,
+# explain and fit start without them
 
 
 def project_root() -> Path:
@@ -90,9 +92,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
     p.add_argument("--gpu", required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
     p.add_argument("--gpus", type=int, default=1, metavar="N", help="cards per node (default 1)")
-    p.add_argument("--method", choices=resolve.METHODS, default="qlora", help="full, lora or qlora (default qlora)")
+    p.add_argument("--method", choices=resolve.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
+    p.add_argument("--model-size", metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (7B, 8B, 9B, 13B, 70B, 72B)")
+    p.add_argument("--seq-len", type=int, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
     p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
     p.add_argument("--results", type=Path, help="results folder whose records count as measurements (default: results/ in the checkout)")
+
+    p = sub.add_parser("fit", help="predicted peak memory per card for a real model, term by term, for each strategy",
+                       description="Predicted peak memory per card (weights, gradients, optimizer states, activations, logits, "
+                       "overhead) for fine-tuning a model on N cards of a GPU, for each strategy, and whether it fits. The "
+                       "per-element constants are fitted on the harness's records of matrix/fit-cpu.toml.")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model-size", metavar="SIZE", help="a size compat ships a config for: 7B, 8B, 9B, 13B, 70B, 72B")
+    which.add_argument("--model", metavar="NAME|CONFIG.json", help="a model of matrix/model_configs.toml (llama2_7b, qwen2_72b, ...) or a config.json")
+    p.add_argument("--gpu", metavar="NAME", help='the card ("P4", "4090", "A100 80GB"); without it, sizes only')
+    p.add_argument("--gpu-memory", type=float, metavar="GIB", help="the card's memory in GiB (default: from matrix/gpus.toml, its smallest variant)")
+    p.add_argument("--gpus", type=int, default=1, metavar="N", help="cards (default 1)")
+    p.add_argument("--method", choices=("full", "lora", "qlora"), default="lora")
+    p.add_argument("--strategy", choices=("all", *fit_strategies()), default="all", help="one strategy, or all that apply (default)")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto", help="auto: bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32")
+    p.add_argument("--seq-len", type=int, default=2048, metavar="L")
+    p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per card per step (default 1)")
+    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing on")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--results", type=Path, help="results folder with the calibration records (default: results/ in the checkout)")
 
     p = sub.add_parser("explain", help="match a log or traceback against the known issues")
     p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
@@ -105,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
-                "recommend": cmd_recommend, "explain": cmd_explain}[args.command](args)
+                "recommend": cmd_recommend, "explain": cmd_explain, "fit": cmd_fit}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -127,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _load_plan(args, host: hardware.Host):
+    from harness import runner
+    from harness.cell import Selector
+    from harness.matrix import MatrixData, load_matrix
+
     root = project_root()
     data = MatrixData.load(root / "matrix")
     path = args.matrix or root / "matrix" / ("gpu.toml" if host.gpus else "cpu.toml")
@@ -174,6 +201,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from harness import envs, junit, runner
+
     host = hardware.detect()
     if args.require_gpu and not host.gpus:
         raise NoHardwareError(
@@ -201,6 +230,7 @@ def cmd_run(args) -> int:
         results_dir=results,
         records_path=results / "records.jsonl",
         settings=matrix.settings,
+        models=matrix.models,
         host=host,
         stacks=data.stacks,
         matrix_dir=data.dir,
@@ -250,6 +280,8 @@ def _report(i: int, n: int, rec: dict) -> None:
 def cmd_envs(args) -> int:
     import shutil
     import time
+
+    from harness import envs
 
     root = args.env_dir or envs.default_root()
     found = envs.list_envs(root)
@@ -341,14 +373,76 @@ def cmd_recommend(args) -> int:
     results = args.results or root / "results"
     recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
     _print_skipped(bad)
-    rec = resolve.recommend(gpu, args.gpus, args.method, data, recs)
+    method, chosen = args.method or "qlora", None
+    if args.model_size:
+        from harness import fit, models
+
+        configs = models.ModelConfigs.load(root / "matrix")
+        entry = configs.by_size(args.model_size)
+        cal = fit.calibrate(fit.sweep_records(recs, configs.calibration_models))
+        picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
+                                       entry, cal, configs, args.seq_len)
+        if picked is None:
+            raise CompatError(f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
+                              "method and strategy compat knows (QLoRA and ZeRO-3 with offload included); try a shorter "
+                              f"--seq-len or more cards. `compat fit --model-size {args.model_size} --gpu {args.gpu} "
+                              f"--gpus {args.gpus} --method qlora --grad-ckpt` shows the terms")
+        method, strategy, evidence = picked
+        chosen = (strategy, evidence)
+    rec = resolve.recommend(gpu, args.gpus, method, data, recs, chosen)
     if args.format == "json":
         print(json.dumps(rec.as_json(), indent=1))
     elif args.format == "constraints":
-        command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {args.method} --format constraints"
+        command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
         print(resolve.render_constraints(rec, command), end="")
     else:
         print(resolve.render_text(rec), end="")
+    return 0
+
+
+def fit_strategies() -> tuple[str, ...]:
+    from harness.fit import STRATEGIES
+
+    return STRATEGIES
+
+
+def cmd_fit(args) -> int:
+    from harness import fit, models
+
+    root = project_root()
+    if args.gpus < 1 or args.seq_len < 1 or args.batch < 1:
+        raise UsageError("--gpus, --seq-len and --batch are whole numbers of 1 or more")
+    known = models.ModelConfigs.load(root / "matrix")
+    if args.model_size:
+        entry = known.by_size(args.model_size)
+    elif Path(args.model).suffix == ".json" or Path(args.model).is_file():
+        entry = models.ModelConfig.from_file(Path(args.model))
+    else:
+        entry = known.by_name(args.model)
+    gpu = None
+    capacity = args.gpu_memory * fit.GIB if args.gpu_memory else None
+    if args.gpu:
+        gpu = resolve.ResolverData.load(root / "matrix").gpus.find(args.gpu)
+        capacity = capacity or min(gpu.memory_gb) * fit.GIB
+    precision = args.precision
+    if precision == "auto":
+        precision = "fp32" if gpu is None else ("bf16" if gpu.bf16 else "fp16" if gpu.fp16_tensor_cores else "fp32")
+    strategies = [args.strategy] if args.strategy != "all" else (
+        ["single"] if args.gpus == 1 else [s for s in fit.STRATEGIES if s != "single"])
+    if args.gpus == 1 and any(s in ("ddp", "fsdp") for s in strategies):
+        raise UsageError(f"--strategy {args.strategy} needs --gpus 2 or more")
+    if args.gpus > 1 and strategies == ["single"]:
+        raise UsageError("--strategy single is one card: use --gpus 1, or another strategy")
+    results = args.results or root / "results"
+    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
+    _print_skipped(bad)
+    cal = fit.calibrate(fit.sweep_records(recs, known.calibration_models))
+    run = fit.Run(method=args.method, precision=precision, quantization="nf4" if args.method == "qlora" else "none",
+                  cards=args.gpus, seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
+    context = known.cuda_context_bytes if gpu is not None else 0.0
+    preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context) for s in strategies]
+    report = fit.Report(entry, gpu, run, preds, cal, known)
+    print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
 
 

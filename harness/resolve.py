@@ -214,7 +214,10 @@ class Recommendation:
         }
 
 
-def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: list[dict]) -> Recommendation:
+def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: list[dict],
+              chosen: tuple[str, Evidence] | None = None) -> Recommendation:
+    """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
+    instead of the card-count rules below."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}")
     ev: list[Evidence] = []
@@ -249,7 +252,10 @@ def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: lis
                            rule="qlora-nf4", sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else []))
         if gpu.cc < (7, 5):
             notes.append("avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a slow fallback")
-    if gpus <= 1:
+    if chosen is not None:
+        strategy = chosen[0]
+        ev.append(chosen[1])
+    elif gpus <= 1:
         strategy = "single"
         ev.append(Evidence("strategy", "predicted", "one card: one process", rule="one-card-one-process"))
     elif method == "full":
@@ -377,6 +383,34 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
     ev.extend(pins or [Evidence(f"packages.{name}", "predicted", f"no known issue constrains {name} for this card and method",
                                 rule="no-known-issue")])
     return str(spec) or ""
+
+
+def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, configs, seq_len: int = 2048):
+    """The first (method, strategy) whose predicted per-card peak fits the card with the margin:
+    methods in the order given (full before lora before qlora: the most faithful that fits),
+    strategies from fastest to leanest (one card: single; several: ddp, zero2, zero3), and ZeRO-3
+    with CPU offload only when nothing fits on the cards alone (it needs host memory and is slow;
+    not with 4-bit weights). Returns (method, strategy, Evidence), or None when nothing fits."""
+    from harness import fit
+
+    precision = "bf16" if gpu.bf16 else "fp16" if gpu.fp16_tensor_cores else "fp32"
+    capacity = min(gpu.memory_gb) * fit.GIB
+    on_cards = ["single"] if gpus == 1 else ["ddp", "zero2", "zero3"]
+    candidates = [(m, s) for m in methods for s in on_cards] + [(m, "zero3_offload") for m in methods if m != "qlora"]
+    tried = []
+    for method, strategy in candidates:
+        run = fit.Run(method=method, precision=precision, quantization="nf4" if method == "qlora" else "none",
+                      strategy=strategy, cards=gpus, seq_len=seq_len, batch=1, grad_ckpt=True)
+        p = fit.predict(entry.shape, run, cal, capacity, configs.cuda_context_bytes)
+        tried.append(f"{method}/{strategy} {p.total / fit.GIB:,.1f} GiB")
+        if p.verdict == "fits":
+            host = f"; host memory per process {sum(p.host.values()) / fit.GIB:,.1f} GiB" if p.host else ""
+            says = (f"{entry.title} with {method} under {strategy} on {gpus} x {gpu.name}: predicted {p.total / fit.GIB:,.1f} "
+                    f"GiB per card of {capacity / fit.GIB:,.0f} (sequence {seq_len}, batch 1, gradient checkpointing on{host}); "
+                    f"tried first: {', '.join(tried[:-1]) or 'nothing'}. {p.why}")
+            return method, strategy, Evidence("strategy", "predicted", says, rule="compat-fit",
+                                              sources=list(configs.cuda_context_sources[:1]) + list(entry.sources[:1]))
+    return None
 
 
 def render_text(rec: Recommendation) -> str:

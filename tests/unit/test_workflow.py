@@ -54,7 +54,7 @@ def test_a_job_per_runner_label_runs_the_gpu_matrix_and_a_job_merges_and_publish
 
 def test_tox_gpu_matrix_writes_junit_where_the_workflow_collects_it():
     tox = (ROOT / "tox.ini").read_text()
-    section = tox.split("[testenv:gpu-matrix]")[1]
+    section = tox.split("[testenv:gpu-matrix]")[1].split("\n[")[0]
     commands = [line.strip() for line in section.splitlines() if line.strip().startswith("compat run")]
     assert len(commands) == 4
     assert all("--junit {env:COMPAT_JUNIT_DIR:{envtmpdir}}/" in c and c.endswith("{posargs}") for c in commands)

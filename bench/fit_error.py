@@ -1,0 +1,85 @@
+"""How well `compat fit` predicts what the harness measured: predicted vs measured training-phase
+peak RSS per rank, on the calibration sweep (matrix/fit-cpu.toml, the records the constants are
+fitted on) and on the held-out sizes (matrix/fit-cpu-heldout.toml, never used in fitting).
+
+    python bench/fit_error.py [--results DIR]
+
+Prints the error table and writes it to bench/results/fit_error.md and .json. Goals (issue #7):
+within 10% on the calibration grid, within 15% on held-out sizes. The table also gives each
+error relative to the model-dependent part (measured minus the fitted process baseline), which
+is the harder number: the interpreter and libraries alone are a few hundred MiB of every peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import fit, records  # noqa: E402
+from harness.matrix import MatrixData, load_matrix  # noqa: E402
+
+
+def models_of(grid: str) -> set[str]:
+    data = MatrixData.load(ROOT / "matrix")
+    return {c.model for c in load_matrix(ROOT / "matrix" / grid, data).cells}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "results")
+    args = parser.parse_args()
+    recs, bad = records.read_records(records.record_files(args.results))
+    for b in bad:
+        print(f"skipped {b}", file=sys.stderr)
+    cal_recs = fit.sweep_records(recs, models_of("fit-cpu.toml"))
+    held_recs = fit.sweep_records(recs, models_of("fit-cpu-heldout.toml"))
+    cal = fit.calibrate(cal_recs)
+    tables = {"calibration": fit.error_table(cal, cal_recs), "held-out": fit.error_table(cal, held_recs)}
+    goals = {"calibration": 0.10, "held-out": 0.15}
+    out = [
+        f"# compat fit: predicted vs measured peak per rank ({dt.date.today()})",
+        "",
+        f"Host: {platform.node()}, Python {platform.python_version()}. Quantity: {cal.quantity}. "
+        f"{len(cal_recs)} calibration records, {len(held_recs)} held-out records (from {args.results}).",
+        "",
+        "Fitted constants: " + ", ".join(f"{k} {v:.4g}" for k, v in cal.coefficients.items())
+        + "; baseline " + ", ".join(f"{k} {v / 2**20:,.0f} MiB" for k, v in cal.baseline.items()),
+        "",
+    ]
+    summary = {}
+    for name, rows in tables.items():
+        if not rows:
+            out += [f"## {name}: no records", ""]
+            continue
+        worst = max(abs(r["error"]) for r in rows)
+        worst_model = max(abs(r["error_above_baseline"]) for r in rows)
+        mean = sum(abs(r["error"]) for r in rows) / len(rows)
+        held = "holds" if worst <= goals[name] else "does not hold"
+        summary[name] = {"records": len(rows), "max_abs_error": worst, "mean_abs_error": mean,
+                         "max_abs_error_above_baseline": worst_model, "goal": goals[name], "goal_holds": worst <= goals[name]}
+        out += [f"## {name}: max |error| {worst:.1%}, mean {mean:.1%} (goal {goals[name]:.0%}: {held}); "
+                f"max |error| of the part above the baseline {worst_model:.1%}", "",
+                "| cell | measured MiB | predicted MiB | error | error above baseline |", "|---|---:|---:|---:|---:|"]
+        for r in sorted(rows, key=lambda r: r["cell"]):
+            out.append(f"| `{r['cell']}` | {r['measured'] / 2**20:,.0f} | {r['predicted'] / 2**20:,.0f} | "
+                       f"{r['error']:+.1%} | {r['error_above_baseline']:+.1%} |")
+        out.append("")
+    text = "\n".join(out)
+    print(text)
+    dest = ROOT / "bench" / "results"
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "fit_error.md").write_text(text + "\n", encoding="utf-8")
+    (dest / "fit_error.json").write_text(json.dumps({"summary": summary, "coefficients": cal.coefficients,
+                                                      "baseline_bytes": cal.baseline, "tables": tables}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

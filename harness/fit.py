@@ -1,0 +1,505 @@
+"""`compat fit`: predicted peak memory per card for fine-tuning a real model, term by term.
+
+    peak per card = weights + gradients + optimizer states + activations + logits + overhead
+
+Each term is counted from the model's shape (its config.json) and the run (method, precision,
+quantization, strategy, cards, sequence length, batch, gradient checkpointing):
+
+    weights      every parameter at its stored width (fp32 master weights under mixed precision,
+                 as the Trainer keeps them; 4-bit NF4 at 0.5 byte plus its block constants)
+    gradients    4 bytes per trainable parameter
+    optimizer    AdamW: two fp32 moments, 8 bytes per trainable parameter
+    activations  per layer and token, in proportion to (hidden + intermediate) width; with
+                 gradient checkpointing each layer's input (its checkpoint, 4 bytes per fp32
+                 element, set) and the activations of the one layer being recomputed
+    logits       batch x sequence x vocabulary, in fp32 for the loss
+    overhead     what a process holds besides the model: on a CPU the interpreter and libraries
+                 (measured), on a GPU the CUDA context (predicted)
+
+Strategies divide the terms between cards as the ZeRO paper states them (DDP: everything on every
+card plus its gradient buckets; ZeRO-2: gradients and optimizer states divided by N; ZeRO-3 and
+FSDP full shard: all three divided by N; offload: optimizer states, and with ZeRO-3 parameters, in
+host memory instead).
+
+The per-element constants (bytes kept per activation element and per logit, the multipliers on
+weights and trainable state, the process baseline) are fitted by least squares on the harness's
+own records of the tiny size sweeps in matrix/fit-cpu.toml: `calibrate(records)`. The quantity
+fitted and predicted on a CPU is the training-phase peak RSS of each rank (the last point of the
+record's memory timeline); on a GPU the prediction is torch's max allocated plus the CUDA
+context, and it is labelled predicted until GPU records calibrate it.
+
+No torch: `compat fit` answers in well under a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from harness.errors import UsageError
+
+LORA_R = 8  # the workload's LoraConfig: r=8 on q_proj, k_proj, v_proj, o_proj
+LORA_TARGETS = ("q", "k", "v", "o")
+MIB = 2**20
+GIB = 2**30
+
+# terms of the least-squares fit: name -> what it multiplies
+FEATURES = ("weights", "trainable_state", "activations", "recompute", "checkpoints", "logits")
+# terms whose constant is set, not fitted (bytes per unit): a checkpoint is a layer's input, one
+# element per token and hidden unit, 4 bytes in fp32 (2 in 16-bit: Korthikanti et al. 2022,
+# arXiv 2205.05198, "2sbh" bytes per layer with full recomputation). Fitted freely on CPU records
+# it comes out near 40: the CPU peak is the largest of several phases, which a sum of terms can
+# only mimic by inflating one of them, and times 32-80 layers that would dwarf every real model's
+# checkpoints. The one-layer recompute term absorbs the phase effect instead; it does not grow
+# with depth.
+FIXED: dict[str, float] = {"checkpoints": 4.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A decoder-only transformer, as its config.json gives it."""
+
+    name: str
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied: bool = False
+    head_dim: int | None = None
+    qkv_bias: bool = False  # Qwen2 and GLM-4 add biases to the q, k and v projections
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @classmethod
+    def from_config(cls, cfg: dict, name: str = "config") -> "Shape":
+        """HF config.json keys (Llama, Mistral, Qwen2, Gemma...) or GLM-4's own (ChatGLM: num_layers,
+        ffn_hidden_size, multi_query_group_num, padded_vocab_size, kv_channels)."""
+        def first(*keys, default=None):
+            for k in keys:
+                if k in cfg and cfg[k] is not None:
+                    return cfg[k]
+            return default
+
+        try:
+            hidden = int(first("hidden_size", "n_embd", "d_model"))
+            heads = int(first("num_attention_heads", "n_head"))
+            kv = first("num_key_value_heads", default=None)
+            if kv is None and cfg.get("multi_query_attention"):
+                kv = cfg.get("multi_query_group_num")
+            shape = cls(
+                name=name,
+                hidden=hidden,
+                intermediate=int(first("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)),
+                layers=int(first("num_hidden_layers", "num_layers", "n_layer")),
+                heads=heads,
+                kv_heads=int(kv if kv is not None else heads),
+                vocab=int(first("vocab_size", "padded_vocab_size")),
+                tied=bool(first("tie_word_embeddings", default=False)),
+                head_dim=first("head_dim", "kv_channels", default=None),
+                qkv_bias=bool(first("attention_bias", "add_qkv_bias", default=cfg.get("model_type") == "qwen2")),
+            )
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{name}: not a decoder config compat can read ({exc}); it needs hidden_size, "
+                             "num_attention_heads, num_hidden_layers and vocab_size") from None
+        if min(shape.hidden, shape.heads, shape.kv_heads, shape.layers, shape.vocab, shape.intermediate) < 1:
+            raise UsageError(f"{name}: sizes must be positive")
+        return shape
+
+    def params(self) -> dict[str, int]:
+        q = self.hidden * self.heads * self.hd
+        kv = 2 * self.hidden * self.kv_heads * self.hd
+        o = self.heads * self.hd * self.hidden
+        mlp = 3 * self.hidden * self.intermediate  # gate, up, down
+        linear = self.layers * (q + kv + o + mlp)
+        bias = self.layers * (self.heads + 2 * self.kv_heads) * self.hd if self.qkv_bias else 0
+        norms = self.layers * 2 * self.hidden + self.hidden + bias  # small, unquantized: counted with the norms
+        embed = self.vocab * self.hidden
+        head = 0 if self.tied else self.vocab * self.hidden
+        return {"linear": linear, "norms": norms, "embed": embed, "lm_head": head,
+                "total": linear + norms + embed + head}
+
+    def lora_params(self, r: int = LORA_R) -> int:
+        d_q, d_kv = self.heads * self.hd, self.kv_heads * self.hd
+        per_layer = r * ((self.hidden + d_q) + 2 * (self.hidden + d_kv) + (d_q + self.hidden))
+        return self.layers * per_layer
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    method: str = "lora"  # full | lora | qlora
+    precision: str = "bf16"  # fp32 | bf16 | fp16
+    quantization: str = "none"  # none | nf4 | nf4dq | fp4 | fp4dq | int8
+    strategy: str = "single"
+    cards: int = 1
+    seq_len: int = 2048
+    batch: int = 1
+    grad_ckpt: bool = False
+
+
+@dataclasses.dataclass
+class Calibration:
+    """Fitted constants, and the records they came from."""
+
+    coefficients: dict[str, float]  # FEATURES -> bytes per unit
+    baseline: dict[str, float]  # stack -> bytes the process holds before the model (CPU RSS)
+    records: list[str]
+    quantity: str = "cpu training-phase peak RSS per rank"
+
+    def baseline_for(self, stack: str | None) -> float:
+        if stack in self.baseline:
+            return self.baseline[stack]
+        return sum(self.baseline.values()) / len(self.baseline) if self.baseline else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# features of one run: the quantities the fitted constants multiply
+
+def quant_bytes_per_param(quantization: str) -> float:
+    """Stored bytes per quantized linear weight: NF4/FP4 at 4 bits plus one fp32 absmax per block
+    of 64 (0.5 bit per parameter), or 0.127 bit with double quantization (QLoRA paper, 2305.14314);
+    LLM.int8 at 1 byte (its per-row scales are a few bytes per row: left out)."""
+    return {"nf4": 0.5 + 0.5 / 8, "fp4": 0.5 + 0.5 / 8, "nf4dq": 0.5 + 0.127 / 8, "fp4dq": 0.5 + 0.127 / 8,
+            "int8": 1.0 + 0.0}.get(quantization, 4.0)
+
+
+def features(shape: Shape, run: Run) -> dict[str, float]:
+    p = shape.params()
+    method = run.method
+    quantized = run.quantization != "none" or method == "qlora"
+    quant = run.quantization if run.quantization != "none" else "nf4"
+    half = 2 if run.precision in ("bf16", "fp16") else 4
+    if quantized:
+        # k-bit linear weights; embeddings, head and norms in the compute dtype (as QLoRA recipes load them)
+        weights = p["linear"] * quant_bytes_per_param(quant) + (p["total"] - p["linear"]) * half
+    elif method == "full":
+        weights = p["total"] * 4.0  # fp32 master weights: the Trainer's mixed precision keeps them
+    else:
+        weights = p["total"] * half  # a frozen base is loaded in the compute dtype (torch_dtype), as LoRA recipes do
+    trainable = p["total"] if method == "full" else shape.lora_params()
+    tokens = run.batch * run.seq_len
+    act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
+    per_layer = tokens * (shape.hidden + shape.intermediate) * act_scale
+    return {
+        "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
+        "trainable_state": 12.0 * trainable,  # fp32 gradient + two AdamW moments
+        # every layer's activations, kept for the backward pass...
+        "activations": 0.0 if run.grad_ckpt else per_layer * shape.layers,
+        # ...or, with gradient checkpointing, those of the one layer being recomputed
+        "recompute": per_layer if run.grad_ckpt else 0.0,
+        # and each layer's input, kept as its checkpoint
+        "checkpoints": tokens * shape.layers * shape.hidden * act_scale if run.grad_ckpt else 0.0,
+        "logits": float(tokens * shape.vocab),
+        "_weights_bytes": weights,
+        "_trainable": float(trainable),
+        "_params": float(p["total"]),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# calibration on records
+
+def measured_peak(rec: dict) -> list[float]:
+    """Per rank: the peak RSS while the Trainer trained (`train_peak_rss_bytes`, sampled by the
+    workload; building, saving and reloading the model hold copies of their own and are not
+    training). Records made before the workload sampled it have none and are not used."""
+    out = []
+    for m in rec.get("memory") or []:
+        peak = m.get("train_peak_rss_bytes")
+        if isinstance(peak, (int, float)) and peak > 0:
+            out.append(float(peak))
+    return out
+
+
+def shape_of_record(rec: dict) -> Shape:
+    return Shape.from_config(((rec.get("settings") or {}).get("model") or {}), name=rec["cell"])
+
+
+def run_of_record(rec: dict) -> Run:
+    axes = rec["axes"]
+    train = (rec.get("settings") or {}).get("train") or {}
+    method = "qlora" if axes.get("quantization", "none") != "none" else axes["method"]
+    return Run(method=method, precision=axes["precision"], quantization=axes.get("quantization", "none"),
+               strategy=axes["strategy"], cards=int(axes.get("ranks", 1)),
+               seq_len=int(train.get("seq_len_max", 64)), batch=int(train.get("batch_size", 4)),
+               grad_ckpt=bool(axes.get("grad_ckpt")))
+
+
+def sweep_records(records: list[dict], models: set[str] | None = None) -> list[dict]:
+    """Passing single-process CPU records of the fit_* size sweeps (or of `models`)."""
+    out = []
+    for r in records:
+        axes = r.get("axes") or {}
+        model = axes.get("model", "default")
+        if r.get("outcome") != "pass" or axes.get("hardware") != "cpu" or axes.get("strategy") != "single":
+            continue
+        if (models is not None and model not in models) or (models is None and not model.startswith("fit_")):
+            continue
+        if axes.get("quantization", "none") != "none" or not measured_peak(r):
+            continue
+        out.append(r)
+    return out
+
+
+def calibrate(records: list[dict]) -> Calibration:
+    """Least squares, non-negative by elimination: peak = baseline[stack] + sum(c_f * feature_f)."""
+    if not records:
+        raise UsageError("no calibration records: run `compat run --matrix matrix/fit-cpu.toml` first")
+    stacks = sorted({r["axes"]["stack"] for r in records})
+    fitted = [k for k in FEATURES if k not in FIXED]
+    rows, ys = [], []
+    for r in records:
+        f = features(shape_of_record(r), run_of_record(r))
+        rows.append([1.0 if r["axes"]["stack"] == s else 0.0 for s in stacks] + [f[k] for k in fitted])
+        ys.append(measured_peak(r)[0] - sum(c * f[k] for k, c in FIXED.items()))
+    names = [f"baseline:{s}" for s in stacks] + fitted
+    active = list(range(len(names)))
+    while True:
+        beta = _lstsq([[row[j] for j in active] for row in rows], ys)
+        negative = [active[i] for i, b in enumerate(beta) if b < 0 and names[active[i]] in FEATURES]
+        if not negative:
+            break
+        active = [j for j in active if j not in negative]
+    solved = dict.fromkeys(names, 0.0)
+    solved.update({names[j]: b for j, b in zip(active, beta)})
+    solved.update(FIXED)
+    return Calibration(
+        coefficients={k: solved[k] for k in FEATURES},
+        baseline={s: solved[f"baseline:{s}"] for s in stacks},
+        records=sorted(r["id"] for r in records),
+    )
+
+
+def _lstsq(x: list[list[float]], y: list[float]) -> list[float]:
+    """Ordinary least squares through the normal equations, with each column scaled to unit
+    norm first (the features span bytes to billions); Gaussian elimination with pivoting."""
+    n = len(x[0])
+    scale = [math.sqrt(sum(row[j] ** 2 for row in x)) or 1.0 for j in range(n)]
+    xs = [[row[j] / scale[j] for j in range(n)] for row in x]
+    a = [[sum(r[i] * r[j] for r in xs) for j in range(n)] + [sum(r[i] * yy for r, yy in zip(xs, y))] for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda i: abs(a[i][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            raise UsageError("calibration records do not separate the memory terms (a singular fit): run the whole matrix/fit-cpu.toml")
+        a[col], a[pivot] = a[pivot], a[col]
+        for i in range(n):
+            if i != col:
+                factor = a[i][col] / a[col][col]
+                a[i] = [u - factor * v for u, v in zip(a[i], a[col])]
+    return [a[i][n] / a[i][i] / scale[i] for i in range(n)]
+
+
+def predict_record(cal: Calibration, rec: dict) -> float:
+    f = features(shape_of_record(rec), run_of_record(rec))
+    return cal.baseline_for(rec["axes"]["stack"]) + sum(cal.coefficients[k] * f[k] for k in FEATURES)
+
+
+def error_table(cal: Calibration, records: list[dict]) -> list[dict]:
+    out = []
+    for r in records:
+        measured = measured_peak(r)[0]
+        predicted = predict_record(cal, r)
+        base = cal.baseline_for(r["axes"]["stack"])
+        out.append({
+            "cell": r["cell"], "id": r["id"], "measured": measured, "predicted": predicted,
+            "error": (predicted - measured) / measured,
+            # the model-dependent part: what the fit must get right beyond the process baseline
+            "error_above_baseline": (predicted - measured) / max(1.0, measured - base),
+        })
+    return out
+
+
+def load_json_config(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a JSON config.json ({exc})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# prediction for a real model on a named card
+
+STRATEGIES = ("single", "ddp", "zero2", "zero3", "zero3_offload", "fsdp")
+DEEPSPEED = ("zero2", "zero3", "zero3_offload")
+
+
+@dataclasses.dataclass
+class Prediction:
+    strategy: str
+    cards: int
+    terms: dict[str, float]  # bytes per card
+    host: dict[str, float]  # bytes moved to host memory (per card's process)
+    total: float
+    capacity: float | None
+    verdict: str  # "fits" | "tight" | "does not fit" | "n/a"
+    why: str
+
+    def as_json(self) -> dict:
+        return {"strategy": self.strategy, "cards": self.cards, "per_card_bytes": {k: round(v) for k, v in self.terms.items()},
+                "per_card_total_bytes": round(self.total), "host_bytes": {k: round(v) for k, v in self.host.items()},
+                "card_bytes": self.capacity, "verdict": self.verdict, "why": self.why}
+
+
+MARGIN = 0.10  # "fits" leaves a tenth of the card free: allocator fragmentation, longer batches
+
+
+def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, context_bytes: float) -> Prediction:
+    """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`."""
+    f = features(shape, run)
+    c = cal.coefficients
+    n = run.cards
+    trainable = f["_trainable"]
+    sixteen = run.precision in ("bf16", "fp16")
+    quantized = run.method == "qlora" or run.quantization != "none"
+    weights = f["_weights_bytes"] * c["weights"]
+    # trainable state in bytes per trainable parameter, as each strategy stores it
+    if run.strategy in DEEPSPEED and sixteen:
+        # ZeRO's mixed-precision accounting: 16-bit parameters and gradients, and an fp32 master
+        # copy, momentum and variance in the optimizer (2 + 2 + 12 bytes per parameter)
+        if not quantized:
+            weights = f["_params"] * 2.0 * c["weights"]
+        grads, optim = 2.0 * trainable, 12.0 * trainable
+    else:
+        grads, optim = 4.0 * trainable, 8.0 * trainable
+    state_scale = c["trainable_state"]
+    grads, optim = grads * state_scale, optim * state_scale
+    act = c["activations"] * f["activations"] + c["recompute"] * f["recompute"] + c["checkpoints"] * f["checkpoints"]
+    logits = c["logits"] * f["logits"]
+    host: dict[str, float] = {}
+    extra: dict[str, float] = {}
+    s = run.strategy
+    if s == "single":
+        why = "one card holds everything"
+    elif s == "ddp":
+        extra["gradient buckets"] = grads  # DDP reduces gradients through buckets: a second copy
+        why = (f"DDP keeps the whole model, its gradients and optimizer state on each of the {n} cards; more cards add "
+               "throughput but never lower the per-card peak")
+    elif s == "zero2":
+        grads, optim = grads / n, optim / n
+        why = f"ZeRO-2 divides gradients and optimizer state over {n} cards; every card still holds all weights"
+    elif s in ("zero3", "fsdp"):
+        weights, grads, optim = weights / n, grads / n, optim / n
+        largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
+        extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
+        why = (f"{'ZeRO-3' if s == 'zero3' else 'FSDP full shard'} divides weights, gradients and optimizer state over "
+               f"{n} cards, gathering one layer at a time")
+    elif s == "zero3_offload":
+        # ZeRO-Offload: the optimizer step runs on the CPU, so gradients go there too; with
+        # offload_param the parameters live there and each layer is gathered onto the card
+        host["optimizer"], host["gradients"], host["weights"] = optim / n, grads / n, weights / n
+        optim, weights, grads = 0.0, 0.0, 0.0
+        largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
+        extra["gathered layer"] = 2 * largest_layer
+        why = ("ZeRO-3 with offload keeps parameters, gradients and optimizer state in host memory and gathers one layer "
+               "at a time onto the card: least card memory, slowest steps")
+    else:
+        raise UsageError(f"strategy {s!r}: one of {', '.join(STRATEGIES)}")
+    terms = {"weights": weights, "gradients": grads, "optimizer": optim, "activations": act, "logits": logits,
+             **extra, "overhead": context_bytes}
+    total = sum(terms.values())
+    if capacity is None:
+        verdict = "n/a"
+    elif total <= capacity * (1 - MARGIN):
+        verdict = "fits"
+    elif total <= capacity:
+        verdict = "tight"
+    else:
+        verdict = "does not fit"
+    return Prediction(s, n, terms, host, total, capacity, verdict, why)
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:,.1f} GiB"
+
+
+TERM_ORDER = ("weights", "gradients", "optimizer", "activations", "logits", "gradient buckets", "gathered layer", "overhead")
+
+
+@dataclasses.dataclass
+class Report:
+    model: object  # models.ModelConfig
+    gpu: object | None  # gpus.Gpu
+    run: Run
+    predictions: list[Prediction]
+    calibration: Calibration
+    configs: object  # models.ModelConfigs
+
+    def evidence(self) -> list[dict]:
+        out = [{
+            "kind": "predicted", "rule": "fit-terms",
+            "says": (f"terms counted from the model's config ({', '.join(self.model.sources[:2])}); per-element constants "
+                     f"fitted on {len(self.calibration.records)} CPU records of matrix/fit-cpu.toml "
+                     f"({self.calibration.quantity}); bench/fit_error.py reports the fit's error on them and on held-out sizes"),
+            "records": self.calibration.records,
+        }]
+        if self.gpu is not None:
+            out.append({"kind": "predicted", "rule": "cuda-context",
+                        "says": f"CUDA context and runtime buffers: {self.configs.cuda_context_bytes / MIB:,.0f} MiB per process",
+                        "sources": list(self.configs.cuda_context_sources)})
+            out.append({"kind": "predicted", "rule": "no-gpu-records",
+                        "says": "no GPU record has calibrated these numbers yet: activations on a GPU are scaled from the "
+                                "CPU fit by element width (16-bit under autocast)"})
+        return out
+
+    def quantity(self) -> str:
+        if self.gpu is None:
+            return "the model's memory (the terms below) without any process overhead"
+        return ("torch's peak allocated memory (the terms up to the overhead) plus the CUDA context: about what nvidia-smi "
+                "shows, less the caching allocator's slack between reserved and allocated, which only GPU records can tell")
+
+    def as_json(self) -> dict:
+        p = self.model.shape.params()
+        return {
+            "model": {"key": self.model.key, "title": self.model.title, "parameters": p["total"],
+                      "trainable": int(features(self.model.shape, self.run)["_trainable"]), "sources": list(self.model.sources)},
+            "gpu": None if self.gpu is None else {"name": self.gpu.name, "arch": self.gpu.arch, "count": self.run.cards,
+                                                   "memory_bytes": self.predictions[0].capacity},
+            "run": dataclasses.asdict(self.run),
+            "quantity": self.quantity(),
+            "calibration": {"coefficients": self.calibration.coefficients, "baseline_bytes": self.calibration.baseline,
+                            "quantity": self.calibration.quantity, "records": len(self.calibration.records)},
+            "predictions": [p.as_json() for p in self.predictions],
+            "evidence": self.evidence(),
+        }
+
+    def text(self) -> str:
+        r, shape = self.run, self.model.shape
+        params = shape.params()["total"]
+        trainable = features(shape, r)["_trainable"]
+        lines = [
+            f"{self.model.title}: {params / 1e9:.2f} B parameters, {trainable / 1e6:,.1f} M trainable ({r.method}, "
+            f"{r.precision}{', 4-bit NF4 base' if r.method == 'qlora' else ''}), sequence {r.seq_len} x batch {r.batch} "
+            f"per card, gradient checkpointing {'on' if r.grad_ckpt else 'off'}",
+        ]
+        cap = self.predictions[0].capacity
+        if self.gpu is not None:
+            lines.append(f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card; 'fits' leaves {MARGIN:.0%} free)")
+        lines.append(f"Per card: {self.quantity()}.")
+        lines.append("")
+        present = [t for t in TERM_ORDER if any(t in p.terms and p.terms[t] for p in self.predictions)]
+        header = ["strategy", "per card", "verdict", *present]
+        rows = [header]
+        for p in self.predictions:
+            verdict = p.verdict if cap is None else f"{p.verdict} ({p.total / cap:.0%})"
+            rows.append([p.strategy, _gib(p.total), verdict, *(_gib(p.terms.get(t, 0.0)) for t in present)])
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            lines.append("  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        lines.append("")
+        for p in self.predictions:
+            host = f"; host memory per process: {_gib(sum(p.host.values()))}" if p.host else ""
+            lines.append(f"  {p.strategy}: {p.why}{host}")
+        lines.append("")
+        lines.append("Evidence:")
+        for e in self.evidence():
+            lines.append(f"  [{e['kind']}] {e['says']} (rule {e['rule']})")
+            for s in e.get("sources", [])[:3]:
+                lines.append(f"      {s}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""matrix/model_configs.toml: the shapes of real models `compat fit` predicts for, with sources.
+
+    [model.llama2_7b]
+    title = "Llama 2 7B"
+    sizes = ["7B"]                 # --model-size spellings that mean this model
+    hidden_size = 4096             # config.json keys, as the publisher's config.json has them
+    ...
+    sources = ["https://..."]      # where those values are stated
+
+and one [fit] table: `calibration` (the tiny models of matrix/models.toml the fit is calibrated
+on), `cuda_context_mib` and its `cuda_context_sources`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from harness.errors import MatrixError, UsageError
+from harness.fit import Shape, load_json_config
+from harness.tomldata import did_you_mean, load_data
+
+CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+               "vocab_size", "tie_word_embeddings", "head_dim", "attention_bias")
+ENTRY_KEYS = ("title", "sizes", "sources", "parameters", *CONFIG_KEYS)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    key: str
+    title: str
+    sizes: tuple[str, ...]
+    shape: Shape
+    sources: tuple[str, ...]
+    parameters: int | None = None  # as the publisher states it, to check the count against
+
+    @classmethod
+    def from_file(cls, path: Path) -> "ModelConfig":
+        cfg = load_json_config(path)
+        if not isinstance(cfg, dict):
+            raise UsageError(f"{path}: not a config.json (a JSON object)")
+        if isinstance(cfg.get("text_config"), dict):  # vision-language configs keep the decoder here
+            cfg = {**cfg, **cfg["text_config"]}
+        return cls(str(path), path.name, (), Shape.from_config(cfg, name=str(path)), (str(path),))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfigs:
+    path: Path
+    models: tuple[ModelConfig, ...]
+    calibration_models: frozenset[str]
+    cuda_context_bytes: float
+    cuda_context_sources: tuple[str, ...]
+
+    @classmethod
+    def load(cls, directory: Path) -> "ModelConfigs":
+        path = directory / "model_configs.toml"
+        doc, where = load_data(path, ("model", "fit"))
+        problems: list[str] = []
+        models = []
+        for key, table in (doc.get("model") or {}).items():
+            at = lambda k, msg: where(k, f"[model.{key}].{k}", msg, table=f"model.{key}")  # noqa: E731
+            unknown = [k for k in table if k not in ENTRY_KEYS]
+            for k in unknown:
+                problems.append(at(k, f"unknown key{did_you_mean(k, ENTRY_KEYS)}"))
+            if not table.get("sources"):
+                problems.append(at("sources", "missing: every model config cites where its values are stated"))
+            try:
+                shape = Shape.from_config({k: v for k, v in table.items() if k in CONFIG_KEYS}, name=key)
+            except UsageError as exc:
+                problems.append(at("hidden_size", str(exc)))
+                continue
+            if not unknown:
+                models.append(ModelConfig(key, table.get("title", key), tuple(table.get("sizes", ())), shape,
+                                          tuple(table.get("sources", ())), table.get("parameters")))
+        fit = doc.get("fit") or {}
+        for k in ("calibration", "cuda_context_mib", "cuda_context_sources"):
+            if k not in fit:
+                problems.append(where(k, f"[fit].{k}", "missing", table="fit"))
+        if problems:
+            raise MatrixError(problems)
+        return cls(path, tuple(models), frozenset(fit["calibration"]), float(fit["cuda_context_mib"]) * 2**20,
+                   tuple(fit["cuda_context_sources"]))
+
+    def by_name(self, name: str) -> ModelConfig:
+        for m in self.models:
+            if m.key == name.lower():
+                return m
+        raise UsageError(f"unknown model {name!r}{did_you_mean(name.lower(), [m.key for m in self.models])}; "
+                         f"compat ships {', '.join(m.key for m in self.models)} ({self.path}), or give a config.json")
+
+    def by_size(self, size: str) -> ModelConfig:
+        wanted = size.strip().upper()
+        for m in self.models:
+            if wanted in (s.upper() for s in m.sizes):
+                return m
+        sizes = sorted({s for m in self.models for s in m.sizes}, key=lambda s: float(s.rstrip("Bb")))
+        raise UsageError(f"--model-size {size!r}: compat ships configs for {', '.join(sizes)}; for another "
+                         "model give --model CONFIG.json")
