@@ -441,7 +441,8 @@ def cmd_fit(args) -> int:
                   cards=args.gpus, seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
     context = known.cuda_context_bytes if gpu is not None else 0.0
     preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context) for s in strategies]
-    report = fit.Report(entry, gpu, run, preds, cal, known)
+    checks = fit.strategy_error_table(cal, fit.strategy_records(recs))
+    report = fit.Report(entry, gpu, run, preds, cal, known, checks)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
 

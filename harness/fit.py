@@ -299,6 +299,29 @@ def predict_record(cal: Calibration, rec: dict) -> float:
     return cal.baseline_for(rec["axes"]["stack"]) + sum(cal.coefficients[k] * f[k] for k in FEATURES)
 
 
+def strategy_records(records: list[dict], models: set[str] | None = None) -> list[dict]:
+    """Passing multi-rank CPU records of the size-sweep models (or of `models`): the check of the
+    strategy terms."""
+    def wanted(model):
+        return model in models if models is not None else str(model).startswith("fit_")
+
+    return [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == "cpu"
+            and wanted(r["axes"].get("model")) and r["axes"].get("ranks", 1) > 1 and measured_peak(r)]
+
+
+def strategy_error_table(cal: Calibration, records: list[dict]) -> list[dict]:
+    """Each rank's measured training peak against `predict` for its strategy, the process
+    baseline standing in for the CUDA context (the prediction is per rank, so the largest rank)."""
+    out = []
+    for r in records:
+        p = predict(shape_of_record(r), run_of_record(r), cal, None, cal.baseline_for(r["axes"]["stack"]))
+        measured = max(measured_peak(r))
+        out.append({"cell": r["cell"], "id": r["id"], "measured": measured, "predicted": p.total,
+                    "error": (p.total - measured) / measured,
+                    "error_above_baseline": (p.total - measured) / max(1.0, measured - cal.baseline_for(r["axes"]["stack"]))})
+    return out
+
+
 def error_table(cal: Calibration, records: list[dict]) -> list[dict]:
     out = []
     for r in records:
@@ -430,6 +453,7 @@ class Report:
     predictions: list[Prediction]
     calibration: Calibration
     configs: object  # models.ModelConfigs
+    strategy_checks: list[dict] = dataclasses.field(default_factory=list)  # strategy_error_table rows
 
     def evidence(self) -> list[dict]:
         out = [{
@@ -439,6 +463,15 @@ class Report:
                      f"({self.calibration.quantity}); bench/fit_error.py reports the fit's error on them and on held-out sizes"),
             "records": self.calibration.records,
         }]
+        for strategy in sorted({p.strategy for p in self.predictions}):
+            rows = [r for r in self.strategy_checks if f"-{strategy}-" in r["cell"]]
+            if rows:
+                errors = ", ".join(f"{r['cell'].split('-')[4]} {-r['error']:+.0%}" for r in rows)
+                out.append({"kind": "measured", "rule": "strategy-check",
+                            "says": (f"{strategy}: on 2 CPU ranks (fp32, matrix/fit-cpu-dist.toml) the measured per-rank "
+                                     f"training peak differed from this model's prediction by {errors} of the measured peak "
+                                     "(+: measured higher)"),
+                            "records": [r["id"] for r in rows]})
         if self.gpu is not None:
             out.append({"kind": "predicted", "rule": "cuda-context",
                         "says": f"CUDA context and runtime buffers: {self.configs.cuda_context_bytes / MIB:,.0f} MiB per process",

@@ -156,3 +156,11 @@ def test_recommend_chooses_method_and_strategy_by_fit(compat):
     proc = compat("recommend", "--gpu", "P4", "--model-size", "7B", "--seq-len", "8192")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "does not fit 1 x Tesla P4 at sequence 8192" in proc.stderr
+
+
+def test_the_strategy_check_on_two_cpu_ranks_is_shown_as_measured_evidence(compat):
+    proc = compat("fit", "--model-size", "13B", "--gpu", "4090", "--gpus", "3", "--method", "full", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    checks = {e["says"].split(":")[0]: e for e in json.loads(proc.stdout)["evidence"] if e["rule"] == "strategy-check"}
+    assert set(checks) == {"ddp", "zero2", "zero3"}  # the strategies matrix/fit-cpu-dist.toml ran
+    assert all(e["kind"] == "measured" and len(e["records"]) == 2 for e in checks.values())
