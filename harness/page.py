@@ -42,6 +42,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "hardware": table.hardware_label(rec),
         **{k: axes.get(k) for k in ("stack", "precision", "quantization", "method", "strategy", "ranks")},
         "grad_ckpt": bool(axes.get("grad_ckpt")),
+        "model": axes.get("model", "default"),
         "outcome": rec["outcome"],
         "date": rec.get("finished_at", ""),
         "duration": rec.get("duration_s"),

@@ -5,7 +5,7 @@
 (function () {
   const DATA = JSON.parse(document.getElementById("compat-data").textContent);
   const SVG = "http://www.w3.org/2000/svg";
-  const FILTERS = ["hardware", "stack", "precision", "quantization", "method", "strategy", "outcome"];
+  const FILTERS = ["hardware", "stack", "model", "precision", "quantization", "method", "strategy", "outcome"];
   const FIGURES = { rss: "peak RSS", allocated: "torch max allocated", reserved: "torch max reserved", nvml_used: "NVML peak used" };
   const rows = DATA.rows;
   const state = { sort: "cell", dir: 1, selected: null };
@@ -162,7 +162,7 @@
     add("hardware", r.hardware);
     for (const p of r.provenance || []) add("merged from", p.file + ":" + p.line + " (sha256 " + p.sha256.slice(0, 12) + "…) on " + p.merged_at);
     add("versions", Object.entries(r.versions).map(([k, v]) => k + " " + v).join(", ") + ", python " + r.python);
-    add("axes", ["precision " + r.precision, "quantization " + r.quantization, "method " + r.method, "strategy " + r.strategy,
+    add("axes", ["model " + r.model, "precision " + r.precision, "quantization " + r.quantization, "method " + r.method, "strategy " + r.strategy,
       "ranks " + r.ranks, "gradient checkpointing " + (r.grad_ckpt ? "on" : "off")].join(", "));
     if (r.eval) add("eval loss", r.eval[0].toFixed(3) + " → " + r.eval[1].toFixed(3));
     add("duration", r.duration + " s");
