@@ -1,12 +1,16 @@
-"""`compat`: list the plan, run it, render the table.
+"""`compat`: list the plan, run it, render and merge the table, recommend, explain, fit.
 
     compat list   [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--json]
     compat run    [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--results DIR]
                   [--python PATH] [--env-dir DIR] [--offline] [--find-links DIR]...
-                  [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES]
+                  [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES] [--junit FILE]
+                  [--shard I/N] [--resume]
     compat envs   [--env-dir DIR] [--json] [--prune [--older-than DAYS]]
     compat table  [--results DIR]
     compat merge  FILE... [--into DIR] [--no-table]
+    compat recommend --gpu NAME [--gpus N] [--method M] [--model-size S] [--format F]
+    compat explain [LOGFILE|-] [--format text|json]
+    compat fit    (--model-size S | --model NAME|CONFIG.json) [--gpu NAME] [--gpus N] ...
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
 input; 3 the job needs hardware this host lacks; 70 a bug in compat; 130 interrupted.
@@ -70,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-on", default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
     p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
     p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
+    p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
 
     p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
     p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
@@ -226,6 +231,15 @@ def cmd_run(args) -> int:
         )
     results = args.results or root / "results"
     base = _known_issues(data.dir)
+    resumed = _resume(results, planned) if args.resume else None
+    if resumed:
+        run_id, have = resumed
+        planned = [p for p in planned if p.cell.id not in have]
+        cells = [p.cell for p in planned if p.here or p.unsupported]
+        print(f"resuming run {run_id}: {len(have)} of the selected cells have a record in it; {len(cells)} to run")
+        if not cells:
+            print("nothing left to run")
+            return 0
     ctx = runner.RunContext(
         results_dir=results,
         records_path=results / "records.jsonl",
@@ -244,6 +258,7 @@ def cmd_run(args) -> int:
         ),
         timeout_s=args.timeout,
         keep_workdirs=args.keep_workdirs,
+        **({"run_id": resumed[0]} if resumed else {}),
     )
     print(f"compat run {ctx.run_id}: {len(cells)} cells of {matrix.path} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
     others = [p for p in planned if not p.here and not p.unsupported]
@@ -261,6 +276,21 @@ def cmd_run(args) -> int:
     if not args.no_table:
         _render(results, data.dir, base)
     return 1 if fail_on & set(counts) else 0
+
+
+def _resume(results: Path, planned: list) -> tuple[str, set[str]] | None:
+    """(run id, cells with a record in it) of this runner's latest run that recorded any of the
+    planned cells, or None when it has none (then every cell runs)."""
+    name = hardware.runner_identity()["name"]
+    wanted = {p.cell.id for p in planned}
+    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
+    _print_skipped(bad)
+    mine = [r for r in recs if r["cell"] in wanted and (r.get("runner") or {}).get("name") == name and r.get("run_id")]
+    if not mine:
+        print(f"--resume: runner {name} has no record of these cells in {results}; running them all")
+        return None
+    latest = max(mine, key=lambda r: r.get("finished_at", ""))["run_id"]
+    return latest, {r["cell"] for r in mine if r["run_id"] == latest}
 
 
 def _known_issues(directory: Path):

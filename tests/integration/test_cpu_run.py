@@ -282,3 +282,25 @@ def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
         assert all(m["peak_rss_bytes"] > 100 * 2**20 for m in rec["memory"])
         assert rec["checks"]["reload_max_abs_diff"] <= 1e-4  # the gathered, saved model reloads
         assert rec["losses"]["eval_after"] < rec["losses"]["eval_before"]
+
+
+def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
+    """A run cut short (here: one cell of two selected) and `--resume`: the other cell runs under
+    the same run id; resuming a finished run runs nothing; another runner's records do not count."""
+    results = tmp_path / "results"
+    run = ["run", "--matrix", LOCAL, "--results", str(results), "--no-table"]
+    base = [*run, "--select", "cpu-local-fp32-none-*-single"]
+    env = {"COMPAT_RUNNER_NAME": "runner-a"}
+    proc = run_compat(*run, "--select", "cpu-local-fp32-none-full-single", env=env)  # the first part of the run
+    assert proc.returncode == 0, proc.stderr
+    proc = run_compat(*base, "--resume", env=env)
+    assert proc.returncode == 0, proc.stderr
+    first, second = load(results / "records.jsonl")
+    assert "resuming run " + first["run_id"] + ": 1 of the selected cells have a record in it; 1 to run" in proc.stdout
+    assert second["cell"] == "cpu-local-fp32-none-lora-single" and second["run_id"] == first["run_id"]
+    proc = run_compat(*base, "--resume", env=env)
+    assert proc.returncode == 0 and "nothing left to run" in proc.stdout
+    assert len(load(results / "records.jsonl")) == 2
+    proc = run_compat(*run, "--resume", "--select", "cpu-local-fp32-none-full-single", env={"COMPAT_RUNNER_NAME": "runner-b"})
+    assert "--resume: runner runner-b has no record of these cells" in proc.stdout
+    assert len(load(results / "records.jsonl")) == 3
