@@ -405,11 +405,11 @@ def cmd_recommend(args) -> int:
     _print_skipped(bad)
     method, chosen = args.method or "qlora", None
     if args.model_size:
-        from harness import fit, models
+        from harness import models
 
         configs = models.ModelConfigs.load(root / "matrix")
         entry = configs.by_size(args.model_size)
-        cal = fit.calibrate(fit.sweep_records(recs, configs.calibration_models))
+        cal = configs.calibrate(recs)
         picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
                                        entry, cal, configs, args.seq_len)
         if picked is None:
@@ -456,7 +456,7 @@ def cmd_fit(args) -> int:
         capacity = capacity or min(gpu.memory_gb) * fit.GIB
     precision = args.precision
     if precision == "auto":
-        precision = "fp32" if gpu is None else ("bf16" if gpu.bf16 else "fp16" if gpu.fp16_tensor_cores else "fp32")
+        precision = "fp32" if gpu is None else resolve.precision_for(gpu)
     strategies = [args.strategy] if args.strategy != "all" else (
         ["single"] if args.gpus == 1 else [s for s in fit.STRATEGIES if s != "single"])
     if args.gpus == 1 and any(s in ("ddp", "fsdp") for s in strategies):
@@ -466,7 +466,7 @@ def cmd_fit(args) -> int:
     results = args.results or root / "results"
     recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
     _print_skipped(bad)
-    cal = fit.calibrate(fit.sweep_records(recs, known.calibration_models))
+    cal = known.calibrate(recs)
     run = fit.Run(method=args.method, precision=precision, quantization="nf4" if args.method == "qlora" else "none",
                   cards=args.gpus, seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
     context = known.cuda_context_bytes if gpu is not None else 0.0

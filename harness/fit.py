@@ -312,29 +312,23 @@ def strategy_records(records: list[dict], models: set[str] | None = None) -> lis
 def strategy_error_table(cal: Calibration, records: list[dict]) -> list[dict]:
     """Each rank's measured training peak against `predict` for its strategy, the process
     baseline standing in for the CUDA context (the prediction is per rank, so the largest rank)."""
-    out = []
-    for r in records:
-        p = predict(shape_of_record(r), run_of_record(r), cal, None, cal.baseline_for(r["axes"]["stack"]))
-        measured = max(measured_peak(r))
-        out.append({"cell": r["cell"], "id": r["id"], "measured": measured, "predicted": p.total,
-                    "error": (p.total - measured) / measured,
-                    "error_above_baseline": (p.total - measured) / max(1.0, measured - cal.baseline_for(r["axes"]["stack"]))})
-    return out
+    return [_error_row(cal, r, max(measured_peak(r)),
+                       predict(shape_of_record(r), run_of_record(r), cal, None, cal.baseline_for(r["axes"]["stack"])).total)
+            for r in records]
 
 
 def error_table(cal: Calibration, records: list[dict]) -> list[dict]:
-    out = []
-    for r in records:
-        measured = measured_peak(r)[0]
-        predicted = predict_record(cal, r)
-        base = cal.baseline_for(r["axes"]["stack"])
-        out.append({
-            "cell": r["cell"], "id": r["id"], "measured": measured, "predicted": predicted,
-            "error": (predicted - measured) / measured,
-            # the model-dependent part: what the fit must get right beyond the process baseline
-            "error_above_baseline": (predicted - measured) / max(1.0, measured - base),
-        })
-    return out
+    return [_error_row(cal, r, measured_peak(r)[0], predict_record(cal, r)) for r in records]
+
+
+def _error_row(cal: Calibration, rec: dict, measured: float, predicted: float) -> dict:
+    base = cal.baseline_for(rec["axes"]["stack"])
+    return {
+        "cell": rec["cell"], "id": rec["id"], "measured": measured, "predicted": predicted,
+        "error": (predicted - measured) / measured,
+        # the model-dependent part: what the fit must get right beyond the process baseline
+        "error_above_baseline": (predicted - measured) / max(1.0, measured - base),
+    }
 
 
 def load_json_config(path: Path) -> dict:

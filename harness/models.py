@@ -17,6 +17,7 @@ import dataclasses
 from pathlib import Path
 
 from harness.errors import MatrixError, UsageError
+from harness import fit
 from harness.fit import Shape, load_json_config
 from harness.tomldata import did_you_mean, load_data
 
@@ -81,6 +82,10 @@ class ModelConfigs:
             raise MatrixError(problems)
         return cls(path, tuple(models), frozenset(fit["calibration"]), float(fit["cuda_context_mib"]) * 2**20,
                    tuple(fit["cuda_context_sources"]))
+
+    def calibrate(self, records: list[dict]):
+        """compat fit's constants, fitted on the records of this file's calibration models."""
+        return fit.calibrate(fit.sweep_records(records, self.calibration_models))
 
     def by_name(self, name: str) -> ModelConfig:
         for m in self.models:

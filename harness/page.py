@@ -60,7 +60,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "message": err.get("message") or "",
         "excerpt": (err.get("excerpt") or "")[-EXCERPT_CHARS:],
         "reason": rec.get("reason") or "",
-        "known_issues": rec.get("known_issues") or (tag(rec) if tag and rec["outcome"] not in ("pass", "unsupported") else []),
+        "known_issues": table.known_issues_of(rec, tag),
         "log": rec.get("log") or "",
         "conflict": [{"runner": merge.runner_name(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
                      for r in conflict.records] if conflict else None,

@@ -214,6 +214,11 @@ class Recommendation:
         }
 
 
+def precision_for(gpu: Gpu) -> str:
+    """bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32."""
+    return "bf16" if gpu.cc >= (8, 0) else "fp16" if gpu.fp16_tensor_cores else "fp32"
+
+
 def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: list[dict],
               chosen: tuple[str, Evidence] | None = None) -> Recommendation:
     """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
@@ -225,15 +230,16 @@ def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: lis
     arch_passes = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == gpu.arch]
 
     # -- precision: from the compute capability, never from is_bf16_supported() ---------------
-    if gpu.cc >= (8, 0):
-        precision, rule = "bf16", "bf16-needs-cc-8.0"
+    precision = precision_for(gpu)
+    if precision == "bf16":
+        rule = "bf16-needs-cc-8.0"
         says = f"compute capability {gpu.cc_text} >= 8.0: bf16 is native"
-    elif gpu.fp16_tensor_cores:
-        precision, rule = "fp16", "fp16-below-cc-8.0"
+    elif precision == "fp16":
+        rule = "fp16-below-cc-8.0"
         says = (f"compute capability {gpu.cc_text} < 8.0: no native bf16 (torch.cuda.is_bf16_supported() "
                 "may still answer True through emulation); fp16 mixed precision on its tensor cores")
     else:
-        precision, rule = "fp32", "fp32-without-tensor-cores"
+        rule = "fp32-without-tensor-cores"
         says = (f"compute capability {gpu.cc_text}: no bf16 and no fp16 tensor cores (fp16 runs at a "
                 "fraction of fp32 speed on this chip); train in fp32, with 4-bit weights to save memory")
     emulation = data.issues.get("torch-is-bf16-supported-emulation")
@@ -393,7 +399,7 @@ def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, configs, 
     not with 4-bit weights). Returns (method, strategy, Evidence), or None when nothing fits."""
     from harness import fit
 
-    precision = "bf16" if gpu.bf16 else "fp16" if gpu.fp16_tensor_cores else "fp32"
+    precision = precision_for(gpu)
     capacity = min(gpu.memory_gb) * fit.GIB
     on_cards = ["single"] if gpus == 1 else ["ddp", "zero2", "zero3"]
     candidates = [(m, s) for m in methods for s in on_cards] + [(m, "zero3_offload") for m in methods if m != "qlora"]

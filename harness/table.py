@@ -72,12 +72,18 @@ def cell_text(text: str) -> str:
     return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|").replace("`", "'")
 
 
+def known_issues_of(rec: dict, tag=None) -> list[str]:
+    """The known issues a record shows: those the runner recorded, or for a failed record made
+    before the known-issue base, those `tag` finds now."""
+    return rec.get("known_issues") or (tag(rec) if tag and rec["outcome"] not in ("pass", "unsupported") else [])
+
+
 def error_text(rec: dict, tag=None) -> str:
     """The error signature (or the reason), and the known issues it matches: those the runner
     recorded, or for a record made before the known-issue base, those `tag` finds now."""
     err = rec.get("error") or {}
     text = err.get("signature", "") or rec.get("reason") or ""
-    issues = rec.get("known_issues") or (tag(rec) if tag and rec["outcome"] not in ("pass", "unsupported") else [])
+    issues = known_issues_of(rec, tag)
     if issues:
         text += f" (known issue: {', '.join(issues)})"
     return text
