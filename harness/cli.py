@@ -13,7 +13,8 @@
     compat fit    (--model-size S | --model NAME|CONFIG.json) [--gpu NAME] [--gpus N] ...
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
-input; 3 the job needs hardware this host lacks; 70 a bug in compat; 130 interrupted.
+input; 3 the job needs hardware this host lacks; 70 a bug in compat; 74 results could not be
+written (a full disk); 130 interrupted.
 This module and everything it imports stay free of torch, so listing and planning are instant.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 import sys
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import harness
 from harness import hardware, known_issues, records, resolve, table
-from harness.errors import CompatError, NoHardwareError, UsageError
+from harness.errors import CompatError, NoHardwareError, ResultsWriteError, UsageError
 
 # list, run and envs import the matrix, environment and runner modules when they run: recommend,
 # explain and fit start without them
@@ -131,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _check_single_values(parser, args)
     try:
         return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
                 "recommend": cmd_recommend, "explain": cmd_explain, "fit": cmd_fit}[args.command](args)
@@ -143,15 +146,38 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("compat: interrupted; every record written so far is kept", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            return _internal_error(exc)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"compat: error: {where}{exc.strerror}; every record written so far is kept", file=sys.stderr)
+        return ResultsWriteError.exit_code
     except Exception as exc:
-        if os.environ.get("COMPAT_TRACEBACK"):
-            raise
-        print(
-            f"compat: internal error: {type(exc).__name__}: {exc}\n"
-            "This is a bug in compat, not in your stack; COMPAT_TRACEBACK=1 shows the traceback.",
-            file=sys.stderr,
-        )
-        return 70
+        return _internal_error(exc)
+
+
+def _check_single_values(parser: argparse.ArgumentParser, args) -> None:
+    """An option taking one value that parsed to a list: Python 3.11's argparse reads `--gpu=--`
+    as [] (a quirk later Pythons fixed). Said as argparse says a missing value: exit code 2."""
+    sub = parser._subparsers._group_actions[0].choices[args.command]
+    for action in sub._actions:
+        if type(action) is argparse._StoreAction and action.nargs is None and isinstance(getattr(args, action.dest), list):
+            sub.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
+
+
+# a full disk, a quota, a file-size limit, a read-only folder: the host's trouble, not compat's
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def _internal_error(exc: Exception) -> int:
+    if os.environ.get("COMPAT_TRACEBACK"):
+        raise exc
+    print(
+        f"compat: internal error: {type(exc).__name__}: {exc}\n"
+        "This is a bug in compat, not in your stack; COMPAT_TRACEBACK=1 shows the traceback.",
+        file=sys.stderr,
+    )
+    return 70
 
 
 def _load_plan(args, host: hardware.Host):
@@ -261,6 +287,7 @@ def cmd_run(args) -> int:
         **({"run_id": resumed[0]} if resumed else {}),
     )
     print(f"compat run {ctx.run_id}: {len(cells)} cells of {matrix.path} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
+    _journal(ctx, cells)
     others = [p for p in planned if not p.here and not p.unsupported]
     if others:
         archs = ", ".join(sorted({p.cell.hardware for p in others}))
@@ -279,18 +306,49 @@ def cmd_run(args) -> int:
 
 
 def _resume(results: Path, planned: list) -> tuple[str, set[str]] | None:
-    """(run id, cells with a record in it) of this runner's latest run that recorded any of the
-    planned cells, or None when it has none (then every cell runs)."""
+    """(run id, cells with a record in it) of this runner's latest run of any of the planned
+    cells, or None when it has none (then every cell runs). A run is known by its records and by
+    the journal it wrote when it started (logs/RUN/run.json), so a run that was stopped before
+    its first record was written (the harness killed, a full disk) is the one resumed."""
     name = hardware.runner_identity()["name"]
     wanted = {p.cell.id for p in planned}
     recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
     _print_skipped(bad)
-    mine = [r for r in recs if r["cell"] in wanted and (r.get("runner") or {}).get("name") == name and r.get("run_id")]
-    if not mine:
+    last: dict[str, str] = {}  # run id -> when it was last heard of
+    have: dict[str, set[str]] = {}
+    for r in recs:
+        if r["cell"] in wanted and (r.get("runner") or {}).get("name") == name and r.get("run_id"):
+            last[r["run_id"]] = max(last.get(r["run_id"], ""), r.get("finished_at", ""))
+            have.setdefault(r["run_id"], set()).add(r["cell"])
+    for journal in sorted((results / "logs").glob("*/run.json")):
+        try:
+            j = json.loads(journal.read_text(encoding="utf-8"))
+            if j["runner"] == name and wanted & set(j["cells"]):
+                last[j["run_id"]] = max(last.get(j["run_id"], ""), j["started_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            print(f"--resume: {journal} is not a run journal of compat; left out")
+    if not last:
         print(f"--resume: runner {name} has no record of these cells in {results}; running them all")
         return None
-    latest = max(mine, key=lambda r: r.get("finished_at", ""))["run_id"]
-    return latest, {r["cell"] for r in mine if r["run_id"] == latest}
+    latest = max(last, key=last.get)
+    return latest, have.get(latest, set())
+
+
+def _journal(ctx, cells: list) -> None:
+    """logs/RUN/run.json: which cells a run set out to run, written before the first one starts
+    (what --resume reads besides the records). A resumed run adds its cells to its journal."""
+    from harness import runner
+
+    path = ctx.log_dir / "run.json"
+    try:
+        before = set(json.loads(path.read_text(encoding="utf-8"))["cells"])
+    except (OSError, ValueError, KeyError, TypeError):
+        before = set()
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    table.write_atomic(path, json.dumps({
+        "run_id": ctx.run_id, "runner": ctx.runner["name"], "cells": sorted(before | {c.id for c in cells}),
+        "started_at": runner.now(),
+    }, indent=1) + "\n")
 
 
 def _known_issues(directory: Path):

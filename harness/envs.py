@@ -28,9 +28,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from harness import classify, guard
 from harness.errors import CompatError
 
 ENV_FORMAT = 1
@@ -196,18 +198,31 @@ class EnvManager:
         return path
 
     def _run(self, cmd: list[str], what: str) -> None:
+        """Run an installer step under a guard (harness/guard.py): if compat is killed meanwhile,
+        the installer goes with it and leaves no half-made env behind being written to."""
         # DeepSpeed is built from its sdist: with DS_BUILD_OPS=0 it compiles no ops now (they are
         # built on first use, cached per env by the runner), so it installs in seconds
         env = {**os.environ, "UV_COMPILE_BYTECODE": "1", "PIP_NO_INPUT": "1", "DS_BUILD_OPS": "0"}
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=env)
-        except subprocess.TimeoutExpired:
-            raise InstallError(f"{what} did not finish within {INSTALL_TIMEOUT_S} s: {' '.join(cmd)}") from None
-        except OSError as exc:
-            raise InstallError(f"{what}: could not run {cmd[0]}: {exc.strerror}") from None
-        if out.returncode != 0:
-            message = (out.stderr.strip() or out.stdout.strip())[-3000:]
-            raise InstallError(f"{what} failed (exit {out.returncode}): {message}")
+        with tempfile.TemporaryDirectory(prefix="compat-install-") as tmp:
+            start_error = Path(tmp) / "start-error"
+            proc = subprocess.Popen(guard.command(cmd, start_error), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+            try:
+                out, err = proc.communicate(timeout=INSTALL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                guard.stop(proc.pid, hard=True)
+                proc.communicate()
+                raise InstallError(f"{what} did not finish within {INSTALL_TIMEOUT_S} s: {' '.join(cmd)}") from None
+            except BaseException:  # interrupted: the installer stops with us
+                guard.stop(proc.pid, hard=True)
+                raise
+            why = guard.start_error(start_error) if proc.returncode == guard.START_FAILED else None
+        if why:
+            raise InstallError(f"{what}: {why}")
+        if proc.returncode != 0:
+            message = (err.strip() or out.strip())[-3000:]
+            how = f"was killed by {classify.signal_name(proc.returncode)}" if proc.returncode < 0 else f"failed (exit {proc.returncode})"
+            raise InstallError(f"{what} {how}" + (f": {message}" if message else f": {' '.join(cmd)}"))
 
     def _resolve_canary(self, stack: Stack, base: dict) -> dict[str, str]:
         """The newest releases of the canary's packages, as the resolver picks them today."""

@@ -3,7 +3,9 @@
     CompatError            exit 1: something went wrong that the message explains
     ├── UsageError         exit 2: bad input (a malformed matrix, an unknown name, a bad option)
     │   └── MatrixError    exit 2: every problem found in matrix data, reported at once
-    └── NoHardwareError    exit 3: the job needs hardware this host does not have
+    ├── NoHardwareError    exit 3: the job needs hardware this host does not have
+    └── ResultsWriteError  exit 74: results could not be written (a full disk, a read-only
+                           folder); what was written before is intact
 
 Anything else escaping `compat` is a bug in compat itself: it is reported in one line with the
 advice to re-run with COMPAT_TRACEBACK=1, and exits 70.
@@ -32,3 +34,7 @@ class MatrixError(UsageError):
 
 class NoHardwareError(CompatError):
     exit_code = 3
+
+
+class ResultsWriteError(CompatError):
+    exit_code = 74  # EX_IOERR in sysexits.h

@@ -1,17 +1,22 @@
 """Records: one JSON object per cell run, appended to a JSONL file, never rewritten in place.
 
-A record is appended with a single write() of one complete line on a file opened O_APPEND and
-fsync'd, so a reader sees either the whole line or none of it; a line that does not parse (a
-crash in the middle of someone else's write, a hand edit) is reported with file:line by
-`read_records` and skipped, and every valid line around it is kept.
+A record is appended as one complete line on a file opened O_APPEND, under an exclusive lock,
+and fsync'd. If the write cannot complete (the disk filled up part way through the line), the
+file is cut back to its size before the write, so a partial line never becomes part of it and
+every earlier record stays as it was. A line that does not parse (a crash in the middle of
+someone else's write, a hand edit) is reported with file:line by `read_records` and skipped,
+and every valid line around it is kept.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 from pathlib import Path
+
+from harness.errors import ResultsWriteError
 
 SCHEMA_VERSION = 1
 OUTCOMES = ("pass", "fail", "oom", "unsupported", "timeout", "crash", "install-error", "infra")
@@ -22,25 +27,33 @@ MAX_LINE_BYTES = 4 * 2**20  # a record is a few KiB; a longer "line" is some oth
 def append(path: Path, record: dict) -> None:
     line = json.dumps(record, sort_keys=True, default=str, ensure_ascii=False) + "\n"
     data = line.encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        # a file whose last line was cut short (a killed writer) gets its own line ended first,
-        # so the damaged line stays one bad line and this record stays whole
-        if os.fstat(fd).st_size and _last_byte(path) != b"\n":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ResultsWriteError(f"{path}: cannot be opened to append a record: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another compat appending to the same file waits its turn
+        size = os.fstat(fd).st_size
+        # a file whose last line was cut short (a writer killed mid-line) gets its own line ended
+        # first, so the damaged line stays one bad line and this record stays whole
+        if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]  # a short write is followed by one that raises
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)  # the file as it was before: no partial line
+                os.fsync(fd)
+                kept = f"the file is as it was before this write ({size:,} bytes)"
+            except OSError as again:
+                kept = f"and it could not be cut back to its {size:,} bytes ({again.strerror}): its last line may be partial, and is then reported and skipped when read"
+            raise ResultsWriteError(f"{path}: a record could not be appended ({exc.strerror}); {kept}") from None
     finally:
         os.close(fd)
-
-
-def _last_byte(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Plan and run cells: one subprocess per cell, a time limit that kills its whole process group,
-an outcome for every way it can end, and a record appended the moment it ends.
+"""Plan and run cells: one subprocess per cell under a guard (harness/guard.py) that leaves no
+process of it behind, a time limit that stops every one of them, an outcome for every way it can
+end, and a record appended the moment it ends.
 
 The runner never imports torch: the workload (harness/workloads/finetune.py) runs as a separate
 script in the stack's interpreter and reports back through a JSON file.
@@ -15,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -23,9 +25,10 @@ from pathlib import Path
 from typing import Callable
 
 import harness
-from harness import classify, hardware, memory, records, schedule
+from harness import classify, guard, hardware, memory, records, schedule
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv
+from harness.errors import ResultsWriteError
 from harness.hardware import Host, NvmlSampler
 from harness.known_issues import KnownIssues
 from harness.matrix import cell_settings
@@ -124,7 +127,14 @@ def run_all(
     def finish(record: dict) -> None:
         if ctx.known_issues is not None and record["outcome"] not in ("pass", "unsupported"):
             record["known_issues"] = ctx.known_issues.tag(record)
-        records.append(ctx.records_path, record)
+        try:
+            records.append(ctx.records_path, record)
+        except ResultsWriteError as exc:
+            raise ResultsWriteError(
+                f"the record of cell {record['cell']} ({record['outcome']}) was not written: {exc}. No further "
+                "cell was started. Free some space, then run the same command with --resume: it runs "
+                "the cells that have no record yet"
+            ) from None
         out.append(record)
         report(len(out), len(todo), record)
 
@@ -174,28 +184,28 @@ def cell_need(cell: Cell) -> schedule.Need:
 
 def install_error_record(cell: Cell, ctx: RunContext, exc: InstallError) -> dict:
     stack = ctx.stacks[cell.stack]
-    now = _now()
+    at = now()
     return {
         **_base_record(cell, ctx),
         "outcome": "install-error",
         "reason": f"the environment of stack {stack.name!r} could not be made",
         "error": _error("InstallError", str(exc), classify.last_lines(str(exc))),
         "stack": {"name": stack.name, "canary": stack.canary, "requested": stack.pins()},
-        "started_at": now,
-        "finished_at": now,
+        "started_at": at,
+        "finished_at": at,
         "duration_s": 0.0,
         "fingerprint": fingerprint(ctx, None, {}),
     }
 
 
 def unsupported_record(cell: Cell, ctx: RunContext, reason: str) -> dict:
-    now = _now()
+    at = now()
     return {
         **_base_record(cell, ctx),
         "outcome": "unsupported",
         "reason": reason,
-        "started_at": now,
-        "finished_at": now,
+        "started_at": at,
+        "finished_at": at,
         "duration_s": 0.0,
         "fingerprint": fingerprint(ctx, None, {}),
     }
@@ -261,7 +271,7 @@ def _default_gpus(cell: Cell, host: Host) -> list[int]:
 
 
 def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None) -> dict:
-    started = _now()
+    started = now()
     t0 = time.perf_counter()
     timeout = ctx.timeout_s if ctx.timeout_s is not None else float(ctx.settings["timeout_s"])
     workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
@@ -292,7 +302,7 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
     env = cell_environment(cell, cards, stack_env)
 
     with NvmlSampler(cards) as sampler:
-        ended = _launch(command, env, workdir, log_path, timeout)
+        ended = _launch(command, env, workdir, log_path, timeout, None if ctx.keep_workdirs else workdir)
     result = _read_results(result_dir, cell.ranks)
     outcome, reason, error = _classify(ended, result, log_path)
     peaks = (result or {}).get("memory") or []
@@ -316,7 +326,7 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
         "durations_s": (result or {}).get("durations_s", {}),
         "checks": (result or {}).get("checks", {}),
         "started_at": started,
-        "finished_at": _now(),
+        "finished_at": now(),
         "launcher": launcher,
         **({"nvml_problem": sampler.problem} if sampler.problem else {}),
         "command": command,
@@ -355,33 +365,37 @@ class Ended:
     child_maxrss_bytes: int
 
 
-_RUNNING: set[int] = set()  # process groups of the cells running now
+_RUNNING: set[int] = set()  # the guards of the cells running now
 _RUNNING_LOCK = threading.Lock()
 
 
 def _kill_running() -> None:
     with _RUNNING_LOCK:
-        groups = list(_RUNNING)
-    for pgid in groups:
-        _kill_group(pgid, signal.SIGKILL)
+        guards = list(_RUNNING)
+    for pid in guards:
+        guard.stop(pid, hard=True)
 
 
-def _launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: float) -> Ended:
+def _launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: float, cleanup: Path | None) -> Ended:
+    """Run `command` under a guard (harness/guard.py): nothing it starts outlives it, or compat."""
+    start_error = cwd / "start-error"
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=cwd, env=env, start_new_session=True,
+                guard.command(command, start_error, cleanup), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True,
             )
         except OSError as exc:
-            return Ended(None, False, f"could not start {command[0]}: {exc}", 0)
+            return Ended(None, False, f"could not start {sys.executable}: {exc}", 0)
     with _RUNNING_LOCK:
         _RUNNING.add(proc.pid)
     try:
-        return _wait(proc, timeout)
+        ended = _wait(proc, timeout)
     finally:
         with _RUNNING_LOCK:
             _RUNNING.discard(proc.pid)
+    why = guard.start_error(start_error) if ended.returncode == guard.START_FAILED else None
+    return Ended(None, False, why, 0) if why else ended
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> Ended:
@@ -391,12 +405,16 @@ def _wait(proc: subprocess.Popen, timeout: float) -> Ended:
     waiter.join(timeout)
     timed_out = waiter.is_alive()
     if timed_out:
-        _kill_group(proc.pid, signal.SIGTERM)
+        guard.stop(proc.pid)  # SIGTERM to every process of the cell: launchers pass it to their ranks
         waiter.join(KILL_GRACE_S)
         if waiter.is_alive():
-            _kill_group(proc.pid, signal.SIGKILL)
+            guard.stop(proc.pid, hard=True)  # SIGKILL to every process of the cell
+            waiter.join(KILL_GRACE_S)
+        if waiter.is_alive():
+            _kill_group(proc.pid, signal.SIGKILL)  # the guard itself did not end: no reason it should not
             waiter.join()
-    # whatever the cell started and left behind (dataloader workers, a stray child) goes too
+    # the guard killed whatever the cell left behind; where it cannot see the process tree (not
+    # Linux), its process group is what there is to kill
     _kill_group(proc.pid, signal.SIGKILL)
     _, status, rusage = waited[0]
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -536,6 +554,6 @@ def fingerprint(ctx: RunContext, python: str | None, environment: dict) -> dict:
     }
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 

@@ -3,10 +3,12 @@ and stack versions (its latest record), every row a measurement with its date an
 
 from __future__ import annotations
 
+import contextlib
 import html
 from pathlib import Path
 
 from harness import merge
+from harness.errors import ResultsWriteError
 
 SYMBOL = {
     "pass": "✅ pass",
@@ -238,6 +240,12 @@ def write(results_dir: Path, records: list[dict], command: str, bad_lines: int =
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole, or leave it as it was (a full disk, a read-only folder)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None

@@ -17,6 +17,20 @@ def run_compat(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: f
     )
 
 
+def compat_home(home: Path, stacks_toml: str, grid_toml: str) -> Path:
+    """A compat home of its own in `home`: the shipped axes and defaults, the given stacks, and
+    the given grid as grid.toml."""
+    import shutil
+    import textwrap
+
+    (home / "matrix").mkdir(parents=True)
+    for name in ("axes.toml", "defaults.toml"):
+        shutil.copy(ROOT / "matrix" / name, home / "matrix" / name)
+    (home / "matrix" / "stacks.toml").write_text(textwrap.dedent(stacks_toml))
+    (home / "grid.toml").write_text(textwrap.dedent(grid_toml))
+    return home
+
+
 @pytest.fixture
 def compat():
     return run_compat

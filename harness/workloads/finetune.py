@@ -19,9 +19,11 @@ This file imports only the standard library and the stack's own libraries (torch
 peft), never the harness: it runs in whatever environment the stack provides, across library
 versions, so it adapts by feature detection rather than by version numbers.
 
-Fault injection for the harness's own tests: COMPAT_INJECT_FAULT="KIND@GLOB" makes a cell whose
-id matches GLOB (fnmatch) misbehave for real after its first training step. KIND is one of
-raise, hang, segfault.
+Fault injection for the harness's own tests: COMPAT_INJECT_FAULT="KIND[:rankN]@GLOB" makes a cell
+whose id matches GLOB (fnmatch) misbehave for real after its first training step, on every rank
+or on rank N only. KIND is one of raise, hang, segfault, oom (an allocation larger than the
+device has room for fails in the allocator), sigkill (the process is killed as the kernel's OOM
+killer kills).
 """
 
 from __future__ import annotations
@@ -658,12 +660,15 @@ def environment_report() -> dict:
 
 def fault_point(cell: str) -> None:
     """Real misbehaviour for the harness's tests, after the first optimizer step; a no-op unless
-    COMPAT_INJECT_FAULT names this cell."""
+    COMPAT_INJECT_FAULT names this cell (and this rank)."""
     spec = os.environ.get("COMPAT_INJECT_FAULT", "")
     if not spec:
         return
     kind, _, pattern = spec.partition("@")
+    kind, _, rank = kind.partition(":rank")
     if pattern and not fnmatch.fnmatchcase(cell, pattern):
+        return
+    if rank and os.environ.get("RANK", "0") != rank:
         return
     if kind == "raise":
         raise RuntimeError("injected fault: the workload raised on purpose (COMPAT_INJECT_FAULT)")
@@ -677,7 +682,26 @@ def fault_point(cell: str) -> None:
         import ctypes
 
         ctypes.string_at(0)
-    raise ValueError(f"COMPAT_INJECT_FAULT: unknown fault kind {kind!r}")
+    if kind == "oom":
+        import torch
+
+        if torch.cuda.is_available():  # more than the card has: the caching allocator says no
+            torch.empty(torch.cuda.get_device_properties(0).total_memory * 2, dtype=torch.uint8, device="cuda")
+        # on CPU, the address space is capped 64 MiB above what the process maps now (so the
+        # host's overcommit setting does not matter) while it asks for 1 GiB more
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + 64 * 2**20, hard))
+        try:
+            torch.ones(2**30, dtype=torch.uint8)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    if kind == "sigkill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise ValueError(f"COMPAT_INJECT_FAULT: unknown fault kind {kind!r} (or it did not happen)")
 
 
 if __name__ == "__main__":

@@ -3,15 +3,13 @@ compat, a stack that cannot be installed recorded as `install-error` while the o
 the network to PyPI (or a warm uv cache) to make the envs."""
 
 import json
-import shutil
 import subprocess
 import sys
-import textwrap
 import tomllib
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, compat_home
 
 pytestmark = pytest.mark.integration
 torch = pytest.importorskip("torch")
@@ -31,11 +29,7 @@ def compat(*args, home=ROOT):
 def home(tmp_path_factory):
     """A compat home of its own: the shipped axes and defaults, and two stacks: one real, one
     pinning a transformers release that does not exist."""
-    home = tmp_path_factory.mktemp("home")
-    (home / "matrix").mkdir()
-    for name in ("axes.toml", "defaults.toml"):
-        shutil.copy(ROOT / "matrix" / name, home / "matrix" / name)
-    (home / "matrix" / "stacks.toml").write_text(textwrap.dedent("""
+    return compat_home(tmp_path_factory.mktemp("home"), """
         [missing]
         transformers = "==4.999.0"
 
@@ -43,8 +37,7 @@ def home(tmp_path_factory):
         transformers = "==4.40.2"
         peft = "==0.10.0"
         accelerate = "==0.29.3"
-    """))
-    (home / "grid.toml").write_text(textwrap.dedent("""
+    """, """
         [product]
         hardware = ["cpu"]
         stack = ["missing", "good"]
@@ -52,8 +45,7 @@ def home(tmp_path_factory):
         quantization = ["none"]
         method = ["full", "lora"]
         strategy = ["single"]
-    """))
-    return home
+    """)
 
 
 @pytest.fixture(scope="module")

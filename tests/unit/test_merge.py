@@ -4,6 +4,9 @@ skipped; duplicates left out; conflicts shown in the Markdown and in the page's 
 import hashlib
 import json
 import re
+import resource
+import subprocess
+import sys
 
 from conftest import ROOT, assert_clean_error, p4_record, real_records, second_runner
 from harness import hardware, merge, page, records, table
@@ -74,6 +77,26 @@ def test_merging_again_adds_nothing_and_keeps_every_byte(tmp_path, compat):
     proc = compat("merge", str(b), "--into", str(into), "--no-table")
     after = (into / "records.jsonl").read_bytes()
     assert after.startswith(before) and len(after.splitlines()) == 6  # appended, never rewritten
+
+
+def test_a_disk_that_fills_while_merging_stops_cleanly_and_keeps_every_byte(tmp_path, compat):
+    """The disk fills (a file-size limit a record short) while a record is appended: exit 74, one
+    line on stderr, the target file exactly as it was; merging again once there is room adds them."""
+    a, _, _, _ = two_runners(tmp_path)
+    into = tmp_path / "results"
+    compat("merge", str(write_jsonl(tmp_path / "first.jsonl", real_records(6)[4:])), "--into", str(into), "--no-table")
+    before = (into / "records.jsonl").read_bytes()
+    limit = len(before) + 1000
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "merge", str(a), "--into", str(into), "--no-table"], cwd=ROOT,
+        capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY)),
+    )
+    assert_clean_error(proc, 74)
+    assert f"{into / 'records.jsonl'}: a record could not be appended (File too large); the file is as it was before this write" in proc.stderr
+    assert (into / "records.jsonl").read_bytes() == before
+    proc = compat("merge", str(a), "--into", str(into), "--no-table")
+    assert proc.returncode == 0 and f"{a}: 4 record(s) added" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_the_same_id_with_other_content_is_reported_and_the_merged_copy_kept(tmp_path):

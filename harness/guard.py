@@ -1,0 +1,199 @@
+"""A command that cannot outlive compat: every cell and every install runs under a guard.
+
+    python -I harness/guard.py --parent PID [--cleanup DIR] --start-error FILE -- COMMAND...
+
+The guard starts COMMAND and waits for it. What it adds:
+
+- **No orphans.** On Linux the guard is a child subreaper (prctl PR_SET_CHILD_SUBREAPER): a
+  process whose parent dies is re-parented to the guard, not to init, so everything COMMAND
+  started stays a descendant of the guard even where it left the process group (torchrun starts
+  each rank in a session of its own). When COMMAND ends, whatever it left behind is killed.
+- **Dies with compat.** When compat dies, even by SIGKILL (no handler runs), the guard sees its
+  parent change within POLL_S, kills every descendant, removes the --cleanup folder and exits.
+- **Stops on request.** SIGTERM to the guard is passed on to every descendant (a graceful stop:
+  torchrun and DeepSpeed forward it to their ranks); SIGUSR1 kills every descendant at once.
+- **Ends as COMMAND ended.** Its exit code is COMMAND's; when COMMAND was killed by a signal the
+  guard kills itself with the same signal, so compat still sees a SIGSEGV as a SIGSEGV, and
+  wait4 on the guard still reports the largest resident set of its descendants.
+- **Tells "could not start" apart.** When COMMAND cannot be started (no such interpreter) the
+  reason is written to --start-error and the guard exits 127.
+
+Standard library only, run with -I: it works under any interpreter compat itself runs under.
+Elsewhere than Linux there is no subreaper and no /proc: the guard still dies with compat and
+kills its own process group, which is what compat kills too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+POLL_S = 0.1  # how often the guard checks that compat is still its parent
+START_FAILED = 127  # the exit code when COMMAND could not be started, as in a shell
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def command(cmd: list[str], start_error: Path, cleanup: Path | None = None) -> list[str]:
+    """`cmd` wrapped in a guard whose parent is this process."""
+    out = [sys.executable, "-I", __file__, "--parent", str(os.getpid()), "--start-error", str(start_error)]
+    if cleanup is not None:
+        out += ["--cleanup", str(cleanup)]
+    return out + ["--", *cmd]
+
+
+def start_error(path: Path) -> str | None:
+    """Why the guard could not start its command, or None if it did."""
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def stop(pid: int, hard: bool = False) -> None:
+    """Ask the guard `pid` to stop its command: SIGTERM to every descendant, or SIGKILL if hard."""
+    try:
+        os.kill(pid, signal.SIGUSR1 if hard else signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# -- the guard process -------------------------------------------------------------------------
+
+
+def _descendants() -> list[int]:
+    """Every live process below this one, read from /proc ([] where there is none)."""
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # it ended while we looked
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if fields and fields[0] != b"Z":  # a zombie is dead already; the reaper collects it
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [me]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            out.append(pid)
+            todo.append(pid)
+    return out
+
+
+def _signal_all(sig: int) -> None:
+    for pid in _descendants():
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _kill_everything() -> None:
+    """SIGKILL every descendant, over and over until none is left: a process that forked between
+    a look and the kill has its child re-parented to us, and the next look finds it."""
+    for _ in range(50):
+        if not _descendants():
+            return
+        _signal_all(signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _reap_all() -> None:
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def main(argv: list[str]) -> int:
+    sep = argv.index("--")
+    opts, cmd = argv[:sep], argv[sep + 1:]
+    parent = int(opts[opts.index("--parent") + 1])
+    error_file = Path(opts[opts.index("--start-error") + 1])
+    cleanup = Path(opts[opts.index("--cleanup") + 1]) if "--cleanup" in opts else None
+
+    if os.getppid() != parent:  # compat died before we got here
+        return 1
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the process group is what we have
+
+    # What compat signals is handled here and passed on. Handlers, not SIG_IGN: an ignored signal
+    # stays ignored across exec, and COMMAND must keep the default actions.
+    signal.signal(signal.SIGTERM, lambda *_: _signal_all(signal.SIGTERM))
+    signal.signal(signal.SIGUSR1, lambda *_: _kill_everything())
+
+    try:
+        child = subprocess.Popen(cmd, restore_signals=True)
+    except OSError as exc:
+        error_file.write_text(f"could not start {cmd[0]}: {exc}", encoding="utf-8")
+        return START_FAILED
+
+    abandoned = threading.Event()
+
+    def watch_parent() -> None:
+        while True:
+            time.sleep(POLL_S)
+            if os.getppid() != parent:  # compat is gone: nothing may outlive it
+                abandoned.set()
+                _kill_everything()
+                if cleanup is not None:
+                    shutil.rmtree(cleanup, ignore_errors=True)
+                if not os.path.isdir("/proc"):
+                    os.killpg(os.getpgrp(), signal.SIGKILL)  # no process tree to walk: the group, us included
+                os._exit(1)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+
+    # The one reaper: this loop collects every child, re-parented orphans included, until the
+    # command itself has ended (Popen.wait would race with it for the same pid).
+    status = None
+    while status is None:
+        try:
+            pid, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == child.pid:
+            status = st
+    _kill_everything()  # what the command left behind goes with it
+    _reap_all()
+    if abandoned.is_set():
+        time.sleep(3600)  # the watcher is cleaning up; it ends the process when done
+    if cleanup is not None and os.getppid() != parent:  # compat died just as the command ended
+        shutil.rmtree(cleanup, ignore_errors=True)
+
+    if status is not None and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the command dumped its core, if any
+        sys.stdout.flush()
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # the two no process can handle
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        time.sleep(1)  # a stop signal does not end us: fall through to an exit code
+        return 128 + sig
+    return os.waitstatus_to_exitcode(status) if status is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

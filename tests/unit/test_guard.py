@@ -1,0 +1,85 @@
+"""harness/guard.py, the process every cell and install runs under: it ends as its command ended,
+says when the command could not start, and leaves no process behind, neither when the command
+ends nor when compat itself is killed."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from harness import guard
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the guard's process tree is read from /proc")
+
+
+def alive(marker: str) -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def gone(marker: str, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while alive(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(marker)
+
+
+def guarded(tmp_path, *cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(guard.command(list(cmd), tmp_path / "start-error"), capture_output=True, text=True, timeout=60)
+
+
+def test_it_ends_as_its_command_ended(tmp_path):
+    assert guarded(tmp_path, "sh", "-c", "exit 3").returncode == 3
+    assert guarded(tmp_path, "sh", "-c", "kill -SEGV $$").returncode == -signal.SIGSEGV
+    assert guarded(tmp_path, "sh", "-c", "kill -KILL $$").returncode == -signal.SIGKILL
+    assert guard.start_error(tmp_path / "start-error") is None
+
+
+def test_a_command_that_cannot_start_is_told_apart(tmp_path):
+    proc = guarded(tmp_path, str(tmp_path / "no-such-program"))
+    assert proc.returncode == guard.START_FAILED
+    assert guard.start_error(tmp_path / "start-error") == (
+        f"could not start {tmp_path / 'no-such-program'}: [Errno 2] No such file or directory: '{tmp_path / 'no-such-program'}'")
+
+
+def test_what_the_command_left_behind_goes_with_it_even_in_a_session_of_its_own(tmp_path):
+    marker = f"{uuid.uuid4().int % 10**6}.5"  # sleep's argument: finds the process by its command line
+    proc = guarded(tmp_path, "sh", "-c", f"setsid sleep {marker} & sleep {marker} & exit 0")
+    assert proc.returncode == 0
+    assert gone(marker, within_s=0)
+
+
+def test_compat_killed_by_sigkill_takes_its_cells_with_it(tmp_path):
+    """The guard's parent dies without running any handler: the guard kills everything below it,
+    a process in a session of its own included, and removes the cell's work folder."""
+    marker = f"{uuid.uuid4().int % 10**6}.5"
+    work = tmp_path / "work"
+    work.mkdir()
+    parent = textwrap.dedent(f"""
+        import os, signal, subprocess, sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from harness import guard
+        subprocess.Popen(guard.command(["sh", "-c", "setsid sleep {marker} & sleep {marker}"],
+                         {str(tmp_path / 'start-error')!r}, {str(work)!r}), start_new_session=True)
+        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", parent], timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert gone(marker)
+    deadline = time.monotonic() + 5
+    while work.exists() and time.monotonic() < deadline:  # removed just after the kill
+        time.sleep(0.05)
+    assert not work.exists()
