@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,46 +34,56 @@ def timed(command: list[str], **kw) -> float:
     return time.perf_counter() - t
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", default="cpu-local-fp32-none-full-single")
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+def measure(cell: str = "cpu-local-fp32-none-full-single", repeats: int = 5) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="compat-bench-overhead-"))
-    run = [sys.executable, "-m", "harness", "run", "--matrix", "matrix/local.toml", "--select", args.cell, "--no-table"]
+    run = [sys.executable, "-m", "harness", "run", "--matrix", "matrix/local.toml", "--select", cell, "--no-table"]
     # once, keeping the cell's folder: the spec the harness wrote is the bare run's input
     subprocess.run([*run, "--results", str(tmp / "first"), "--keep-workdirs"], check=True, capture_output=True, cwd=ROOT)
     rec = json.loads((tmp / "first" / "records.jsonl").read_text().splitlines()[-1])
     spec = Path(rec["command"][-2])
     python = rec["command"][0]
     harness_s, bare_s = [], []
-    for i in range(args.repeats):
+    for i in range(repeats):
         harness_s.append(timed([*run, "--results", str(tmp / f"h{i}")]))
         out = tmp / f"bare{i}"
         out.mkdir()
         bare_s.append(timed([python, str(WORKLOAD), str(spec), str(out)], env={**os.environ, "HF_HUB_OFFLINE": "1"}))
     h, b = statistics.median(harness_s), statistics.median(bare_s)
-    ratio = h / b
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(spec.parent, ignore_errors=True)  # the kept cell folder
+    return {"cell": cell, "repeats": repeats, "harness_s": harness_s, "bare_s": bare_s,
+            "median_harness_s": h, "median_bare_s": b, "ratio": h / b}
+
+
+def report(r: dict) -> str:
     lines = [
-        f"# Per-cell overhead: `{args.cell}` through compat run vs bare ({dt.date.today()})",
+        f"# Per-cell overhead: `{r['cell']}` through compat run vs bare ({dt.date.today()})",
         "",
-        f"Host: {platform.node()}, Python {platform.python_version()}; {args.repeats} alternating runs each, medians.",
+        f"Host: {platform.node()}, Python {platform.python_version()}; {r['repeats']} alternating runs each, medians.",
         "",
         "| | median (s) | runs (s) |",
         "|---|---:|---|",
-        f"| `compat run --select {args.cell} --no-table` | {h:.2f} | {', '.join(f'{x:.2f}' for x in harness_s)} |",
-        f"| `python finetune.py spec.json out/` (bare) | {b:.2f} | {', '.join(f'{x:.2f}' for x in bare_s)} |",
+        f"| `compat run --select {r['cell']} --no-table` | {r['median_harness_s']:.2f} | {', '.join(f'{x:.2f}' for x in r['harness_s'])} |",
+        f"| `python finetune.py spec.json out/` (bare) | {r['median_bare_s']:.2f} | {', '.join(f'{x:.2f}' for x in r['bare_s'])} |",
         "",
-        f"Harness / bare: **{ratio:.2f}x** (goal <= 1.10x: {'holds' if ratio <= 1.10 else 'does not hold'}); "
-        f"the harness adds {h - b:.2f} s per cell.",
+        f"Harness / bare: **{r['ratio']:.2f}x** (goal <= 1.10x: {'holds' if r['ratio'] <= 1.10 else 'does not hold'}); "
+        f"the harness adds {r['median_harness_s'] - r['median_bare_s']:.2f} s per cell.",
     ]
-    text = "\n".join(lines)
-    print(text)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", default="cpu-local-fp32-none-full-single")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    r = measure(args.cell, args.repeats)
+    text = report(r)
+    print(text, end="")
     dest = ROOT / "bench" / "results"
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "overhead.md").write_text(text + "\n", encoding="utf-8")
-    (dest / "overhead.json").write_text(json.dumps({"cell": args.cell, "harness_s": harness_s, "bare_s": bare_s,
-                                                   "median_harness_s": h, "median_bare_s": b, "ratio": ratio}, indent=1) + "\n")
+    (dest / "overhead.md").write_text(text, encoding="utf-8")
+    (dest / "overhead.json").write_text(json.dumps(r, indent=1) + "\n")
     return 0
 
 

@@ -46,13 +46,7 @@ def plain_venv_pip(folder: Path, requirements: list[str]) -> float:
     return timed(run)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stack", default="hf2024")
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    args = ap.parse_args()
-
+def measure(stack_name: str = "hf2024", repeat: int = 5) -> dict:
     import torch  # the base interpreter's torch: what the stacks inherit
 
     stacks = MatrixData.load(ROOT / "matrix").stacks
@@ -64,36 +58,49 @@ def main() -> int:
             return EnvManager(root=Path(tmp) / "envs", log=lambda line: None)
 
         manager = fresh()
-        for name in (args.stack, "canary"):
+        for name in (stack_name, "canary"):
             stack = stacks[name]
             cold = timed(lambda: fresh().ensure(stack))
-            warm = statistics.median(timed(lambda: fresh().ensure(stack)) for _ in range(args.repeat))
+            warm = statistics.median(timed(lambda: fresh().ensure(stack)) for _ in range(repeat))
             reqs = stack.requirements(manager.ensure(stack).info["resolved"])
             plain = plain_venv_pip(Path(tmp) / f"plain-{name}", [f"torch=={torch.__version__.split('+')[0]}", *reqs])
             rows.append({"stack": name, "requirements": reqs, "compat_cold_s": cold, "compat_warm_s": warm,
                          "plain_venv_pip_s": plain, "ratio_plain_over_warm": plain / warm})
+    return {"stack": stack_name, "repeat": repeat, "torch": torch.__version__, "rows": rows}
 
+
+def report(r: dict) -> str:
     lines = [
         "# Stack setup: compat env cache vs plain venv + pip",
         "",
-        f"`python bench/stack_setup.py --stack {args.stack} --repeat {args.repeat}` on this host: "
-        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {torch.__version__} inherited; "
+        f"`python bench/stack_setup.py --stack {r['stack']} --repeat {r['repeat']}` on this host: "
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {r['torch']} inherited; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         "| stack | pins | compat cold | compat warm (median) | plain venv + pip | plain / warm | warm ≤ 3 s | ≥ 10× |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for row in r["rows"]:
         lines.append(
-            f"| {r['stack']} | {' '.join(r['requirements'])} | {r['compat_cold_s']:.2f} s | {r['compat_warm_s'] * 1000:.0f} ms | "
-            f"{r['plain_venv_pip_s']:.1f} s | {r['ratio_plain_over_warm']:,.0f}× | "
-            f"{'yes' if r['compat_warm_s'] <= 3 else 'NO'} | {'yes' if r['ratio_plain_over_warm'] >= 10 else 'NO'} |"
+            f"| {row['stack']} | {' '.join(row['requirements'])} | {row['compat_cold_s']:.2f} s | {row['compat_warm_s'] * 1000:.0f} ms | "
+            f"{row['plain_venv_pip_s']:.1f} s | {row['ratio_plain_over_warm']:,.0f}× | "
+            f"{'yes' if row['compat_warm_s'] <= 3 else 'NO'} | {'yes' if row['ratio_plain_over_warm'] >= 10 else 'NO'} |"
         )
-    text = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--stack", default="hf2024")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args()
+    r = measure(args.stack, args.repeat)
+    text = report(r)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "stack_setup.md").write_text(text)
-    (args.out / "stack_setup.json").write_text(json.dumps(rows, indent=1))
+    (args.out / "stack_setup.json").write_text(json.dumps(r, indent=1))
     return 0
 
 

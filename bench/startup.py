@@ -1,4 +1,4 @@
-"""Start-up time of `compat recommend` and `compat explain` beside `accelerate env` and
+"""Start-up time of `compat recommend`, `explain`, `list` and `fit` beside `accelerate env` and
 `python -m torch.utils.collect_env`, side by side in one run.
 
     python bench/startup.py [--repeat 5] [--out bench/results]
@@ -41,12 +41,7 @@ def timed(cmd: list[str], repeat: int, stdin: bytes = b"") -> tuple[float, int]:
     return statistics.median(times), code
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    args = ap.parse_args()
-
+def measure(repeat: int = 5) -> list[dict]:
     py = sys.executable
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
         f.write(TRIU)
@@ -54,6 +49,7 @@ def main() -> int:
     commands = {
         "compat recommend --gpu P4 --format json": [py, "-m", "harness", "recommend", "--gpu", "P4", "--format", "json"],
         "compat explain train.log": [py, "-m", "harness", "explain", log],
+        "compat list --matrix matrix/cpu.toml": [py, "-m", "harness", "list", "--matrix", "matrix/cpu.toml"],
         "compat fit --model-size 72B --gpu 4090 --gpus 8": [py, "-m", "harness", "fit", "--model-size", "72B", "--gpu", "4090", "--gpus", "8"],
         "python -c pass (interpreter start)": [py, "-c", "pass"],
     }
@@ -63,17 +59,21 @@ def main() -> int:
     commands["python -m torch.utils.collect_env"] = [py, "-m", "torch.utils.collect_env"]
     rows = []
     for name, cmd in commands.items():
-        wall, code = timed(cmd, args.repeat)
+        wall, code = timed(cmd, repeat)
         rows.append({"command": name, "median_s": round(wall, 3), "exit_code": code})
     Path(log).unlink()
     base = rows[0]["median_s"]
     for r in rows:
         r["ratio_to_recommend"] = round(r["median_s"] / base, 1)
+    return rows
+
+
+def report(rows: list[dict], repeat: int) -> str:
     lines = [
-        "# Start-up: compat recommend / explain beside the commands users run to describe their setup",
+        "# Start-up: compat recommend / explain / list beside the commands users run to describe their setup",
         "",
         f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; "
-        f"median of {args.repeat} fresh processes each.",
+        f"median of {repeat} fresh processes each.",
         "",
         "| command | median (s) | × recommend | exit code |",
         "|---|---:|---:|---:|",
@@ -81,7 +81,16 @@ def main() -> int:
         "",
         "Goals: `compat recommend` ≤ 0.3 s, about a tenth of `accelerate env` (issue #5); `compat fit` well under a second (issue #7).",
     ]
-    text = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args()
+    rows = measure(args.repeat)
+    text = report(rows, args.repeat)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "startup.md").write_text(text, encoding="utf-8")
