@@ -361,7 +361,7 @@ def _known_issues(directory: Path):
 
 def _report(i: int, n: int, rec: dict) -> None:
     mem = table.peak_memory(rec).replace("<br>", ", ")
-    detail = rec["error"]["signature"] if rec.get("error") else f"loss {table.losses(rec)}"
+    detail = rec["error"]["signature"] if rec.get("error") else rec["reason"] if rec["outcome"] == "unsupported" else f"loss {table.losses(rec)}"
     print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
 
 

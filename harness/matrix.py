@@ -318,6 +318,12 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
             problems.append(where(key, label, f"unknown setting{did_you_mean(key, list(into))}"))
             continue
         default = into[key]
+        if isinstance(default, dict) and not default:  # a free-form table: its keys are not compat's
+            if isinstance(value, dict):
+                into[key] = value
+            else:
+                problems.append(where(key, label, "must be a table"))
+            continue
         if isinstance(default, dict):
             if isinstance(value, dict):
                 _merge_settings(default, value, f"{prefix}.{key}", where, problems)

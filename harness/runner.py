@@ -448,7 +448,11 @@ def _read_results(result_dir: Path, ranks: int) -> dict | None:
         for m in found[r].get("memory") or []:
             merged["memory"].append({**m, "timeline": timeline, "staircase": memory.staircase(timeline)})
     failed = [r for r in sorted(found) if found[r].get("status") != "ok"]
-    if failed and isinstance(found[failed[0]].get("error"), dict):
+    unsupported = [r for r in failed if found[r].get("status") == "unsupported"]
+    if unsupported:  # the stack cannot express the cell: every rank finds that out the same way
+        merged["status"] = "unsupported"
+        merged["reason"] = str(found[unsupported[0]].get("reason", ""))
+    elif failed and isinstance(found[failed[0]].get("error"), dict):
         merged["status"] = "error"
         merged["error"] = dict(found[failed[0]]["error"], rank=failed[0])
     elif len(found) < ranks:
@@ -470,6 +474,8 @@ def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, s
         return "crash", message, _error(name, message, classify.crash_excerpt(_read_text(log_path)))
     if result and result.get("status") == "ok" and ended.returncode == 0:
         return "pass", "", None
+    if result and result.get("status") == "unsupported":
+        return "unsupported", result["reason"], None
     if result and result.get("status") == "error" and isinstance(result.get("error"), dict):
         err = result["error"]
         etype, message = str(err.get("type", "")), str(err.get("message", ""))

@@ -227,7 +227,7 @@ def _by_stack(recs: list[dict], clashes: dict) -> list[str]:
                 entries.append("")
                 continue
             icon = SYMBOL.get(rec["outcome"], rec["outcome"]).split(" ")[0]
-            peak = peak_per_card(rec)
+            peak = peak_per_card(rec) if rec["outcome"] != "unsupported" else None  # it did not train: no peak to show
             entries.append(icon + (f" {mib(peak)}" if peak else "") + (" ⚠️" if (conf, s) in flagged else ""))
         out.append(f"| `{conf}` | " + " | ".join(entries) + " |")
     return out

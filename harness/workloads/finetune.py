@@ -1,6 +1,7 @@
 """One tiny, real fine-tune: the workload that runs INSIDE a cell.
 
-Read top to bottom: build a tiny Llama-family model from a config (no hub), make deterministic
+Read top to bottom: build a tiny model of its family (Llama unless the spec names another) from a
+config (no hub), make deterministic
 synthetic data with variable sequence lengths, train a few optimizer steps through the path users
 take (transformers Trainer, peft for LoRA), check that the loss is finite and went down, save the
 result (model or adapter), reload it and check the reloaded model gives the same outputs.
@@ -11,9 +12,11 @@ Contract with the harness (the only one):
     deepspeed --num_gpus N finetune.py SPEC.json RESULT_DIR        (zero2, zero3, zero3_offload)
 SPEC.json holds the cell's axes and settings; each rank writes RESULT_DIR/rank<R>.json, on success
 AND on failure:
-    {"status": "ok" | "error", "error": {...} | null, "losses": {...}, "memory": [...],
+    {"status": "ok" | "error" | "unsupported", "error": {...} | null, "reason": "..." (unsupported),
+     "losses": {...}, "memory": [...],
      "durations_s": {...}, "environment": {...}, "checks": {...}}
-Exit code 0 on success, 1 when the workload raised (the error is in RESULT.json).
+Exit code 0 on success and when the stack has no such model family (status "unsupported"), 1
+when the workload raised (the error is in RESULT.json).
 
 This file imports only the standard library and the stack's own libraries (torch, transformers,
 peft), never the harness: it runs in whatever environment the stack provides, across library
@@ -63,6 +66,10 @@ def main(spec_path: str, result_dir: str) -> int:
         run(spec, result)
         result["status"] = "ok"
         code = 0
+    except Unsupported as exc:
+        result["status"] = "unsupported"
+        result["reason"] = str(exc)
+        code = 0
     except BaseException as exc:  # the cell's failure is data; report it whatever it is
         result["error"] = {
             "type": type(exc).__module__ + "." + type(exc).__qualname__,
@@ -103,10 +110,10 @@ def run(spec: dict, result: dict) -> None:
     seed = int(train["seed"])
     torch.manual_seed(seed)
 
-    # -- model, from a config, as users do when they build from scratch ------------------------
+    # -- model, from a config of its family, as users do when they build from scratch ------------
     t = time.perf_counter()
-    config = transformers.LlamaConfig(**spec["model"])
-    base = transformers.AutoModelForCausalLM.from_config(config)
+    config, model_class = family_config(spec["model"])
+    base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
     workdir = spec["workdir"]
     # every rank built the same weights from the same seed; each keeps its own copy on disk, so
     # no rank waits for another before loading it
@@ -117,7 +124,7 @@ def run(spec: dict, result: dict) -> None:
         # QLoRA as users run it: quantize while loading the saved model, then peft's k-bit prep
         import peft
 
-        base = transformers.AutoModelForCausalLM.from_pretrained(
+        base = model_class.from_pretrained(
             base_dir, quantization_config=quant, device_map={"": device_index(device)}
         )
         result["checks"]["quantized_modules"] = sorted(
@@ -254,10 +261,10 @@ def run(spec: dict, result: dict) -> None:
         if quant is not None:
             reload_kwargs = {"quantization_config": quant, "device_map": {"": device_index(device)}}
         reloaded = peft.PeftModel.from_pretrained(
-            transformers.AutoModelForCausalLM.from_pretrained(base_dir, **reload_kwargs), out_dir
+            model_class.from_pretrained(base_dir, **reload_kwargs), out_dir
         )
     else:
-        reloaded = transformers.AutoModelForCausalLM.from_pretrained(out_dir)
+        reloaded = model_class.from_pretrained(out_dir)
     if quant is None:  # a quantized reload is placed by device_map; some versions refuse .to() on it
         reloaded.to(device)
     diff = float((before_save - logits(reloaded, eval_batch, amp)).abs().max())
@@ -656,6 +663,30 @@ def environment_report() -> dict:
             )
         env["cuda_arch_list"] = torch.cuda.get_arch_list()
     return env
+
+
+class Unsupported(Exception):
+    """The stack cannot express this cell at all (its transformers has no such model family):
+    recorded as `unsupported` with the reason, not as a failure."""
+
+
+def family_config(fields: dict):
+    """(config, class to build) for the model family of `fields`: the family's config class with
+    the shared fields and the family's own (`config`), and AutoModelForCausalLM or the named
+    `architecture`. A family or class this transformers does not have is Unsupported."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    fields = dict(fields)
+    family = fields.pop("family", "llama")
+    architecture = fields.pop("architecture", "")
+    fields.update(fields.pop("config", {}) or {})
+    if family not in CONFIG_MAPPING_NAMES:
+        raise Unsupported(f"transformers {transformers.__version__} has no model family {family!r}")
+    model_class = getattr(transformers, architecture, None) if architecture else transformers.AutoModelForCausalLM
+    if model_class is None:
+        raise Unsupported(f"transformers {transformers.__version__} has no {architecture} (model family {family!r})")
+    return transformers.AutoConfig.for_model(family, **fields), model_class
 
 
 def fault_point(cell: str) -> None:

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, assert_clean_error
 from harness.errors import MatrixError
-from harness.matrix import MatrixData, load_matrix
+from harness.matrix import MatrixData, cell_settings, load_matrix
 
 DATA = MatrixData.load(ROOT / "matrix")
 
@@ -16,15 +16,50 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_default_cpu_grid_is_40_cells_across_stacks_precision_method_and_checkpointing():
+def test_default_cpu_grid_is_llama_in_40_settings_and_five_more_families_in_10_each():
     matrix = load_matrix(ROOT / "matrix" / "cpu.toml", DATA)
-    ids = [c.id for c in matrix.cells]
-    assert len(ids) == 40
-    assert {c.stack for c in matrix.cells} == {"hf2023", "hf2024", "hf2025", "hf2026", "canary"}
-    assert {c.precision for c in matrix.cells} == {"fp32", "bf16"}  # fp16 excluded on cpu
-    assert {c.method for c in matrix.cells} == {"full", "lora"}
-    assert {c.grad_ckpt for c in matrix.cells} == {False, True}
+    llama = [c for c in matrix.cells if c.model == "default"]
+    assert len(llama) == 40
+    assert {c.stack for c in llama} == {"hf2023", "hf2024", "hf2025", "hf2026", "canary"}
+    assert {c.precision for c in llama} == {"fp32", "bf16"}  # fp16 excluded on cpu
+    assert {c.method for c in llama} == {"full", "lora"}
+    assert {c.grad_ckpt for c in llama} == {False, True}
+    others = [c for c in matrix.cells if c.model != "default"]
+    assert len(others) == 50
+    assert {(c.precision, c.grad_ckpt) for c in others} == {("fp32", False)}
+    for family in ("mistral", "qwen2", "gemma", "glm4", "qwen2_vl"):
+        assert {(c.stack, c.method) for c in others if c.model == family} == {(s, m) for s in ("hf2023", "hf2024", "hf2025", "hf2026", "canary") for m in ("full", "lora")}
+        settings = cell_settings(matrix.settings, matrix.models, family)["model"]
+        assert settings["family"] == family and settings["config"]  # the family's own fields, as given
+    assert cell_settings(matrix.settings, matrix.models, "default")["model"]["family"] == "llama"
     assert matrix.settings["timeout_s"] == 600
+
+
+def test_a_family_config_table_is_passed_as_given_and_must_be_a_table(tmp_path):
+    import shutil
+
+    for name in ("axes.toml", "defaults.toml", "stacks.toml"):
+        shutil.copy(ROOT / "matrix" / name, tmp_path / name)
+    (tmp_path / "models.toml").write_text('''
+[fam]
+family = "gemma"
+[fam.config]
+head_dim = 256
+anything_the_family_takes = { nested = [1, 2] }
+
+[bad]
+family = 3
+config = "head_dim=256"
+''')
+    with pytest.raises(MatrixError) as err:
+        MatrixData.load(tmp_path)
+    assert err.value.problems == [
+        f'{tmp_path / "models.toml"}:9: [bad].family: 3 must be a string like the default "llama"',
+        f"{tmp_path / 'models.toml'}:10: [bad].config: must be a table",
+    ]
+    (tmp_path / "models.toml").write_text((tmp_path / "models.toml").read_text().split("[bad]")[0])
+    data = MatrixData.load(tmp_path)
+    assert data.models["fam"]["model"] == {"family": "gemma", "config": {"head_dim": 256, "anything_the_family_takes": {"nested": [1, 2]}}}
 
 
 def test_product_with_exclude_lists_and_settings_override(tmp_path):
