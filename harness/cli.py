@@ -1,4 +1,4 @@
-"""`compat`: list the plan, run it, render and merge the table, recommend, explain, fit.
+"""`compat`: list the plan, run it, render and merge the table, recommend, explain, fit, preflight.
 
     compat list   [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--json]
     compat run    [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--results DIR]
@@ -10,6 +10,7 @@
     compat merge  FILE... [--into DIR] [--no-table]
     compat recommend --gpu NAME [--gpus N] [--method M] [--model-size S] [--format F]
     compat explain [LOGFILE|-] [--format text|json]
+    compat preflight CONFIG... [--gpus N] [--stack NAME] [--plan] [--results DIR]
     compat fit    (--model-size S | --model NAME|CONFIG.json) [--gpu NAME] [--gpus N] ...
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
@@ -21,6 +22,7 @@ This module and everything it imports stay free of torch, so listing and plannin
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import errno
 import json
@@ -124,6 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--results", type=Path, help="results folder with the calibration records (default: results/ in the checkout)")
 
+    p = sub.add_parser("preflight", help="read your training configs (LLaMA-Factory, DeepSpeed, accelerate, TrainingArguments) and map them to a cell",
+                       description="Read the training configs you have (a LLaMA-Factory YAML, a DeepSpeed JSON, an accelerate config, "
+                       "TrainingArguments as JSON or YAML), map them to the cell they amount to on this host, and list every "
+                       "field: used, not modelled, or unknown.")
+    p.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
+    p.add_argument("--gpus", type=int, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
+    p.add_argument("--stack", default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
+    p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
+    p.add_argument("--results", type=Path, help="where its record goes (default: results/preflight/ in the checkout, apart from the published table)")
+    p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+
     p = sub.add_parser("explain", help="match a log or traceback against the known issues")
     p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     _check_single_values(parser, args)
     try:
         return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
-                "recommend": cmd_recommend, "explain": cmd_explain, "fit": cmd_fit}[args.command](args)
+                "recommend": cmd_recommend, "explain": cmd_explain, "fit": cmd_fit, "preflight": cmd_preflight}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -533,6 +546,48 @@ def cmd_fit(args) -> int:
     report = fit.Report(entry, gpu, run, preds, cal, known, checks)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
+
+
+def cmd_preflight(args) -> int:
+    from harness import preflight
+
+    if args.gpus is not None and args.gpus < 1:
+        raise UsageError(f"--gpus must be 1 or more, not {args.gpus}")
+    root = project_root()
+    fields = preflight.Fields.load(root / "matrix")
+    sources = [preflight.read(path) for path in args.configs]
+    req = preflight.request(sources, fields)
+    host = hardware.detect()
+    arch = sorted(host.archs - {"cpu"})[0] if host.gpus else "cpu"
+    cell, notes = preflight.cell_for(req, arch, args.stack, args.gpus)
+    print(preflight.plan_text(sources, req, cell, notes), end="", flush=True)
+    if args.plan:
+        return 0
+    from harness import envs, runner
+    from harness.matrix import MatrixData
+    from harness.tomldata import did_you_mean
+
+    data = MatrixData.load(root / "matrix")
+    if args.stack not in data.stacks:
+        raise UsageError(f"--stack: unknown stack {args.stack!r}{did_you_mean(args.stack, list(data.stacks))}; "
+                         f"matrix/stacks.toml has {', '.join(data.stacks)}")
+    if cell.model != "default" and cell.model not in data.models:
+        raise UsageError(f"no tiny model of family {cell.model!r} in matrix/models.toml")
+    results = args.results or root / "results" / "preflight"
+    planned = runner.plan([cell], host)
+    ctx = runner.RunContext(
+        results_dir=results, records_path=results / "records.jsonl", settings=copy.deepcopy(data.defaults),
+        models=data.models, host=host, stacks=data.stacks, matrix_dir=data.dir, known_issues=_known_issues(data.dir),
+        envs=envs.EnvManager(root=args.env_dir or envs.default_root(), log=lambda line: print(line, flush=True)),
+    )
+    if req.deepspeed is not None and cell.strategy in runner.DEEPSPEED:
+        ctx.log_dir.mkdir(parents=True, exist_ok=True)
+        ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
+        table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
+    print(f"\nRunning it tiny on this host: records -> {ctx.records_path}", flush=True)
+    (rec,) = runner.run_all(planned, ctx, report=_report)
+    print(preflight.result_text(rec), end="")
+    return 0 if rec["outcome"] in ("pass", "unsupported") else 1
 
 
 def cmd_explain(args) -> int:

@@ -107,6 +107,7 @@ class RunContext:
     timeout_s: float | None = None  # overrides settings["timeout_s"]
     keep_workdirs: bool = False
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
+    deepspeed_config: Path | None = None  # a user's own, used as given (compat preflight), instead of matrix/deepspeed/
 
     @property
     def log_dir(self) -> Path:
@@ -290,7 +291,7 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
     }
     settings = {"timeout_s": timeout, "model": own["model"], "train": own["train"]}
     if cell.strategy in DEEPSPEED:
-        ds_path = ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
+        ds_path = ctx.deepspeed_config or ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
         spec["deepspeed_config"] = str(ds_path)
         try:
             settings["deepspeed_config"] = json.loads(ds_path.read_text(encoding="utf-8"))

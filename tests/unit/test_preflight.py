@@ -1,0 +1,122 @@
+"""compat preflight --plan: the configs users have, as their projects' documentation writes them
+(tests/data/preflight: LLaMA-Factory's and accelerate's own examples, verbatim), read and mapped
+to a cell, every field listed; a malformed file is file:line and exit code 2."""
+
+import json
+
+import pytest
+
+from conftest import ROOT, assert_clean_error
+
+DATA = ROOT / "tests" / "data" / "preflight"
+LF = DATA / "llamafactory"
+
+
+def plan(compat, *configs, cwd=ROOT, gpus=None):
+    args = ["preflight", "--plan", *map(str, configs)] + (["--gpus", str(gpus)] if gpus else [])
+    proc = compat(*args, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def section(out: str, title: str) -> list[str]:
+    """The lines listed under `title: N` in the plan."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title + ":"))
+    n = int(lines[start].rsplit(": ", 1)[1])
+    return [line.strip() for line in lines[start + 1:start + 1 + n]]
+
+
+def cell_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("Cell: "))[6:]
+
+
+def test_llamafactory_lora_with_its_deepspeed_zero3_json(compat):
+    """The YAML names examples/deepspeed/ds_z3_config.json relative to LLaMA-Factory's root, as
+    its docs run it from there; the JSON is read too, used as given, and its fields sorted."""
+    out = plan(compat, "examples/train_lora/llama3_lora_sft_ds3.yaml", cwd=LF, gpus=8)
+    hw = cell_line(out).split("-")[0]
+    assert cell_line(out) == f"{hw}-local-bf16-none-lora-zero3-gc+r2" if hw == "cpu" else cell_line(out).endswith("+r8")
+    assert "8 cards asked for: on this CPU host the cell runs 2 ranks" in out or hw != "cpu"
+    assert "strategy     zero3          from ds_z3_config.json: zero_optimization.stage = 3" in out
+    assert "family       llama          from llama3_lora_sft_ds3.yaml: model_name_or_path = meta-llama/Meta-Llama-3-8B-Instruct" in out
+    assert "model: meta-llama/Meta-Llama-3-8B-Instruct (8B)" in out
+    assert f"DeepSpeed config as given: {LF / 'examples' / 'deepspeed' / 'ds_z3_config.json'}" in out
+    used = section(out, "Used")
+    assert "llama3_lora_sft_ds3.yaml: deepspeed" in used and "ds_z3_config.json: zero_optimization" in used
+    not_modelled = section(out, "Not modelled (they do not change which cell runs)")
+    assert "llama3_lora_sft_ds3.yaml: dataset" in not_modelled and "llama3_lora_sft_ds3.yaml: learning_rate" in not_modelled
+    # LLaMA-Factory's JSON carries two blocks DeepSpeed does not read: named, not ignored
+    assert section(out, "Unknown (not a field of that format as compat knows it)") == [
+        "ds_z3_config.json: comms_config", "ds_z3_config.json: monitor_config"]
+
+
+def test_llamafactory_qlora_on_the_fly(compat):
+    out = plan(compat, LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml")
+    assert "-local-bf16-nf4-lora-single-gc" in cell_line(out)
+    assert "quantization nf4            from llama3_lora_sft_otfq.yaml: quantization_bit = 4, quantization_type = nf4" in out
+    assert "llama3_lora_sft_otfq.yaml: quantization_method" in section(out, "Used")
+    assert section(out, "Unknown (not a field of that format as compat knows it)") == []
+
+
+def test_a_family_compat_has_no_tiny_model_of_is_said_not_guessed(compat):
+    out = plan(compat, LF / "examples" / "train_qlora" / "qwen3_lora_sft_otfq.yaml")
+    assert "no family compat has a tiny model of; the cell trains a llama" in out
+    assert "model_name_or_path = Qwen/Qwen3-4B-Instruct-2507" in out
+
+
+def test_an_unknown_field_is_reported_by_name(compat, tmp_path):
+    yaml = tmp_path / "mine.yaml"
+    text = (LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml").read_text()
+    yaml.write_text(text.replace("lora_target: all", "lora_target: all\nlora_rnak: 16\nmodel_name_or_path_typo: x"))
+    out = plan(compat, yaml)
+    assert section(out, "Unknown (not a field of that format as compat knows it)") == [
+        "mine.yaml: lora_rnak", "mine.yaml: model_name_or_path_typo"]
+
+
+@pytest.mark.parametrize("name, cell, strategy_why", [
+    ("llamafactory_fsdp_config.yaml", "-local-fp16-none-full-fsdp-r2", "distributed_type = FSDP"),
+    ("llamafactory_fsdp2_config.yaml", "-local-bf16-none-full-fsdp2-r2", "distributed_type = FSDP, fsdp_version = 2"),
+    ("deepspeed_zero3_offload.yaml", "-local-fp16-none-full-zero3_offload-r2", "zero_optimization.stage = 3, offload_optimizer + offload_param"),
+])
+def test_accelerate_configs(compat, name, cell, strategy_why):
+    out = plan(compat, DATA / "accelerate" / name)
+    assert cell_line(out).endswith(cell), out
+    assert strategy_why in out
+    assert f"ranks        2              from {name}: num_processes = 2" in out
+    assert section(out, "Unknown (not a field of that format as compat knows it)") == []
+
+
+def test_training_arguments_json_with_a_deepspeed_dict(compat, tmp_path):
+    args = tmp_path / "training_args.json"
+    args.write_text(json.dumps({
+        "output_dir": "out", "per_device_train_batch_size": 4, "bf16": True, "gradient_checkpointing": True,
+        "deepspeed": {"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"}}, "learning_rate": 2e-5,
+    }))
+    out = plan(compat, args, gpus=2)
+    assert cell_line(out).endswith("-local-bf16-none-full-zero2-gc+r2")
+    assert section(out, "Unknown (not a field of that format as compat knows it)") == []
+
+
+@pytest.mark.parametrize("name, text, where", [
+    ("broken.yaml", "stage: sft\nfinetuning_type: lora\n  quantization_bit: 4\n", "broken.yaml:3:"),
+    ("broken.json", '{\n  "zero_optimization": {"stage": 3,}\n}\n', "broken.json:2:"),
+    ("list.yaml", "- stage: sft\n", "list.yaml: a config is a mapping of fields at the top, not list"),
+    ("other.yaml", "name: my-app\nversion: 3\n", "other.yaml: not a config compat reads"),
+    ("empty.yaml", "", "empty.yaml: a config is a mapping of fields at the top, not an empty file"),
+    ("binary.yaml", "\udcff\udcfe", "binary.yaml: not a text file"),
+])
+def test_a_malformed_file_is_file_line_and_exit_code_2(compat, tmp_path, name, text, where):
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    proc = compat("preflight", "--plan", str(path))
+    assert_clean_error(proc, 2)
+    assert where in proc.stderr, proc.stderr
+
+
+def test_a_missing_deepspeed_file_names_where_it_looked(compat, tmp_path):
+    yaml = tmp_path / "x.yaml"
+    yaml.write_text("finetuning_type: lora\ndeepspeed: ds/nope.json\n")
+    proc = compat("preflight", "--plan", str(yaml), cwd=tmp_path)
+    assert_clean_error(proc, 2)
+    assert "x.yaml: deepspeed: ds/nope.json: no such file" in proc.stderr
