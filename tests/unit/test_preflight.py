@@ -117,6 +117,7 @@ def test_a_malformed_file_is_file_line_and_exit_code_2(compat, tmp_path, name, t
 def test_a_missing_deepspeed_file_names_where_it_looked(compat, tmp_path):
     yaml = tmp_path / "x.yaml"
     yaml.write_text("finetuning_type: lora\ndeepspeed: ds/nope.json\n")
-    proc = compat("preflight", "--plan", str(yaml), cwd=tmp_path)
+    # run from the user's own folder, as they would; COMPAT_HOME names the compat checkout
+    proc = compat("preflight", "--plan", str(yaml), cwd=tmp_path, env={"COMPAT_HOME": str(ROOT)})
     assert_clean_error(proc, 2)
     assert "x.yaml: deepspeed: ds/nope.json: no such file" in proc.stderr
