@@ -296,7 +296,7 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
         _deepspeed_ref(src, req, d["deepspeed"], used, fields)
     _fsdp_fields(src, req, used)
     # LLaMA-Factory turns gradient checkpointing on unless told not to
-    used.add("disable_gradient_checkpointing") if "disable_gradient_checkpointing" in d else None
+    used |= {"disable_gradient_checkpointing"} & set(d)
     req.set("grad_ckpt", not _truthy(d.get("disable_gradient_checkpointing", False)),
             f"{name}: disable_gradient_checkpointing = {d.get('disable_gradient_checkpointing', False)} (LLaMA-Factory's default: on)")
     _fit_fields(src, req, used, ("cutoff_len",))
@@ -329,7 +329,7 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
         req.set("strategy", "ddp", f"{name}: distributed_type = {kind}")
     elif kind == "FSDP":
         fc = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
-        used.add("fsdp_config") if "fsdp_config" in d else None
+        used |= {"fsdp_config"} & set(d)
         req.fsdp["accelerate_fsdp_config"] = fc
         req.notes.append(f"{name}: fsdp_config: the cell shards as compat's {'fsdp2' if fc.get('fsdp_version') == 2 else 'fsdp'} "
                          "strategy does (full shard, wrapped per decoder layer); these settings are not yet applied as given")
@@ -337,7 +337,7 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
                 + (", fsdp_version = 2" if fc.get("fsdp_version") == 2 else ""))
     elif kind == "DEEPSPEED":
         dc = d.get("deepspeed_config") if isinstance(d.get("deepspeed_config"), dict) else {}
-        used.add("deepspeed_config") if "deepspeed_config" in d else None
+        used |= {"deepspeed_config"} & set(d)
         if dc.get("deepspeed_config_file"):
             _deepspeed_ref(src, req, dc["deepspeed_config_file"], set(), fields)
         else:
