@@ -108,6 +108,8 @@ class RunContext:
     keep_workdirs: bool = False
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
     deepspeed_config: Path | None = None  # a user's own, used as given (compat preflight), instead of matrix/deepspeed/
+    fsdp_args: dict | None = None  # a user's own TrainingArguments fsdp / fsdp_config (compat preflight), as given
+    record_extra: dict = dataclasses.field(default_factory=dict)  # fields every record of this run carries (compat preflight's "preflight")
 
     @property
     def log_dir(self) -> Path:
@@ -226,6 +228,7 @@ def _base_record(cell: Cell, ctx: RunContext) -> dict:
         "known_issues": [],
         "evidence": "measured",
         "runner": ctx.runner,
+        **ctx.record_extra,
     }
 
 
@@ -297,6 +300,8 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
             settings["deepspeed_config"] = json.loads(ds_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             settings["deepspeed_config"] = f"unreadable: {exc}"  # the workload reports the real error
+    if cell.strategy in ("fsdp", "fsdp2") and ctx.fsdp_args:
+        spec["fsdp_args"] = settings["fsdp_args"] = ctx.fsdp_args
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     launcher, command = launch_command(cell, stack_env.python, spec_path, result_dir)
     cards = [] if cell.hardware == "cpu" else gpus if gpus is not None else _default_gpus(cell, ctx.host)

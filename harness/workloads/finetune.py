@@ -124,8 +124,13 @@ def run(spec: dict, result: dict) -> None:
         # QLoRA as users run it: quantize while loading the saved model, then peft's k-bit prep
         import peft
 
+        kbit = {}
+        if train.get("load_in_kbit_kwarg"):
+            # as DeepKE's fine-tune script loads: load_in_4bit / load_in_8bit passed beside the
+            # quantization_config that already says it (newer transformers refuse the pair)
+            kbit = {"load_in_8bit": True} if spec["quantization"] == "int8" else {"load_in_4bit": True}
         base = model_class.from_pretrained(
-            base_dir, quantization_config=quant, device_map={"": device_index(device)}
+            base_dir, quantization_config=quant, device_map={"": device_index(device)}, **kbit
         )
         result["checks"]["quantized_modules"] = sorted(
             {type(m).__name__ for m in base.modules() if "bitsandbytes" in type(m).__module__}
@@ -161,7 +166,11 @@ def run(spec: dict, result: dict) -> None:
         hi=int(train["seq_len_max"]),
         seed=seed,
     )
-    eval_batch = collate(data[: int(train["batch_size"])])
+    # "longest": each batch padded to its own longest row, so shapes vary from batch to batch;
+    # "max_length": every batch padded to seq_len_max, one shape throughout
+    pad_to = int(train["seq_len_max"]) if train.get("padding", "longest") == "max_length" else 0
+    batch_of = lambda rows: collate(rows, pad_to)  # noqa: E731
+    eval_batch = batch_of(data[: int(train["batch_size"])])
     result["checks"]["seq_lens"] = sorted({len(x["input_ids"]) for x in data})
 
     # Evaluation runs under the cell's autocast: after training, accelerate has wrapped the
@@ -170,7 +179,7 @@ def run(spec: dict, result: dict) -> None:
     loss_before = eval_loss(model, eval_batch, amp)
 
     # -- train through the Trainer ---------------------------------------------------------------
-    args = training_arguments(spec, os.path.join(workdir, "trainer"))
+    args = training_arguments(spec, os.path.join(workdir, "trainer"), getattr(base, "_no_split_modules", None))
     losses: list[float] = []
     timeline: list[dict] = []
     result["timeline"] = timeline
@@ -190,7 +199,7 @@ def run(spec: dict, result: dict) -> None:
         model=model,
         args=args,
         train_dataset=ListDataset(data),
-        data_collator=collate,
+        data_collator=batch_of,
         callbacks=[step_callback(spec, losses, timeline, width, device)],
     )
     t = time.perf_counter()
@@ -313,11 +322,12 @@ def synthetic_dataset(n: int, vocab: int, lo: int, hi: int, seed: int) -> list[d
     return rows
 
 
-def collate(rows: list[dict]) -> dict:
-    """Right-pad to the longest row; padded positions are masked out of attention and loss."""
+def collate(rows: list[dict], pad_to: int = 0) -> dict:
+    """Right-pad to the longest row (or to `pad_to` when it is longer); padded positions are
+    masked out of attention and loss."""
     import torch
 
-    width = max(len(r["input_ids"]) for r in rows)
+    width = max(pad_to, *(len(r["input_ids"]) for r in rows))
     ids = torch.zeros((len(rows), width), dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
@@ -339,7 +349,9 @@ class ListDataset:
         return self.rows[i]
 
 
-def training_arguments(spec: dict, output_dir: str):
+def training_arguments(spec: dict, output_dir: str, layer_classes=None):
+    """The Trainer's arguments. `layer_classes`: the model's own blocks not to split
+    (_no_split_modules), which FSDP wraps one by one."""
     import transformers
 
     train = spec["train"]
@@ -348,6 +360,7 @@ def training_arguments(spec: dict, output_dir: str):
         output_dir=output_dir,
         max_steps=int(train["steps"]),
         per_device_train_batch_size=int(train["batch_size"]),
+        gradient_accumulation_steps=int(train.get("gradient_accumulation_steps", 1)),
         learning_rate=float(train["lr"]),
         lr_scheduler_type="constant",
         warmup_steps=0,
@@ -369,12 +382,15 @@ def training_arguments(spec: dict, output_dir: str):
         if WORLD_SIZE > 1:
             kwargs["ddp_backend"] = "gloo"
     strategy = spec["strategy"]
-    if strategy in ("fsdp", "fsdp2"):
+    if strategy in ("fsdp", "fsdp2") and spec.get("fsdp_args"):
+        # a user's own (compat preflight): TrainingArguments' fsdp and fsdp_config, as given
+        kwargs.update(spec["fsdp_args"])
+    elif strategy in ("fsdp", "fsdp2"):
         # what users put in their training config; the "fsdp_" prefix is the spelling every
         # transformers version since 4.33 reads (newer ones strip it)
         kwargs["fsdp"] = "full_shard auto_wrap"
         kwargs["fsdp_config"] = {
-            "fsdp_transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"],
+            "fsdp_transformer_layer_cls_to_wrap": list(layer_classes or ["LlamaDecoderLayer"]),
             **({"fsdp_version": 2} if strategy == "fsdp2" else {}),
         }
     elif strategy in DEEPSPEED_STAGES:
