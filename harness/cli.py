@@ -10,7 +10,7 @@
     compat merge  FILE... [--into DIR] [--no-table]
     compat recommend --gpu NAME [--gpus N] [--method M] [--model-size S] [--format F]
     compat explain [LOGFILE|-] [--format text|json]
-    compat preflight CONFIG... [--gpus N] [--stack NAME] [--plan] [--results DIR]
+    compat preflight (CONFIG... | --preset NAME) [--gpus N] [--gpu NAME] [--stack NAME] [--plan] [--results DIR]
     compat fit    (--model-size S | --model NAME|CONFIG.json) [--gpu NAME] [--gpus N] ...
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
@@ -27,12 +27,14 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import harness
 from harness import hardware, known_issues, records, resolve, table
 from harness.errors import CompatError, NoHardwareError, ResultsWriteError, UsageError
+from harness.tomldata import did_you_mean
 
 # list, run and envs import the matrix, environment and runner modules when they run: recommend,
 # explain and fit start without them
@@ -130,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Read the training configs you have (a LLaMA-Factory YAML, a DeepSpeed JSON, an accelerate config, "
                        "TrainingArguments as JSON or YAML), map them to the cell they amount to on this host, and list every "
                        "field: used, not modelled, or unknown.")
-    p.add_argument("configs", nargs="+", type=Path, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
+    p.add_argument("configs", nargs="*", type=Path, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
+    p.add_argument("--preset", metavar="NAME", help="instead of your configs, a shipped setup users reported trouble with (matrix/presets/NAME), each variant a cell")
+    p.add_argument("--gpu", metavar="NAME", help="the card the configs are for, for the fit prediction of the real model (default: the preset's, else this host's)")
     p.add_argument("--gpus", type=int, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
     p.add_argument("--stack", default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
     p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
@@ -520,74 +524,147 @@ def cmd_fit(args) -> int:
         entry = models.ModelConfig.from_file(Path(args.model))
     else:
         entry = known.by_name(args.model)
-    gpu = None
-    capacity = args.gpu_memory * fit.GIB if args.gpu_memory else None
-    if args.gpu:
-        gpu = resolve.ResolverData.load(root / "matrix").gpus.find(args.gpu)
-        capacity = capacity or min(gpu.memory_gb) * fit.GIB
-    precision = args.precision
-    if precision == "auto":
-        precision = "fp32" if gpu is None else resolve.precision_for(gpu)
     strategies = [args.strategy] if args.strategy != "all" else (
         ["single"] if args.gpus == 1 else [s for s in fit.STRATEGIES if s != "single"])
     if args.gpus == 1 and any(s in ("ddp", "fsdp") for s in strategies):
         raise UsageError(f"--strategy {args.strategy} needs --gpus 2 or more")
     if args.gpus > 1 and strategies == ["single"]:
         raise UsageError("--strategy single is one card: use --gpus 1, or another strategy")
-    results = args.results or root / "results"
-    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
-    _print_skipped(bad)
-    cal = known.calibrate(recs)
-    run = fit.Run(method=args.method, precision=precision, quantization="nf4" if args.method == "qlora" else "none",
-                  cards=args.gpus, seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
-    context = known.cuda_context_bytes if gpu is not None else 0.0
-    preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context) for s in strategies]
-    checks = fit.strategy_error_table(cal, fit.strategy_records(recs))
-    report = fit.Report(entry, gpu, run, preds, cal, known, checks)
+    report = fit_report(root, known, entry, args.gpu, args.gpu_memory, args.precision, strategies, args.results,
+                        method=args.method, cards=args.gpus, seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
 
 
+def fit_report(root: Path, known, entry, gpu_name: str | None, gpu_memory: float | None, precision: str,
+               strategies: list[str], results: Path | None, **run_fields):
+    """compat fit's predictions for `entry` (a model config) on cards named `gpu_name`, calibrated
+    on the records in `results`; precision "auto" follows the card's compute capability."""
+    from harness import fit
+
+    gpu = None
+    capacity = gpu_memory * fit.GIB if gpu_memory else None
+    if gpu_name:
+        gpu = resolve.ResolverData.load(root / "matrix").gpus.find(gpu_name)
+        # "A100 80GB" names one of the card's sizes; "A100" alone gets its smallest
+        named = re.search(r"(\d+)\s*GB", gpu_name, re.IGNORECASE)
+        sizes = [size for size in gpu.memory_gb if named and size == int(named.group(1))]
+        capacity = capacity or (sizes[0] if sizes else min(gpu.memory_gb)) * fit.GIB
+    if precision == "auto":
+        precision = "fp32" if gpu is None else resolve.precision_for(gpu)
+    results = results or root / "results"
+    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
+    _print_skipped(bad)
+    cal = known.calibrate(recs)
+    run = fit.Run(precision=precision, quantization="nf4" if run_fields["method"] == "qlora" else "none", **run_fields)
+    context = known.cuda_context_bytes if gpu is not None else 0.0
+    preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context) for s in strategies]
+    checks = fit.strategy_error_table(cal, fit.strategy_records(recs))
+    return fit.Report(entry, gpu, run, preds, cal, known, checks)
+
+
 def cmd_preflight(args) -> int:
     from harness import preflight
+    from harness.matrix import MatrixData
 
     if args.gpus is not None and args.gpus < 1:
         raise UsageError(f"--gpus must be 1 or more, not {args.gpus}")
+    if bool(args.configs) == bool(args.preset):
+        raise UsageError("give your config files, or --preset NAME (one of the setups in matrix/presets/), not both"
+                         if args.configs else "nothing to read: give your config files, or --preset NAME")
     root = project_root()
-    fields = preflight.Fields.load(root / "matrix")
-    sources = [preflight.read(path) for path in args.configs]
-    req = preflight.request(sources, fields)
-    host = hardware.detect()
-    arch = sorted(host.archs - {"cpu"})[0] if host.gpus else "cpu"
-    cell, notes = preflight.cell_for(req, arch, args.stack, args.gpus)
-    print(preflight.plan_text(sources, req, cell, notes), end="", flush=True)
-    if args.plan:
-        return 0
-    from harness import envs, runner
-    from harness.matrix import MatrixData
-    from harness.tomldata import did_you_mean
-
     data = MatrixData.load(root / "matrix")
+    fields = preflight.Fields.load(root / "matrix")
+    preset = preflight.load_preset(root / "matrix", args.preset, data) if args.preset else None
     if args.stack not in data.stacks:
         raise UsageError(f"--stack: unknown stack {args.stack!r}{did_you_mean(args.stack, list(data.stacks))}; "
                          f"matrix/stacks.toml has {', '.join(data.stacks)}")
-    if cell.model != "default" and cell.model not in data.models:
-        raise UsageError(f"no tiny model of family {cell.model!r} in matrix/models.toml")
+    host = hardware.detect()
+    arch = sorted(host.archs - {"cpu"})[0] if host.gpus else "cpu"
+    cards_here = sum(1 for g in host.gpus if g.arch == arch)
+    if preset:
+        print(f"Preset {preset.name}: {preset.description}\n  reported on {preset.gpus} card{'s' if preset.gpus > 1 else ''}"
+              f"{' of ' + preset.gpu if preset.gpu else ''}; sources:")
+        print("".join(f"    {url}\n" for url in preset.sources))
+    jobs = preflight.jobs_for(preset, args.configs, fields, arch, args.stack, args.gpus, cards_here)
+    for n, job in enumerate(jobs):
+        if job.variant:
+            print(f"== variant {job.variant.name}" + (f": {job.variant.description}" if job.variant.description else ""))
+        if job.cell.model != "default" and job.cell.model not in data.models:
+            raise UsageError(f"no tiny model of family {job.cell.model!r} in matrix/models.toml")
+        # the first variant lists every field; the others only what they add or change
+        own = {path.name for path in job.variant.configs} if job.variant and n else None
+        print(preflight.plan_text(job.sources, job.req, job.cell, job.notes, own, job.variant.changes if job.variant else ()), flush=True)
+    fit_text = _preflight_fit(root, args.gpu or (preset.gpu if preset else "") or _host_gpu_name(host), jobs,
+                              args.gpus or (preset.gpus if preset else None))
+    if args.plan:
+        print(fit_text, end="")
+        return 0
+    from harness import envs, runner
+
     results = args.results or root / "results" / "preflight"
-    planned = runner.plan([cell], host)
-    ctx = runner.RunContext(
-        results_dir=results, records_path=results / "records.jsonl", settings=copy.deepcopy(data.defaults),
-        models=data.models, host=host, stacks=data.stacks, matrix_dir=data.dir, known_issues=_known_issues(data.dir),
-        envs=envs.EnvManager(root=args.env_dir or envs.default_root(), log=lambda line: print(line, flush=True)),
-    )
-    if req.deepspeed is not None and cell.strategy in runner.DEEPSPEED:
-        ctx.log_dir.mkdir(parents=True, exist_ok=True)
-        ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
-        table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
-    print(f"\nRunning it tiny on this host: records -> {ctx.records_path}", flush=True)
-    (rec,) = runner.run_all(planned, ctx, report=_report)
-    print(preflight.result_text(rec), end="")
-    return 0 if rec["outcome"] in ("pass", "unsupported") else 1
+    manager = envs.EnvManager(root=args.env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
+    issues = _known_issues(data.dir)
+    print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)
+    recs = []
+    for job in jobs:
+        variant, req, cell = job.variant, job.req, job.cell
+        settings = copy.deepcopy(variant.settings if variant else data.defaults)
+        settings["train"].update(req.train)
+        ctx = runner.RunContext(
+            results_dir=results, records_path=results / "records.jsonl", settings=settings, models=data.models, host=host,
+            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager, fsdp_args=preflight.fsdp_args(req),
+            record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
+                                        "configs": [str(source.path) for source in job.sources]}},
+        )
+        if req.deepspeed is not None and cell.strategy in runner.DEEPSPEED:
+            ctx.log_dir.mkdir(parents=True, exist_ok=True)
+            ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
+            table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
+        if variant:
+            print(f"== variant {variant.name}: {cell.id}", flush=True)
+        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=_report)
+        print(preflight.result_text(rec), end="", flush=True)
+        recs.append(rec)
+    if preset:
+        print(preflight.summary_text(preset, [(job.variant, rec) for job, rec in zip(jobs, recs)]), end="")
+    print(fit_text, end="")
+    return 0 if all(r["outcome"] in ("pass", "unsupported") for r in recs) else 1
+
+
+def _host_gpu_name(host) -> str:
+    return host.gpus[0].name if host.gpus else ""
+
+
+def _preflight_fit(root: Path, gpu_name: str, jobs: list, gpus: int | None) -> str:
+    """compat fit's prediction for the real model the configs name (its size read from the name),
+    for the strategies of the cells, on the cards asked for: a prediction, labelled so."""
+    from harness import fit, models
+
+    req = jobs[0].req
+    if not req.model_size:
+        return ""
+    head = f"\nPredicted for the real model ({req.model_name}), not measured: compat fit\n"
+    known = models.ModelConfigs.load(root / "matrix")
+    try:
+        entry = known.by_size(req.model_size)
+    except UsageError as exc:
+        return head + f"  no prediction: {exc}\n"
+    cells = [job.cell for job in jobs]
+    cards = gpus or req.axes.get("ranks") or 1
+    wanted = {"fsdp2": "fsdp"}
+    strategies = list(dict.fromkeys(wanted.get(c.strategy, c.strategy) for c in cells))
+    strategies = [s for s in strategies if (s == "single") == (cards == 1) and s in fit.STRATEGIES]
+    if not strategies:
+        return head + f"  no prediction: compat fit has no {', '.join(c.strategy for c in cells)} on {cards} card(s)\n"
+    first = cells[0]
+    method = "qlora" if first.quantization != "none" else first.method
+    try:
+        report = fit_report(root, known, entry, gpu_name or None, None, first.precision, strategies, None, method=method,
+                            cards=cards, seq_len=req.fit.get("seq_len", 2048), batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt)
+    except UsageError as exc:
+        return head + f"  no prediction: {exc}\n"
+    return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
 
 
 def cmd_explain(args) -> int:

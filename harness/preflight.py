@@ -13,17 +13,23 @@ strategy, ranks, gradient checkpointing), `not_modelled` (a real field of that f
 not change which cell runs: the data set, the learning rate, the output folder, ...), `unknown`
 (not a field of that format as compat knows it: a typo, or a newer release's field). Nothing is
 silently ignored. A file that does not parse is an error naming file:line (exit code 2).
+
+A preset (matrix/presets/NAME/preset.toml) is a set of such configs, shipped, that mirrors a setup
+users reported trouble with, with its sources; its variants each change one thing (a config file,
+the stack, a setting) so the cells run side by side show what that one thing does.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import json
 import re
 from pathlib import Path
 
 from harness.errors import MatrixError, UsageError
-from harness.tomldata import load_data
+from harness.tomldata import Locator, did_you_mean, load_data, read_toml
 
 KINDS = ("llamafactory", "deepspeed", "accelerate", "training_args")
 TITLES = {"llamafactory": "LLaMA-Factory training YAML", "deepspeed": "DeepSpeed JSON",
@@ -59,6 +65,7 @@ class Request:
     model_name: str = ""
     model_size: str = ""  # "8B", from the model's name
     fit: dict = dataclasses.field(default_factory=dict)  # seq_len, batch: for compat fit
+    train: dict = dataclasses.field(default_factory=dict)  # [settings.train] of the tiny run, from the configs
     used: list[str] = dataclasses.field(default_factory=list)  # "file: field"
     not_modelled: list[str] = dataclasses.field(default_factory=list)
     unknown: list[str] = dataclasses.field(default_factory=list)
@@ -185,7 +192,9 @@ def request(sources: list[Source], fields: Fields) -> Request:
     """What the configs ask for together: each file's fields sorted into used / not modelled /
     unknown, and the cell axes they decide."""
     req = Request()
-    for src in sources:
+    # an accelerate config first: the training arguments' fp16/bf16 then override its
+    # mixed_precision, as at run time (TrainingArguments sets ACCELERATE_MIXED_PRECISION itself)
+    for src in sorted(sources, key=lambda s: s.kind != "accelerate"):
         {"llamafactory": _llamafactory, "deepspeed": _deepspeed_file, "accelerate": _accelerate,
          "training_args": _training_args}[src.kind](src, req, fields)
     return req
@@ -252,9 +261,6 @@ def _fsdp_fields(src: Source, req: Request, used: set[str]) -> None:
     if "fsdp_config" in d:
         used.add("fsdp_config")
         req.fsdp["fsdp_config"] = d["fsdp_config"]
-    if req.fsdp:
-        req.notes.append(f"{src.path.name}: fsdp / fsdp_config: the cell shards as compat's FSDP strategy does; "
-                         "these settings are not yet applied as given")
 
 
 def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
@@ -305,6 +311,10 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
 
 def _fit_fields(src: Source, req: Request, used: set[str], seq_fields: tuple) -> None:
     d = src.data
+    steps = d.get("gradient_accumulation_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
+        used.add("gradient_accumulation_steps")
+        req.train["gradient_accumulation_steps"] = steps
     for f in seq_fields:
         if isinstance(d.get(f), int):
             used.add(f)
@@ -331,8 +341,6 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
         fc = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
         used |= {"fsdp_config"} & set(d)
         req.fsdp["accelerate_fsdp_config"] = fc
-        req.notes.append(f"{name}: fsdp_config: the cell shards as compat's {'fsdp2' if fc.get('fsdp_version') == 2 else 'fsdp'} "
-                         "strategy does (full shard, wrapped per decoder layer); these settings are not yet applied as given")
         req.set("strategy", "fsdp2" if fc.get("fsdp_version") == 2 else "fsdp", f"{name}: distributed_type = FSDP"
                 + (", fsdp_version = 2" if fc.get("fsdp_version") == 2 else ""))
     elif kind == "DEEPSPEED":
@@ -370,11 +378,34 @@ def _training_args(src: Source, req: Request, fields: Fields) -> None:
     _sort(src, req, fields, used)
 
 
+# accelerate's fsdp_sharding_strategy (a name, or the number older accelerate configs write)
+SHARDING = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard", "5": "hybrid_shard_zero2"}
+
+
+def fsdp_args(req: Request) -> dict | None:
+    """The FSDP settings of the configs as TrainingArguments' `fsdp` and `fsdp_config`, the form
+    the tiny run hands the Trainer: as given where they are TrainingArguments already; an
+    accelerate config's fsdp_config turned into that form key for key. None without FSDP settings."""
+    if "accelerate_fsdp_config" in req.fsdp:
+        fc = dict(req.fsdp["accelerate_fsdp_config"])
+        sharding = str(fc.pop("fsdp_sharding_strategy", "FULL_SHARD"))
+        words = [SHARDING.get(sharding, sharding.lower())]
+        if _truthy(fc.pop("fsdp_offload_params", False)):
+            words.append("offload")
+        if str(fc.pop("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")).upper() != "NO_WRAP":
+            words.append("auto_wrap")
+        return {"fsdp": " ".join(words), "fsdp_config": fc}
+    if "fsdp" in req.fsdp:
+        return {"fsdp": req.fsdp["fsdp"], **({"fsdp_config": req.fsdp["fsdp_config"]} if "fsdp_config" in req.fsdp else {})}
+    return None
+
+
 CPU_RANKS = 2  # on a CPU host a multi-card config runs on 2 ranks (processes)
 
 
-def cell_for(req: Request, hardware: str, stack: str, gpus: int | None):
-    """The cell the request amounts to on this hardware, and notes on what was chosen for it."""
+def cell_for(req: Request, hardware: str, stack: str, gpus: int | None, cards_here: int = 0):
+    """The cell the request amounts to on this hardware (with `cards_here` cards of it on a GPU
+    host), and notes on what was chosen for it."""
     from harness.cell import DEFAULT_MODEL, Cell
 
     notes = []
@@ -382,33 +413,59 @@ def cell_for(req: Request, hardware: str, stack: str, gpus: int | None):
     if hardware == "cpu" and ranks > CPU_RANKS:
         notes.append(f"{ranks} cards asked for: on this CPU host the cell runs {CPU_RANKS} ranks (processes)")
         ranks = CPU_RANKS
+    elif hardware != "cpu" and ranks > cards_here >= 1:
+        notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card{'s' if cards_here > 1 else ''}, "
+                     f"so the cell runs {cards_here} rank{'s' if cards_here > 1 else ''}; memory per card is measured at "
+                     f"{cards_here}, not {ranks}, ways of sharding")
+        ranks = cards_here
     strategy = req.axes.get("strategy") or ("ddp" if ranks > 1 else "single")
     if strategy == "ddp" and ranks == 1:
         strategy = "single"
     quantization = req.axes.get("quantization", "none")
     method = req.axes.get("method") or ("lora" if quantization != "none" else "full")
     family = req.axes.get("family", "llama")
-    cell = Cell(hardware=hardware, stack=stack, precision=req.axes.get("precision", "fp32"), quantization=quantization,
-                method=method, strategy=strategy, ranks=ranks, grad_ckpt=bool(req.axes.get("grad_ckpt", False)),
+    cell = Cell(hardware=hardware, stack=req.axes.get("stack", stack), precision=req.axes.get("precision", "fp32"),
+                quantization=quantization, method=method, strategy=strategy, ranks=ranks,
+                grad_ckpt=bool(req.axes.get("grad_ckpt", False)),
+                expandable_segments=bool(req.axes.get("expandable_segments", False)),
                 model=DEFAULT_MODEL if family == "llama" else family)
     return cell, notes
 
 
-def plan_text(sources: list[Source], req: Request, cell, notes: list[str]) -> str:
-    out = ["Read:"]
-    out += [f"  {s.path}  ({TITLES[s.kind]}, {len(s.data)} fields)" for s in sources]
+def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only: set[str] | None = None,
+              changes: tuple = ()) -> str:
+    """The mapping, axis by axis, and every field of every file read. `only`: list the fields of
+    these files alone (a preset's later variant: the files it adds); `changes`: the settings the
+    variant changes."""
+    mine = [s for s in sources if only is None or s.path.name in only]
+    out = ["Read:"] if only is None else [f"Read, besides the first variant's files: {'' if mine else 'nothing'}"]
+    out += [f"  {s.path}  ({TITLES[s.kind]}, {len(s.data)} fields)" for s in mine]
     out += ["", f"Cell: {cell.id}"]
-    for axis in ("family", "precision", "quantization", "method", "strategy", "ranks", "grad_ckpt"):
+    for axis in ("stack", "family", "precision", "quantization", "method", "strategy", "ranks", "grad_ckpt", "expandable_segments"):
+        if axis in ("stack", "expandable_segments") and axis not in req.why:
+            continue  # no config format sets these: only a preset's variant does
         if axis in req.why:
-            out.append(f"  {axis:<13}{req.axes[axis]!s:<15}from {req.why[axis]}")
+            out.append(f"  {axis:<20}{req.axes[axis]!s:<15}from {req.why[axis]}")
         else:
-            out.append(f"  {axis:<13}{'':<15}not set: compat's default")
+            out.append(f"  {axis:<20}{'':<15}not set: compat's default")
     if req.deepspeed is not None:
         out.append(f"  DeepSpeed config as given: {req.deepspeed_from}")
+    if fsdp_args(req) and cell.strategy in ("fsdp", "fsdp2"):
+        out.append(f"  FSDP settings as given (TrainingArguments form): {json.dumps(fsdp_args(req))}")
+    if req.train:
+        out.append(f"  tiny run's training settings from the configs: {', '.join(f'{k} = {v}' for k, v in req.train.items())}")
     if req.model_name:
         out.append(f"  model: {req.model_name}" + (f" ({req.model_size})" if req.model_size else ""))
-    for title, items in (("Used", req.used), ("Not modelled (they do not change which cell runs)", req.not_modelled),
-                         ("Unknown (not a field of that format as compat knows it)", req.unknown), ("Notes", req.notes + notes)):
+    if changes:
+        out.append(f"  the variant's settings of the tiny run: {', '.join(changes)}")
+    names = {s.path.name for s in mine}
+
+    def listed(items: list[str]) -> list[str]:  # every field, or those of the files a later variant adds
+        return items if only is None else [i for i in items if i.split(": ", 1)[0] in names]
+
+    for title, items in (("Used", listed(req.used)), ("Not modelled (they do not change which cell runs)", listed(req.not_modelled)),
+                         ("Unknown (not a field of that format as compat knows it)", listed(req.unknown)),
+                         ("Notes", req.notes + notes)):
         out += ["", f"{title}: {len(items)}"] + [f"  {i}" for i in items]
     return "\n".join(out) + "\n"
 
@@ -419,9 +476,203 @@ def result_text(rec: dict) -> str:
 
     out = ["", f"Outcome: {rec['outcome']}" + (f": {rec['reason']}" if rec.get("reason") else "")]
     out.append(f"  memory per card: {table.peak_memory(rec).replace('<br>', ', ')}")
+    if growth_text(rec) != "—":
+        out.append(f"  memory from the first training step to the last (rank 0): {growth_text(rec)}")
     if rec.get("error"):
         out.append(f"  error: {rec['error']['signature']}")
     if rec.get("known_issues"):
         out.append(f"  known issues: {', '.join(rec['known_issues'])} (`compat explain` on the log tells their fixes)")
     out.append(f"  record {rec['id']}, log {rec.get('log', '')}")
     return "\n".join(out) + "\n"
+
+
+# -- presets -------------------------------------------------------------------------------------
+
+PRESET_KEYS = ("description", "configs", "gpus", "gpu", "sources", "settings", "variant")
+VARIANT_KEYS = ("name", "description", "configs", "gpus", "settings")
+# cell fields a variant may set, laid over what the configs map to
+VARIANT_AXES = ("stack", "precision", "quantization", "method", "strategy", "grad_ckpt", "expandable_segments")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    configs: tuple[Path, ...]  # read after the preset's own
+    axes: dict  # cell field -> value
+    settings: dict  # the tiny run's settings: defaults.toml, the preset's [settings], then the variant's
+    changes: tuple[str, ...] = ()  # the variant's own settings, as "train.padding = max_length"
+    gpus: int | None = None  # cards, where the variant differs from the preset in that
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    configs: tuple[Path, ...]
+    gpus: int  # the cards the reported setup had
+    gpu: str  # the card it was reported on (for the fit prediction), or ""
+    sources: tuple[str, ...]
+    variants: tuple[Variant, ...]
+
+
+def preset_names(matrix_dir: Path) -> list[str]:
+    folder = matrix_dir / "presets"
+    return sorted(p.parent.name for p in folder.glob("*/preset.toml")) if folder.is_dir() else []
+
+
+def load_preset(matrix_dir: Path, name: str, data) -> Preset:
+    """matrix/presets/NAME/preset.toml, checked against `data` (MatrixData: axes, stacks and
+    defaults); every problem is reported at once, each with file:line."""
+    from harness.matrix import _check_value, _merge_settings
+
+    names = preset_names(matrix_dir)
+    if name not in names:
+        raise UsageError(f"no preset {name!r}{did_you_mean(name, names)}; matrix/presets/ has {', '.join(names) or 'none'}")
+    folder = matrix_dir / "presets" / name
+    path = folder / "preset.toml"
+    problems: list[str] = []
+    doc = read_toml(path, problems)
+    if problems:
+        raise MatrixError(problems)
+    where = Locator(path, path.read_text(encoding="utf-8"))
+    for key in doc:
+        if key not in PRESET_KEYS:
+            problems.append(where(key, key, f"unknown key{did_you_mean(key, PRESET_KEYS)}; a preset has {', '.join(PRESET_KEYS)}"))
+
+    def text(values: dict, key: str, label: str, required: bool, **at) -> str:
+        value = values.get(key, "")
+        if not isinstance(value, str) or (required and not value.strip()):
+            problems.append(where(key, label, "missing: a preset says what it is and where it comes from" if key not in values
+                                  else "must be a non-empty string", **at))
+            return ""
+        return value
+
+    def config_files(values: dict, label: str, **at) -> tuple[Path, ...]:
+        value = values.get("configs", [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            problems.append(where("configs", label, "must be a list of file names in the preset's folder", **at))
+            return ()
+        missing = [v for v in value if not (folder / v).is_file()]
+        if missing:
+            problems.append(where("configs", label, f"no such file in {folder}: {', '.join(missing)}", **at))
+        return tuple(folder / v for v in value)
+
+    description = text(doc, "description", "description", True)
+    configs = config_files(doc, "configs")
+    if not configs:
+        problems.append(where("configs", "configs", "missing: the configs the preset runs"))
+    sources = doc.get("sources", [])
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.startswith("https://") for s in sources):
+        problems.append(where("sources", "sources", "must list the reports the preset mirrors, as https:// addresses"))
+        sources = []
+    gpus = doc.get("gpus", 1)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        problems.append(where("gpus", "gpus", f"{gpus!r} must be a whole number of cards, 1 or more"))
+    gpu = text(doc, "gpu", "gpu", False)
+    settings = copy.deepcopy(data.defaults)
+    _merge_settings(settings, _table(doc, "settings", where, problems), "settings", where, problems)
+
+    variants = []
+    raw = doc.get("variant", [{"name": "as-given"}])
+    if not isinstance(raw, list) or not all(isinstance(v, dict) for v in raw) or not raw:
+        problems.append(where("variant", "[[variant]]", "must be one or more [[variant]] tables"))
+        raw = []
+    for n, v in enumerate(raw):
+        at = {"table": "variant", "nth": n}
+        label = f"[[variant]] #{n + 1}"
+        for key in v:
+            if key not in VARIANT_KEYS + VARIANT_AXES:
+                problems.append(where(key, f"{label}.{key}", f"unknown key{did_you_mean(key, VARIANT_KEYS + VARIANT_AXES)}", **at))
+        vname = text(v, "name", f"{label}.name", True, **at)
+        if vname and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", vname):
+            problems.append(where("name", f"{label}.name", f"{vname!r}: lower-case letters, digits, '_', '.' and '-'", **at))
+        if vname in [x.name for x in variants]:
+            problems.append(where("name", f"{label}.name", f"{vname!r} is the name of an earlier variant", **at))
+        axes = {}
+        for axis in VARIANT_AXES:
+            if axis in v and _check_value(data, axis, v[axis], functools.partial(where, **at), f"{label}.{axis}", problems):
+                axes[axis] = v[axis]
+        own = copy.deepcopy(settings)
+        if "settings" in v:
+            sub = v["settings"] if isinstance(v["settings"], dict) else {}
+            if not isinstance(v["settings"], dict):
+                problems.append(where("settings", f"{label}.settings", "must be a table", **at))
+            _merge_settings(own, sub, "variant.settings", where, problems)
+        vgpus = v.get("gpus")
+        if vgpus is not None and (not isinstance(vgpus, int) or isinstance(vgpus, bool) or vgpus < 1):
+            problems.append(where("gpus", f"{label}.gpus", f"{vgpus!r} must be a whole number of cards, 1 or more", **at))
+            vgpus = None
+        changes = tuple(f"{part}.{k} = {val!r}" for part, sub in (v.get("settings") or {}).items() if isinstance(sub, dict)
+                        for k, val in sub.items())
+        variants.append(Variant(vname, v.get("description", "") if isinstance(v.get("description", ""), str) else "",
+                                config_files(v, f"{label}.configs", **at), axes, own, changes, vgpus))
+    if problems:
+        raise MatrixError(problems)
+    return Preset(name, description, configs, gpus, gpu, tuple(sources), tuple(variants))
+
+
+def _table(doc: dict, key: str, where, problems: list) -> dict:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        problems.append(where(key, key, "must be a table"))
+        return {}
+    return value
+
+
+@dataclasses.dataclass
+class Job:
+    """One cell to run: a preset's variant (None for the user's own configs), what was read for
+    it, what it asks for, the cell on this host and the notes on how it was chosen."""
+
+    variant: Variant | None
+    sources: list[Source]
+    req: Request
+    cell: object
+    notes: list[str]
+
+
+def jobs_for(preset: Preset | None, configs: list[Path], fields: Fields, hardware: str, stack: str,
+             gpus: int | None, cards_here: int) -> list[Job]:
+    """The cells the user's configs (or each variant of a preset) amount to on this host. Cards:
+    `gpus` (--gpus) where given, else the variant's, else the preset's, else the configs'."""
+    jobs = []
+    for variant in preset.variants if preset else (None,):
+        sources = [read(path) for path in (preset.configs + variant.configs if variant else configs)]
+        req = request(sources, fields)
+        if variant:
+            for axis, value in variant.axes.items():
+                req.set(axis, value, f"preset {preset.name}, variant {variant.name}: {axis} = {value}")
+        cards = gpus or (variant.gpus if variant else None) or (preset.gpus if preset else None)
+        cell, notes = cell_for(req, hardware, stack, cards, cards_here)
+        jobs.append(Job(variant, sources, req, cell, notes))
+    return jobs
+
+
+def growth_text(rec: dict) -> str:
+    """How rank 0's memory moved from the first training step to the last (harness/memory.py's
+    staircase reading of the per-step timeline), or "—"."""
+    stair = next((m.get("staircase") for m in rec.get("memory") or [] if m.get("staircase")), None)
+    if not stair:
+        return "—"
+    grew = f"{stair['growth_bytes'] / 2**20:+,.0f} MiB"
+    if stair["flag"]:
+        return f"staircase: {len(stair['rises'])} rises, {grew}"
+    return f"no staircase, {grew}"
+
+
+def summary_text(preset: Preset, runs: list) -> str:
+    """The variants side by side: (variant, record) pairs."""
+    from harness import table
+
+    rows = [("variant", "cell", "outcome", "peak per card", "over training", "known issues / reason")]
+    for variant, rec in runs:
+        detail = ", ".join(rec.get("known_issues") or []) or (rec.get("reason") or "")
+        if not detail and rec.get("error"):
+            detail = rec["error"]["signature"]
+        rows.append((variant.name, rec["cell"], rec["outcome"], table.peak_memory(rec).replace("<br>", ", "),
+                     growth_text(rec), detail[:120]))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    out = ["", f"Preset {preset.name}: {len(runs)} variant{'s' if len(runs) > 1 else ''}, measured on this host"]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
+    return "\n".join(line.rstrip() for line in out) + "\n"

@@ -123,7 +123,7 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
     assert err.value.problems == [
         f"{path}:1: descripton: unknown key (did you mean 'description'?)",
         f"{path}:4: [product].hardware: \"gpu\" is not valid: Where the cell runs: `cpu`, or the CUDA architecture of the GPU, sm_XY (sm_90 for H100).",
-        f"{path}:5: [product].stack: \"locl\" is not one of \"bnb048\", \"canary\", \"hf2023\", \"hf2023ds\", \"hf2024\", \"hf2025\", \"hf2026\", \"local\" (did you mean 'local'?)",
+        f"{path}:5: [product].stack: \"locl\" is not one of \"bnb048\", \"canary\", \"deepke2023\", \"hf2023\", \"hf2023ds\", \"hf2024\", \"hf2025\", \"hf2026\", \"local\" (did you mean 'local'?)",
         f"{path}:6: [product].precision: \"bf61\" is not one of \"fp32\", \"fp16\", \"bf16\" (did you mean 'bf16'?)",
         f"{path}:8: [product].method: must be a non-empty list of values",
         f"{path}:10: [product].grad_ckpt: \"yes\" is not one of false, true",

@@ -38,8 +38,8 @@ def test_llamafactory_lora_with_its_deepspeed_zero3_json(compat):
     hw = cell_line(out).split("-")[0]
     assert cell_line(out) == f"{hw}-local-bf16-none-lora-zero3-gc+r2" if hw == "cpu" else cell_line(out).endswith("+r8")
     assert "8 cards asked for: on this CPU host the cell runs 2 ranks" in out or hw != "cpu"
-    assert "strategy     zero3          from ds_z3_config.json: zero_optimization.stage = 3" in out
-    assert "family       llama          from llama3_lora_sft_ds3.yaml: model_name_or_path = meta-llama/Meta-Llama-3-8B-Instruct" in out
+    assert "strategy            zero3          from ds_z3_config.json: zero_optimization.stage = 3" in out
+    assert "family              llama          from llama3_lora_sft_ds3.yaml: model_name_or_path = meta-llama/Meta-Llama-3-8B-Instruct" in out
     assert "model: meta-llama/Meta-Llama-3-8B-Instruct (8B)" in out
     assert f"DeepSpeed config as given: {LF / 'examples' / 'deepspeed' / 'ds_z3_config.json'}" in out
     used = section(out, "Used")
@@ -54,7 +54,7 @@ def test_llamafactory_lora_with_its_deepspeed_zero3_json(compat):
 def test_llamafactory_qlora_on_the_fly(compat):
     out = plan(compat, LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml")
     assert "-local-bf16-nf4-lora-single-gc" in cell_line(out)
-    assert "quantization nf4            from llama3_lora_sft_otfq.yaml: quantization_bit = 4, quantization_type = nf4" in out
+    assert "quantization        nf4            from llama3_lora_sft_otfq.yaml: quantization_bit = 4, quantization_type = nf4" in out
     assert "llama3_lora_sft_otfq.yaml: quantization_method" in section(out, "Used")
     assert section(out, "Unknown (not a field of that format as compat knows it)") == []
 
@@ -83,7 +83,7 @@ def test_accelerate_configs(compat, name, cell, strategy_why):
     out = plan(compat, DATA / "accelerate" / name)
     assert cell_line(out).endswith(cell), out
     assert strategy_why in out
-    assert f"ranks        2              from {name}: num_processes = 2" in out
+    assert f"ranks               2              from {name}: num_processes = 2" in out
     assert section(out, "Unknown (not a field of that format as compat knows it)") == []
 
 
