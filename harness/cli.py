@@ -10,7 +10,7 @@
     compat merge  FILE... [--into DIR] [--no-table]
     compat recommend --gpu NAME [--gpus N] [--method M] [--model-size S] [--format F]
     compat explain [LOGFILE|-] [--format text|json]
-    compat preflight (CONFIG... | --preset NAME) [--gpus N] [--gpu NAME] [--stack NAME] [--plan] [--results DIR]
+    compat preflight (CONFIG... | --preset NAME) [--gpus N] [--gpu NAME] [--model-size S] [--stack NAME] [--plan] [--results DIR]
     compat fit    (--model-size S | --model NAME|CONFIG.json) [--gpu NAME] [--gpus N] ...
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="*", type=Path, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
     p.add_argument("--preset", metavar="NAME", help="instead of your configs, a shipped setup users reported trouble with (matrix/presets/NAME), each variant a cell")
     p.add_argument("--gpu", metavar="NAME", help="the card the configs are for, for the fit prediction of the real model (default: the preset's, else this host's)")
+    p.add_argument("--model-size", metavar="SIZE", help="the real model's size for the fit prediction (7B, 8B, 9B, 13B, 70B, 72B; default: read from model_name_or_path)")
     p.add_argument("--gpus", type=int, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
     p.add_argument("--stack", default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
     p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
@@ -596,7 +597,7 @@ def cmd_preflight(args) -> int:
         own = {path.name for path in job.variant.configs} if job.variant and n else None
         print(preflight.plan_text(job.sources, job.req, job.cell, job.notes, own, job.variant.changes if job.variant else ()), flush=True)
     fit_text = _preflight_fit(root, args.gpu or (preset.gpu if preset else "") or _host_gpu_name(host), jobs,
-                              args.gpus or (preset.gpus if preset else None))
+                              args.gpus or (preset.gpus if preset else None), args.model_size)
     if args.plan:
         print(fit_text, end="")
         return 0
@@ -636,20 +637,22 @@ def _host_gpu_name(host) -> str:
     return host.gpus[0].name if host.gpus else ""
 
 
-def _preflight_fit(root: Path, gpu_name: str, jobs: list, gpus: int | None) -> str:
-    """compat fit's prediction for the real model the configs name (its size read from the name),
-    for the strategies of the cells, on the cards asked for: a prediction, labelled so."""
+def _preflight_fit(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size: str | None = None) -> str:
+    """compat fit's prediction for the real model the configs name (its size `model_size`, else
+    read from the name), for the strategies of the cells, on the cards asked for: a prediction,
+    labelled so."""
     from harness import fit, models
 
     req = jobs[0].req
-    if not req.model_size:
+    size = model_size or req.model_size
+    if not size:
         return ""
-    head = f"\nPredicted for the real model ({req.model_name}), not measured: compat fit\n"
+    head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size}), not measured: compat fit\n"
     known = models.ModelConfigs.load(root / "matrix")
     try:
-        entry = known.by_size(req.model_size)
+        entry = known.by_size(size)
     except UsageError as exc:
-        return head + f"  no prediction: {exc}\n"
+        return head + f"  no prediction; compat fit says: {exc}\n"
     cells = [job.cell for job in jobs]
     cards = gpus or req.axes.get("ranks") or 1
     wanted = {"fsdp2": "fsdp"}
@@ -663,7 +666,7 @@ def _preflight_fit(root: Path, gpu_name: str, jobs: list, gpus: int | None) -> s
         report = fit_report(root, known, entry, gpu_name or None, None, first.precision, strategies, None, method=method,
                             cards=cards, seq_len=req.fit.get("seq_len", 2048), batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt)
     except UsageError as exc:
-        return head + f"  no prediction: {exc}\n"
+        return head + f"  no prediction; compat fit says: {exc}\n"
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
 
 

@@ -56,7 +56,7 @@ def test_llamafactory_fsdp_qlora_fp16_runs_with_its_fsdp_settings_as_given(tmp_p
     # on a CPU host accelerate trains FSDP-configured runs as DDP: the check says so
     assert (code, rec["outcome"]) == (1, "fail")
     assert rec["error"]["message"].startswith("strategy fsdp asked for, but the trained model is a DistributedDataParallel")
-    assert "Predicted for the real model (meta-llama/Meta-Llama-3-8B-Instruct), not measured" in out
+    assert "Predicted for the real model (meta-llama/Meta-Llama-3-8B-Instruct, 8B), not measured" in out
 
 
 def test_glm4_zero3_fp16_is_refused_by_deepspeed_on_cpu_and_bf16_runs(tmp_path):

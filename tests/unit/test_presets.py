@@ -183,7 +183,7 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     assert out.count("qwen2vl_lora_sft.yaml: dataset") == 1
     assert "Read, besides the first variant's files: \n  " in out and "fsdp_config.yaml  (accelerate config, 16 fields)" in out
     # the real model's size, predicted by compat fit for the strategies of the variants, labelled so
-    assert "Predicted for the real model (Qwen/Qwen2-VL-72B-Instruct), not measured: compat fit" in out
+    assert "Predicted for the real model (Qwen/Qwen2-VL-72B-Instruct, 72B), not measured: compat fit" in out
     assert "on 8 x A100 (80.0 GiB per card; 'fits' leaves 10% free)" in out
     table = out[out.index("  strategy  per card"):].splitlines()[1:4]
     assert [row.split()[0] for row in table] == ["ddp", "fsdp", "zero3"]
@@ -205,3 +205,18 @@ def test_cutting_a_preset_folder_loose_from_its_files_is_caught(tmp_path):
         jobs("mine", matrix=home / "matrix")
     with pytest.raises(UsageError, match="no preset 'other'"):
         jobs("other", matrix=home / "matrix")
+
+
+def test_model_size_gives_the_fit_prediction_where_the_model_s_name_has_no_size(compat, tmp_path):
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text("model_name_or_path: /data/models/my-llama\nfinetuning_type: lora\nbf16: true\ncutoff_len: 1024\n")
+    proc = compat("preflight", str(yaml), "--plan", "--gpu", "4090")
+    assert proc.returncode == 0, proc.stderr
+    assert "Predicted for the real model" not in proc.stdout  # no size in the name, none given: no guess
+    proc = compat("preflight", str(yaml), "--plan", "--gpu", "4090", "--model-size", "7B")
+    assert proc.returncode == 0, proc.stderr
+    assert "Predicted for the real model (/data/models/my-llama, 7B), not measured: compat fit" in proc.stdout
+    assert "sequence 1024 x batch 1 per card" in proc.stdout and "on 1 x GeForce RTX 4090 (24.0 GiB per card" in proc.stdout
+    proc = compat("preflight", str(yaml), "--plan", "--model-size", "3B")
+    assert proc.returncode == 0, proc.stderr
+    assert "Predicted for the real model (/data/models/my-llama, 3B), not measured: compat fit\n  no prediction; compat fit says: --model-size '3B'" in proc.stdout
