@@ -410,15 +410,20 @@ def cell_for(req: Request, hardware: str, stack: str, gpus: int | None, cards_he
 
     notes = []
     ranks = gpus or req.axes.get("ranks") or 1
+    strategy = req.axes.get("strategy") or ("ddp" if ranks > 1 else "single")
     if hardware == "cpu" and ranks > CPU_RANKS:
         notes.append(f"{ranks} cards asked for: on this CPU host the cell runs {CPU_RANKS} ranks (processes)")
         ranks = CPU_RANKS
     elif hardware != "cpu" and ranks > cards_here >= 1:
-        notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card{'s' if cards_here > 1 else ''}, "
-                     f"so the cell runs {cards_here} rank{'s' if cards_here > 1 else ''}; memory per card is measured at "
-                     f"{cards_here}, not {ranks}, ways of sharding")
-        ranks = cards_here
-    strategy = req.axes.get("strategy") or ("ddp" if ranks > 1 else "single")
+        plural = "s" if cards_here > 1 else ""
+        if strategy in ("fsdp", "fsdp2") and cards_here < 2:
+            notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card; FSDP shards over 2 or more, "
+                         "so the cell asks for 2 and is recorded as unsupported here")
+            ranks = 2
+        else:
+            notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card{plural}, so the cell runs "
+                         f"{cards_here} rank{plural}; memory per card is measured at {cards_here}, not {ranks}, ways of sharding")
+            ranks = cards_here
     if strategy == "ddp" and ranks == 1:
         strategy = "single"
     quantization = req.axes.get("quantization", "none")
@@ -558,6 +563,13 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
             problems.append(where("configs", label, f"no such file in {folder}: {', '.join(missing)}", **at))
         return tuple(folder / v for v in value)
 
+    def cards(values: dict, label: str, default, **at) -> int | None:
+        value = values.get("gpus", default)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            problems.append(where("gpus", label, f"{value!r} must be a whole number of cards, 1 or more", **at))
+            return default
+        return value
+
     description = text(doc, "description", "description", True)
     configs = config_files(doc, "configs")
     if not configs:
@@ -566,9 +578,7 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
     if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.startswith("https://") for s in sources):
         problems.append(where("sources", "sources", "must list the reports the preset mirrors, as https:// addresses"))
         sources = []
-    gpus = doc.get("gpus", 1)
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        problems.append(where("gpus", "gpus", f"{gpus!r} must be a whole number of cards, 1 or more"))
+    gpus = cards(doc, "gpus", 1)
     gpu = text(doc, "gpu", "gpu", False)
     settings = copy.deepcopy(data.defaults)
     _merge_settings(settings, _table(doc, "settings", where, problems), "settings", where, problems)
@@ -599,10 +609,7 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
             if not isinstance(v["settings"], dict):
                 problems.append(where("settings", f"{label}.settings", "must be a table", **at))
             _merge_settings(own, sub, "variant.settings", where, problems)
-        vgpus = v.get("gpus")
-        if vgpus is not None and (not isinstance(vgpus, int) or isinstance(vgpus, bool) or vgpus < 1):
-            problems.append(where("gpus", f"{label}.gpus", f"{vgpus!r} must be a whole number of cards, 1 or more", **at))
-            vgpus = None
+        vgpus = cards(v, f"{label}.gpus", None, **at)
         changes = tuple(f"{part}.{k} = {val!r}" for part, sub in (v.get("settings") or {}).items() if isinstance(sub, dict)
                         for k, val in sub.items())
         variants.append(Variant(vname, v.get("description", "") if isinstance(v.get("description", ""), str) else "",

@@ -7,8 +7,9 @@ import shutil
 import pytest
 
 from conftest import ROOT, assert_clean_error
-from harness import preflight
+from harness import preflight, runner
 from harness.errors import MatrixError, UsageError
+from harness.hardware import Gpu, Host
 from harness.matrix import MatrixData
 
 MATRIX = ROOT / "matrix"
@@ -66,10 +67,17 @@ def test_each_preset_maps_to_its_cells_on_a_cpu_host(name):
 def test_on_a_gpu_host_with_fewer_cards_the_cell_runs_on_the_cards_there():
     _, found = jobs("qwen2vl-8cards-replicated", hardware="sm_90", cards_here=1)
     assert [j.cell.id for j in found] == ["sm_90-local-bf16-none-lora-single-gc+m_qwen2_vl",
-                                          "sm_90-local-bf16-none-lora-fsdp-gc+m_qwen2_vl",
+                                          "sm_90-local-bf16-none-lora-fsdp-gc+r2+m_qwen2_vl",
                                           "sm_90-local-bf16-none-lora-zero3-gc+m_qwen2_vl"]
     assert found[0].notes == ["8 cards asked for: this host has 1 sm_90 card, so the cell runs 1 rank; memory per card "
                               "is measured at 1, not 8, ways of sharding"]
+    # FSDP on one card is no FSDP: it keeps 2 ranks, and the planner records it unsupported on this host
+    assert found[1].notes == ["8 cards asked for: this host has 1 sm_90 card; FSDP shards over 2 or more, so the cell "
+                              "asks for 2 and is recorded as unsupported here"]
+    h100 = Gpu(index=0, name="NVIDIA H100 80GB HBM3", compute_capability="9.0", memory_bytes=80 * 2**30)
+    planned = runner.plan([j.cell for j in found], Host(cpu="test", gpus=(h100,), driver=None, cuda_driver=None, gpu_probe="test"))
+    assert [(p.here, p.unsupported, p.reason) for p in planned][1] == (False, True, "needs 2 sm_90 cards; this host has 1")
+    assert planned[0].here and planned[2].here
     _, found = jobs("qwen2vl-8cards-replicated", hardware="sm_90", cards_here=8)
     assert [j.cell.ranks for j in found] == [8, 8, 8] and found[0].notes == []
 
