@@ -154,15 +154,7 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
             rule[key] = [v for v in values if _check_value(data, key, v, at, label, problems)]
         checked_excludes.append(rule)
 
-    settings = copy.deepcopy(data.defaults)
-    overrides = doc.get("settings", {})
-    if not isinstance(overrides, dict):
-        problems.append(where("settings", "[settings]", "must be a table", table="settings"))
-    else:
-        _merge_settings(settings, overrides, "settings", where, problems)
-    train = settings.get("train", {})
-    if train.get("seq_len_min", 1) > train.get("seq_len_max", 1):
-        problems.append(where("seq_len_min", "[settings.train].seq_len_min", "is larger than seq_len_max", table="settings.train"))
+    settings = settings_over(data.defaults, doc.get("settings", {}), "settings", where, problems)
 
     if problems:
         raise MatrixError(problems)
@@ -308,6 +300,20 @@ def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, pro
         where(axis, label, f"{_toml_repr(value)} is not valid: {decl.get('description', pattern)}")
     )
     return False
+
+
+def settings_over(base: dict, overrides, prefix: str, where, problems: list) -> dict:
+    """A copy of `base` (defaults.toml's settings, or settings already laid over them) with the
+    table `overrides` laid over it, each key checked; problems are appended with file:line."""
+    settings = copy.deepcopy(base)
+    if not isinstance(overrides, dict):
+        problems.append(where(prefix, f"[{prefix}]", "must be a table", table=prefix))
+        return settings
+    _merge_settings(settings, overrides, prefix, where, problems)
+    train = settings.get("train", {})
+    if train.get("seq_len_min", 1) > train.get("seq_len_max", 1):
+        problems.append(where("seq_len_min", f"[{prefix}.train].seq_len_min", "is larger than seq_len_max", table=f"{prefix}.train"))
+    return settings
 
 
 def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: list) -> None:

@@ -21,7 +21,6 @@ the stack, a setting) so the cells run side by side show what that one thing doe
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import json
@@ -529,7 +528,7 @@ def preset_names(matrix_dir: Path) -> list[str]:
 def load_preset(matrix_dir: Path, name: str, data) -> Preset:
     """matrix/presets/NAME/preset.toml, checked against `data` (MatrixData: axes, stacks and
     defaults); every problem is reported at once, each with file:line."""
-    from harness.matrix import _check_value, _merge_settings
+    from harness.matrix import _check_value, settings_over
 
     names = preset_names(matrix_dir)
     if name not in names:
@@ -580,8 +579,7 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
         sources = []
     gpus = cards(doc, "gpus", 1)
     gpu = text(doc, "gpu", "gpu", False)
-    settings = copy.deepcopy(data.defaults)
-    _merge_settings(settings, _table(doc, "settings", where, problems), "settings", where, problems)
+    settings = settings_over(data.defaults, doc.get("settings", {}), "settings", where, problems)
 
     variants = []
     raw = doc.get("variant", [{"name": "as-given"}])
@@ -603,12 +601,7 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
         for axis in VARIANT_AXES:
             if axis in v and _check_value(data, axis, v[axis], functools.partial(where, **at), f"{label}.{axis}", problems):
                 axes[axis] = v[axis]
-        own = copy.deepcopy(settings)
-        if "settings" in v:
-            sub = v["settings"] if isinstance(v["settings"], dict) else {}
-            if not isinstance(v["settings"], dict):
-                problems.append(where("settings", f"{label}.settings", "must be a table", **at))
-            _merge_settings(own, sub, "variant.settings", where, problems)
+        own = settings_over(settings, v.get("settings", {}), "variant.settings", where, problems)
         vgpus = cards(v, f"{label}.gpus", None, **at)
         changes = tuple(f"{part}.{k} = {val!r}" for part, sub in (v.get("settings") or {}).items() if isinstance(sub, dict)
                         for k, val in sub.items())
@@ -617,14 +610,6 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
     if problems:
         raise MatrixError(problems)
     return Preset(name, description, configs, gpus, gpu, tuple(sources), tuple(variants))
-
-
-def _table(doc: dict, key: str, where, problems: list) -> dict:
-    value = doc.get(key, {})
-    if not isinstance(value, dict):
-        problems.append(where(key, key, "must be a table"))
-        return {}
-    return value
 
 
 @dataclasses.dataclass

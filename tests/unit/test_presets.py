@@ -228,3 +228,9 @@ def test_model_size_gives_the_fit_prediction_where_the_model_s_name_has_no_size(
     proc = compat("preflight", str(yaml), "--plan", "--model-size", "3B")
     assert proc.returncode == 0, proc.stderr
     assert "Predicted for the real model (/data/models/my-llama, 3B), not measured: compat fit\n  no prediction; compat fit says: --model-size '3B'" in proc.stdout
+
+
+def test_a_preset_s_sequence_lengths_are_checked_as_a_matrix_s_are(tmp_path):
+    home = broken(tmp_path, GOOD + '[[variant]]\nname = "a"\n[variant.settings.train]\nseq_len_min = 2048\n')
+    with pytest.raises(MatrixError, match=r"\[variant.settings.train\].seq_len_min: is larger than seq_len_max"):
+        jobs("mine", matrix=home / "matrix")
