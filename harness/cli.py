@@ -25,6 +25,7 @@ import argparse
 import copy
 import dataclasses
 import errno
+import glob
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import harness
 from harness import hardware, known_issues, records, resolve, table
-from harness.errors import CompatError, NoHardwareError, ResultsWriteError, UsageError
+from harness.errors import CompatError, MatrixError, NoHardwareError, ResultsWriteError, UsageError
 from harness.tomldata import did_you_mean
 
 # list, run and envs import the matrix, environment and runner modules when they run: recommend,
@@ -58,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def selection(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--matrix", type=Path, help="matrix file (default: matrix/gpu.toml on a host with a GPU, else matrix/cpu.toml)")
+        p.add_argument("--matrix", action="append", default=[], metavar="PATH",
+                       help="a grid file, or a glob of them ('matrix/gpu*.toml'); repeatable: the cells of every grid are "
+                            "one plan (default: matrix/gpu*.toml on a host with a GPU, else matrix/cpu.toml)")
         p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
         p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")
         p.add_argument("--shard", type=parse_shard, metavar="I/N", help="take the I-th of N equal shares of the selected cells (1/2, 2/2: two runners split a grid)")
@@ -199,23 +202,65 @@ def _internal_error(exc: Exception) -> int:
 
 
 def _load_plan(args, host: hardware.Host):
+    """(root, grids, planned cells, matrix data, each cell's grid): the selected cells of every
+    grid `--matrix` names, as one plan. A cell id names one experiment in every grid, so a cell
+    that two of them list runs once; the same id with another time limit is an error."""
     from harness import runner
     from harness.cell import Selector
     from harness.matrix import MatrixData, load_matrix
 
     root = project_root()
     data = MatrixData.load(root / "matrix")
-    path = args.matrix or root / "matrix" / ("gpu.toml" if host.gpus else "cpu.toml")
-    matrix = load_matrix(path, data)
+    grids, problems = [], []
+    for path in matrix_paths(args.matrix, root, host):
+        try:
+            grids.append(load_matrix(path, data))
+        except MatrixError as exc:  # every grid's problems, reported at once
+            problems += exc.problems
+    if problems:
+        raise MatrixError(problems)
     selector = Selector(tuple(args.select), tuple(args.skip))
-    cells = [c for c in matrix.cells if selector(c.id)]
+    cells, grid_of = [], {}
+    for grid in grids:
+        for cell in grid.cells:
+            if not selector(cell.id):
+                continue
+            first = grid_of.setdefault(cell.id, grid)
+            if first is grid:
+                cells.append(cell)
+            elif first.settings != grid.settings:
+                problems.append(f"{grid.path}: cell {cell.id} is also in {first.path}, with other [settings]: one id is one "
+                                "experiment; give the grids the same timeout_s, or leave the cell out of one of them")
+    if problems:
+        raise MatrixError(problems)
+    names = ", ".join(str(g.path) for g in grids)
     if not cells:
-        raise UsageError(f"no cell of {path} matches --select {args.select or ['*']} --skip {args.skip}")
+        raise UsageError(f"no cell of {names} matches --select {args.select or ['*']} --skip {args.skip}")
     if args.shard:
+        selected = len(cells)
         cells = shard(cells, *args.shard)
         if not cells:
-            raise UsageError(f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({len(matrix.cells)} cells, fewer selected than shares)")
-    return root, matrix, runner.plan(cells, host), data
+            raise UsageError(f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({selected} cells selected, fewer than shares)")
+    return root, grids, runner.plan(cells, host), data, grid_of
+
+
+def matrix_paths(given: list[Path], root: Path, host: hardware.Host) -> list[Path]:
+    """The grid files `--matrix` names, each once; a glob takes the grids it matches, in name
+    order (files with a [product] table: matrix/gpu*.toml leaves out the GPU database gpus.toml).
+    By default every matrix/gpu*.toml grid on a host with a GPU, else matrix/cpu.toml."""
+    from harness.matrix import is_grid
+
+    if not given:
+        given = [str(root / "matrix" / ("gpu*.toml" if host.gpus else "cpu.toml"))]
+    out: list[Path] = []
+    for text in map(str, given):
+        found = [Path(text)]
+        if any(ch in text for ch in "*?[") and not Path(text).exists():
+            found = sorted(Path(p) for p in glob.glob(text) if is_grid(Path(p)))
+            if not found:
+                raise UsageError(f"--matrix {text}: no grid file matches")
+        out += [p for p in found if p not in out]
+    return out
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -237,15 +282,19 @@ def shard(cells: list, i: int, n: int) -> list:
 
 def cmd_list(args) -> int:
     host = hardware.detect()
-    _, matrix, planned, _ = _load_plan(args, host)
+    _, grids, planned, _, grid_of = _load_plan(args, host)
     if args.json:
-        print(json.dumps([{"id": p.cell.id, "axes": p.cell.axes(), "runs_here": p.here, "unsupported": p.unsupported, "reason": p.reason} for p in planned], indent=1))
+        print(json.dumps([{"id": p.cell.id, "grid": str(grid_of[p.cell.id].path), "axes": p.cell.axes(), "runs_here": p.here,
+                           "unsupported": p.unsupported, "reason": p.reason} for p in planned], indent=1))
         return 0
-    here = sum(p.here for p in planned)
-    print(f"{matrix.path}: {len(planned)} cells, {here} run on this host")
     width = max(len(p.cell.id) for p in planned)
-    for p in planned:
-        print(f"  {p.cell.id:<{width}}  {p.status}")
+    for grid in grids:
+        mine = [p for p in planned if grid_of[p.cell.id] is grid]
+        if not mine and len(grids) > 1:
+            continue
+        print(f"{grid.path}: {len(mine)} cells, {sum(p.here for p in mine)} run on this host")
+        for p in mine:
+            print(f"  {p.cell.id:<{width}}  {p.status}")
     return 0
 
 
@@ -266,11 +315,12 @@ def cmd_run(args) -> int:
         raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
     if args.offline and not args.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
-    root, matrix, planned, data = _load_plan(args, host)
+    root, grids, planned, data, grid_of = _load_plan(args, host)
+    names = ", ".join(str(g.path) for g in grids)
     cells = [p.cell for p in planned if p.here or p.unsupported]
     if not cells:
         raise NoHardwareError(
-            f"none of the {len(planned)} selected cells of {matrix.path} runs on this host "
+            f"none of the {len(planned)} selected cells of {names} runs on this host "
             f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
         )
     results = args.results or root / "results"
@@ -287,8 +337,9 @@ def cmd_run(args) -> int:
     ctx = runner.RunContext(
         results_dir=results,
         records_path=results / "records.jsonl",
-        settings=matrix.settings,
-        models=matrix.models,
+        settings=grids[0].settings,  # grids differ only in timeout_s: a grid's [settings] sets nothing else
+        timeouts={cell_id: float(grid.settings["timeout_s"]) for cell_id, grid in grid_of.items()},
+        models=data.models,
         host=host,
         stacks=data.stacks,
         matrix_dir=data.dir,
@@ -304,7 +355,7 @@ def cmd_run(args) -> int:
         keep_workdirs=args.keep_workdirs,
         **({"run_id": resumed[0]} if resumed else {}),
     )
-    print(f"compat run {ctx.run_id}: {len(cells)} cells of {matrix.path} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
+    print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
     _journal(ctx, cells)
     others = [p for p in planned if not p.here and not p.unsupported]
     if others:
@@ -316,7 +367,7 @@ def cmd_run(args) -> int:
         counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
     print("done: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + f"; logs in {ctx.log_dir}")
     if args.junit:
-        junit.write(args.junit, done, f"compat run {ctx.run_id} ({matrix.path.name})")
+        junit.write(args.junit, done, f"compat run {ctx.run_id} ({', '.join(g.path.name for g in grids)})")
         print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
     if not args.no_table:
         _render(results, data.dir, base)

@@ -9,8 +9,13 @@ A matrix file:
     [[exclude]]               # drop the cells that match every key given (a value or a list)
     hardware = "cpu"
     precision = "fp16"
-    [settings]                # overrides of matrix/defaults.toml (timeout, tiny model, run)
+    [settings]                # the per-cell time limit over matrix/defaults.toml's
     timeout_s = 300
+
+What a cell measures is named by its id: the tiny model and its run come from defaults.toml, or
+from the model of matrix/models.toml its `model` axis names (m_NAME in the id), never from a grid
+file's [settings], so one id means one experiment in every grid (a test holds every shipped grid
+to it).
 
 Every problem in the file is collected and raised at once as a MatrixError naming the file, the
 key and, where it can be found, the line; near misses get "did you mean".
@@ -97,6 +102,19 @@ class MatrixData:
         return decl.get("values")
 
 
+def is_grid(path: Path) -> bool:
+    """Whether a file is a grid (it has a [product] table), not one of matrix/'s data files."""
+    try:
+        return path.is_file() and re.search(r"^\s*\[\s*product\s*\]", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE) is not None
+    except OSError:
+        return False
+
+
+def grid_paths(directory: Path) -> list[Path]:
+    """Every grid of a matrix folder, in name order."""
+    return [p for p in sorted(directory.glob("*.toml")) if is_grid(p)]
+
+
 def load_matrix(path: Path, data: MatrixData) -> Matrix:
     problems: list[str] = []
     doc = read_toml(path, problems)
@@ -154,7 +172,11 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
             rule[key] = [v for v in values if _check_value(data, key, v, at, label, problems)]
         checked_excludes.append(rule)
 
-    settings = settings_over(data.defaults, doc.get("settings", {}), "settings", where, problems)
+    given = doc.get("settings", {})
+    settings = settings_over(data.defaults, given, "settings", where, problems)
+    for part in ("model", "train") if isinstance(given, dict) else ():
+        if part in given:
+            problems.append(where(part, f"[settings.{part}]", MEASURED_IN_ID, table=f"settings.{part}"))
 
     if problems:
         raise MatrixError(problems)
@@ -184,6 +206,14 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     if problems:
         raise MatrixError(problems)
     return Matrix(path, description, tuple(cells), settings, data.models)
+
+
+# a grid's [settings] may not change what its cells measure: a cell's id names what it measures
+MEASURED_IN_ID = (
+    "a grid file does not change the tiny model or its run: its cells would record another run under the same "
+    "ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], and [NAME.train] for "
+    "the run) and name it in [product].model: the cell ids then carry it (m_NAME)"
+)
 
 
 # ranks each strategy can run with (low, high; None: no limit), as the workload implements them

@@ -104,7 +104,8 @@ class RunContext:
     known_issues: KnownIssues | None = None  # failed cells are tagged with the entries they match
     models: dict = dataclasses.field(default_factory=dict)  # matrix/models.toml, for cells with a model other than "default"
     run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
-    timeout_s: float | None = None  # overrides settings["timeout_s"]
+    timeout_s: float | None = None  # overrides every other time limit (compat run --timeout)
+    timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # cell id -> its grid's timeout_s
     keep_workdirs: bool = False
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
     deepspeed_config: Path | None = None  # a user's own, used as given (compat preflight), instead of matrix/deepspeed/
@@ -277,7 +278,7 @@ def _default_gpus(cell: Cell, host: Host) -> list[int]:
 def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None) -> dict:
     started = now()
     t0 = time.perf_counter()
-    timeout = ctx.timeout_s if ctx.timeout_s is not None else float(ctx.settings["timeout_s"])
+    timeout = ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
     workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     log_path = ctx.log_dir / f"{cell.id}.log"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_compat
+from conftest import ROOT, compat_home, run_compat
 
 pytestmark = pytest.mark.integration
 for module in ("torch", "transformers", "peft", "accelerate"):
@@ -144,11 +144,17 @@ precision = ["fp32"]
 quantization = ["none"]
 method = ["full"]
 strategy = ["single"]
-[settings.model]
+model = ["stairs"]
+"""
+
+# the run is a model of the home's models.toml, so the cell id carries it (m_stairs)
+STAIRS_MODEL = """
+[stairs]
 vocab_size = 4096
 hidden_size = 128
 intermediate_size = 256
-[settings.train]
+max_position_embeddings = 1024
+[stairs.train]
 steps = 8
 batch_size = 4
 examples = 32
@@ -160,12 +166,10 @@ order = "ascending"
 
 @pytest.mark.parametrize("lo, flagged", [(64, True), (1024, False)], ids=["growing-lengths", "fixed-length"])
 def test_staircase_flag_on_growing_sequence_lengths(tmp_path, lo, flagged):
-    grid = tmp_path / "stairs.toml"
-    grid.write_text(STAIRS.format(lo=lo))
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--matrix", str(grid), "--results", str(tmp_path), "--no-table"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )
+    home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', STAIRS)
+    (home / "matrix" / "models.toml").write_text(STAIRS_MODEL.format(lo=lo))
+    proc = run_compat("run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path), "--no-table",
+                      env={"COMPAT_HOME": str(home)}, timeout=600)
     assert proc.returncode == 0, proc.stderr
     (rec,) = load(tmp_path / "records.jsonl")
     assert rec["outcome"] == "pass", rec["error"]
@@ -249,3 +253,38 @@ def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
     proc = run_compat(*run, "--resume", "--select", "cpu-local-fp32-none-full-single", env={"COMPAT_RUNNER_NAME": "runner-b"})
     assert "--resume: runner runner-b has no record of these cells" in proc.stdout
     assert len(load(results / "records.jsonl")) == 3
+
+
+def _grid(method: str, timeout: int = 600) -> str:
+    return f"""
+[product]
+hardware = ["cpu"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["{method}"]
+strategy = ["single"]
+[settings]
+timeout_s = {timeout}
+"""
+
+
+def test_one_run_over_several_grids_runs_them_all_whatever_one_of_them_does(tmp_path):
+    """`compat run --matrix A --matrix B` is one plan: a cell of A that fails does not keep B's
+    cells from running (tox used to run one `compat run` per grid and stop at the first exit code
+    that was not 0), and a --select that matches nothing in A is no error while B has a cell."""
+    home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', _grid("full"))
+    (home / "b.toml").write_text(_grid("lora", timeout=300))
+    grids = ["--matrix", str(home / "grid.toml"), "--matrix", str(home / "b.toml")]
+    env = {"COMPAT_HOME": str(home), "COMPAT_INJECT_FAULT": "raise@*-full-*"}
+    proc = run_compat("run", *grids, "--results", str(tmp_path / "r1"), "--no-table", "--fail-on", "fail", env=env)
+    assert proc.returncode == 1, proc.stderr  # a cell's outcome is in --fail-on
+    recs = {r["cell"]: r for r in load(tmp_path / "r1" / "records.jsonl")}
+    assert {c: r["outcome"] for c, r in recs.items()} == {
+        "cpu-local-fp32-none-full-single": "fail", "cpu-local-fp32-none-lora-single": "pass"}
+    assert recs["cpu-local-fp32-none-lora-single"]["settings"]["timeout_s"] == 300  # its own grid's limit
+
+    proc = run_compat("run", *grids, "--select", "*-lora-*", "--results", str(tmp_path / "r2"), "--no-table", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [r["cell"] for r in load(tmp_path / "r2" / "records.jsonl")] == ["cpu-local-fp32-none-lora-single"]
+

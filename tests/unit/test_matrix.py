@@ -62,7 +62,7 @@ config = "head_dim=256"
     assert data.models["fam"]["model"] == {"family": "gemma", "config": {"head_dim": 256, "anything_the_family_takes": {"nested": [1, 2]}}}
 
 
-def test_product_with_exclude_lists_and_settings_override(tmp_path):
+def test_product_with_exclude_lists_and_a_time_limit(tmp_path):
     path = write(tmp_path, """
         [product]
         hardware = ["cpu", "sm_90"]
@@ -78,9 +78,6 @@ def test_product_with_exclude_lists_and_settings_override(tmp_path):
 
         [settings]
         timeout_s = 30
-        [settings.train]
-        steps = 3
-        lr = 1
     """)
     matrix = load_matrix(path, DATA)
     assert [c.id for c in matrix.cells] == [
@@ -89,9 +86,53 @@ def test_product_with_exclude_lists_and_settings_override(tmp_path):
         *[f"sm_90-local-{p}-none-{m}-single" for p in ("fp32", "fp16", "bf16") for m in ("full", "lora")],
     ]
     assert matrix.settings["timeout_s"] == 30
-    assert matrix.settings["train"]["steps"] == 3
-    assert matrix.settings["train"]["lr"] == 1  # an integer is accepted for a float
-    assert matrix.settings["train"]["batch_size"] == DATA.defaults["train"]["batch_size"]
+    assert {k: matrix.settings[k] for k in ("model", "train")} == {k: DATA.defaults[k] for k in ("model", "train")}
+
+
+def test_a_grid_file_cannot_change_what_its_cells_measure(tmp_path):
+    """The tiny model and its run are named in the cell id (m_NAME, a model of models.toml): a
+    grid's [settings.model] or [settings.train] would record another run under the same ids."""
+    path = write(tmp_path, """
+        [product]
+        hardware = ["cpu"]
+        stack = ["local"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["full"]
+        strategy = ["single"]
+
+        [settings.model]
+        hidden_size = 128
+        [settings.train]
+        steps = 3
+    """)
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert err.value.problems == [
+        f"{path}:9: [settings.model]: a grid file does not change the tiny model or its run: its cells would record "
+        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], "
+        "and [NAME.train] for the run) and name it in [product].model: the cell ids then carry it (m_NAME)",
+        f"{path}:11: [settings.train]: a grid file does not change the tiny model or its run: its cells would record "
+        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], "
+        "and [NAME.train] for the run) and name it in [product].model: the cell ids then carry it (m_NAME)",
+    ]
+
+
+def test_a_cell_id_is_one_experiment_across_every_shipped_grid():
+    """Every grid of matrix/ loads, and no id is in two grids: the table keeps one record per id
+    and --resume skips an id it has, so two grids sharing one would hide a measurement."""
+    from harness.matrix import grid_paths
+
+    owner: dict[str, str] = {}
+    clashes = []
+    grids = grid_paths(ROOT / "matrix")
+    assert {p.name for p in grids} >= {"cpu.toml", "gpu.toml", "gpu-alloc.toml", "gpu-quant.toml", "gpu-dist.toml"}
+    for path in grids:
+        for cell in load_matrix(path, DATA).cells:
+            if cell.id in owner:
+                clashes.append(f"{cell.id}: {owner[cell.id]} and {path.name}")
+            owner.setdefault(cell.id, path.name)
+    assert clashes == []
 
 
 def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
@@ -132,8 +173,11 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
         f"{path}:18: [settings].timeout_s: \"ten\" must be an integer like the default 600",
         f"{path}:20: [settings.train].step: unknown setting (did you mean 'steps'?)",
         f"{path}:21: [settings.train].seq_len_min: is larger than seq_len_max",
+        f"{path}:19: [settings.train]: a grid file does not change the tiny model or its run: its cells would record "
+        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], "
+        "and [NAME.train] for the run) and name it in [product].model: the cell ids then carry it (m_NAME)",
     ]
-    assert str(err.value).startswith("11 problems in the matrix data:\n  ")
+    assert str(err.value).startswith("12 problems in the matrix data:\n  ")
 
 
 def test_missing_axis_and_empty_exclude(tmp_path):

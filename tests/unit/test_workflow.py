@@ -56,6 +56,25 @@ def test_tox_gpu_matrix_writes_junit_where_the_workflow_collects_it():
     tox = (ROOT / "tox.ini").read_text()
     section = tox.split("[testenv:gpu-matrix]")[1].split("\n[")[0]
     commands = [line.strip() for line in section.splitlines() if line.strip().startswith("compat run")]
-    assert len(commands) == 4
+    assert len(commands) == 1
     assert all("--junit {env:COMPAT_JUNIT_DIR:{envtmpdir}}/" in c and c.endswith("{posargs}") for c in commands)
     assert "COMPAT_*" in section and "GITHUB_*" in section and "RUNNER_NAME" in section
+
+
+def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
+    """tox's gpu-matrix and cpu-matrix envs run every grid of theirs in one `compat run`, so one
+    grid's exit code cannot stop the others; the GPU glob takes every GPU grid (not gpus.toml)."""
+    import configparser
+
+    from harness.cli import matrix_paths
+    from harness.hardware import Host
+
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    for env, grids in (("gpu-matrix", ["matrix/gpu*.toml"]),
+                       ("cpu-matrix", ["matrix/cpu.toml", "matrix/cpu-dist.toml", "matrix/cpu-quant.toml", "matrix/cpu-qlora-dist.toml"])):
+        commands = [c for c in tox[f"testenv:{env}"]["commands"].splitlines() if c.strip()]
+        assert len(commands) == 1 and commands[0].split()[:2] == ["compat", "run"], commands
+        assert [w.strip("'\"") for w in commands[0].split() if w.strip("'\"").startswith("matrix/")] == grids
+    gpu_grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
+    assert [p.name for p in gpu_grids] == ["gpu-alloc.toml", "gpu-dist.toml", "gpu-quant.toml", "gpu.toml"]
