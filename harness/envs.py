@@ -2,16 +2,28 @@
 
 How a stack env is made (uv; pip where uv is missing):
 
-    base interpreter  ── the one compat runs under, or --torch-from PATH: it provides torch
+    base interpreter  ── the one compat runs under, or `compat run --python PATH`: it provides torch
         │
         └─ <envs>/<stack>-<key>/   a venv of the same Python, with
-               compat-inherit.pth  (torch = "inherit") the base's site-packages, appended to
-                                   sys.path AFTER the env's own, so the stack's transformers /
-                                   peft / accelerate shadow the base's and torch comes from it
+               compat-inherit.pth  (torch = "inherit") every site folder the base has, in the
+                                   base's order, added with site.addsitedir AFTER the env's own
+                                   site-packages: its own, a system one it sees through
+                                   --system-site-packages (tox's gpu-matrix env, a venv over an
+                                   NGC container's torch), its user site, and whatever their .pth
+                                   files add. The stack's transformers / peft / accelerate shadow
+                                   the base's; torch comes from it
                site-packages/      the stack's packages, resolved with torch excluded
-                                   (uv --excludes) or installed (torch = "==2.13.0")
+                                   (uv --excludes; pip gets a torch==<the base's> constraint), so
+                                   a stack env never replaces the runner's torch; or installed
+                                   (torch = "==2.13.0")
                compat-env.json     written last: what was asked, what was installed; its
                                    presence is what makes the env reusable
+
+A stack that cannot run on this runner is `StackUnsupported`, said before anything is installed
+where it can be: one whose `python` specifier this base interpreter is outside of (hf2023's
+tokenizers has no wheel for Python 3.12), one whose packages require another torch than the one
+it would inherit (bitsandbytes >= 0.48 requires torch >= 2.4), read from the installed packages'
+own metadata.
 
 uv's shared cache means a second env with the same wheels hardlinks instead of copying. The key
 hashes everything that decides the env's contents, so a changed pin or base interpreter makes a
@@ -32,10 +44,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+
 from harness import classify, guard
 from harness.errors import CompatError
 
-ENV_FORMAT = 1
+ENV_FORMAT = 2  # 2: the base's site folders and torch version are part of the key
 INHERIT_PTH = "compat-inherit.pth"
 MARKER = "compat-env.json"
 INSTALL_TIMEOUT_S = 1800
@@ -43,6 +57,11 @@ INSTALL_TIMEOUT_S = 1800
 
 class InstallError(CompatError):
     """A stack's environment could not be made; the message is the installer's own."""
+
+
+class StackUnsupported(InstallError):
+    """The stack cannot run on this runner (its Python, the torch it would inherit): its cells are
+    `unsupported` with this reason, not an install error."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +72,8 @@ class Stack:
     canary: bool
     torch: str  # "inherit" or a specifier to install, e.g. "==2.13.0"
     packages: tuple[tuple[str, str], ...]  # (name, specifier); "" = newest
+    python: str = ""  # the Pythons it installs on, a specifier ("<3.12"); "" = any
+    python_why: str = ""  # why not on the others, said in the unsupported records
 
     def requirements(self, resolved: dict[str, str] | None = None) -> list[str]:
         reqs = [f"{n}=={resolved[n]}" if resolved and n in resolved else f"{n}{s}" for n, s in self.packages]
@@ -96,6 +117,13 @@ class EnvManager:
             })
         t0 = time.perf_counter()
         base = self.base()
+        if stack.python and not SpecifierSet(stack.python).contains(base["version"], prereleases=True):
+            raise StackUnsupported(f"stack {stack.name} installs on Python {stack.python}"
+                                   + (f" ({stack.python_why})" if stack.python_why else "")
+                                   + f"; this runner's Python is {base['version']} ({base['executable']})")
+        if stack.torch == "inherit" and not base.get("torch"):
+            raise InstallError(f"stack {stack.name} takes torch from the base interpreter {base['executable']}, which has "
+                               "none: install the runner's torch there, or name an interpreter that has it (compat run --python)")
         resolved = self._resolve_canary(stack, base) if stack.canary else None
         key_src = {
             "format": ENV_FORMAT,
@@ -104,6 +132,8 @@ class EnvManager:
             "torch": stack.torch,
             "requirements": stack.requirements(resolved),
         }
+        if stack.torch == "inherit":  # a new torch or site layout on the runner makes a new env
+            key_src.update(base_torch=base["torch"], base_site=base["site_dirs"])
         key = hashlib.sha256(json.dumps(key_src, sort_keys=True).encode()).hexdigest()[:12]
         path = self.root / f"{stack.name}-{key}"
         python = str(path / "bin" / "python")
@@ -133,15 +163,11 @@ class EnvManager:
         return StackEnv(stack.name, python, path, key, info)
 
     def base(self) -> dict:
-        """The base interpreter: its real executable, version and site-packages."""
+        """The base interpreter: its real executable, version, torch version (from its metadata:
+        nothing is imported) and site folders, in its sys.path order."""
         if self._base is None:
-            code = (
-                "import json, sys, sysconfig; print(json.dumps({'executable': sys.executable, "
-                "'version': sys.version.split()[0], 'purelib': sysconfig.get_paths()['purelib'], "
-                "'platlib': sysconfig.get_paths()['platlib']}))"
-            )
             try:
-                out = subprocess.run([self.base_python, "-c", code], capture_output=True, text=True, timeout=60)
+                out = subprocess.run([self.base_python, "-c", _BASE_PROBE], capture_output=True, text=True, timeout=60)
             except OSError as exc:
                 raise InstallError(f"base interpreter {self.base_python}: {exc.strerror}") from None
             if out.returncode != 0:
@@ -167,28 +193,61 @@ class EnvManager:
             capture_output=True, text=True, check=True,
         ).stdout.strip()
         if stack.torch == "inherit":
-            paths = dict.fromkeys([base["purelib"], base["platlib"]])
-            Path(site, INHERIT_PTH).write_text("\n".join(paths) + "\n", encoding="utf-8")
+            Path(site, INHERIT_PTH).write_text(inherit_pth(base["site_dirs"]), encoding="utf-8")
         if requirements:
-            self._install(python, requirements, stack.torch == "inherit")
+            self._install(python, requirements, base if stack.torch == "inherit" else None)
+        if stack.torch == "inherit":
+            self._check_torch_requirements(stack, python, site, base)
         (path / MARKER).write_text(json.dumps({
             "stack": stack.name, "key_source": key_src, "requirements": requirements,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }, indent=1), encoding="utf-8")
 
-    def _install(self, python: Path, requirements: list[str], inherit: bool) -> None:
+    def _install(self, python: Path, requirements: list[str], inherit: dict | None) -> None:
+        """Install `requirements`; with `inherit` (the base), torch is never installed."""
         if self._uv:
             cmd = [self._uv, "pip", "install", "--quiet", "--python", str(python)]
             if inherit:
                 cmd += ["--excludes", str(self._excludes())]
         else:
-            # pip sees the inherited torch through the .pth file and leaves it alone
+            # pip sees the inherited torch through the .pth file; the constraint keeps it there
+            # (without it pip would install another torch into the env for a package that asks)
             cmd = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            if inherit:
+                held = python.parent.parent / "compat-torch-held.txt"
+                held.write_text(f"torch=={inherit['torch']}\n", encoding="utf-8")
+                cmd += ["--constraint", str(held)]
         if self.offline:
             cmd += ["--offline", "--no-index"] if self._uv else ["--no-index"]
         for folder in self.find_links:
             cmd += ["--find-links", folder]
         self._run(cmd + requirements, "install")
+
+    def _check_torch_requirements(self, stack: Stack, python: Path, site: str, base: dict) -> None:
+        """StackUnsupported when a package installed into the env requires another torch than the
+        one it inherits (read from the packages' own Requires-Dist, markers evaluated by the env's
+        interpreter): uv, with torch excluded, installs them anyway, and they fail at run time."""
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            out = subprocess.run([str(python), "-c", _REQUIRES_PROBE, site], capture_output=True, text=True, timeout=120, check=True)
+            found = json.loads(out.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            raise InstallError(f"reading the installed packages' requirements in {python}: {exc}") from None
+        have = base["torch"]
+        unmet = []
+        for name, version, text in found["requires"]:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue  # not ours to judge; the installer accepted the package
+            if req.name.lower() != "torch" or (req.marker and not req.marker.evaluate({**found["env"], "extra": ""})):
+                continue
+            if not req.specifier.contains(have, prereleases=True):
+                unmet.append(f"{name} {version} requires torch{req.specifier}")
+        if unmet:
+            raise StackUnsupported(f"stack {stack.name} needs another torch than this runner's: {'; '.join(sorted(set(unmet)))}. "
+                                   f"The runner's torch is {have} ({base['executable']}), and a stack env never replaces it")
 
     def _excludes(self) -> Path:
         """uv's --excludes file: torch stays out of the resolution; the base provides it."""
@@ -250,6 +309,45 @@ class EnvManager:
             if sep:
                 pinned[name.strip().lower()] = version.strip()
         return {n: pinned[n] for n in names if n in pinned}
+
+
+def inherit_pth(site_dirs: list[str]) -> str:
+    """compat-inherit.pth: one `import` line (a .pth file runs those) that adds each of the
+    base's site folders with site.addsitedir, so their own .pth files (an editable install, a
+    path to a system torch) are read as the base reads them."""
+    return "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in site_dirs) + "\n"
+
+
+# Run by the base interpreter: what a stack env inherits from it. Its site folders are those of
+# site.getsitepackages() (a venv's own, and the system's under --system-site-packages) and the
+# user site where the base reads it, in sys.path order; torch's version comes from its metadata.
+_BASE_PROBE = """
+import importlib.metadata as md, json, os, site, sys
+wanted = set(site.getsitepackages()) | ({site.getusersitepackages()} if site.ENABLE_USER_SITE else set())
+dirs = [p for p in dict.fromkeys(sys.path) if p in wanted and os.path.isdir(p)]
+try:
+    torch = md.version("torch")
+except md.PackageNotFoundError:
+    torch = None
+print(json.dumps({"executable": sys.executable, "version": sys.version.split()[0], "torch": torch, "site_dirs": dirs}))
+"""
+
+# Run by a stack env's interpreter: the requirements of the packages installed in its own
+# site-packages (argv[1]), and the values environment markers are evaluated against (as
+# packaging.markers.default_environment computes them, with the standard library only).
+_REQUIRES_PROBE = """
+import importlib.metadata as md, json, os, platform, sys
+def fmt(v):
+    return f"{v.major}.{v.minor}.{v.micro}" + ("" if v.releaselevel == "final" else v.releaselevel[0] + str(v.serial))
+env = {"implementation_name": sys.implementation.name, "implementation_version": fmt(sys.implementation.version),
+       "os_name": os.name, "platform_machine": platform.machine(), "platform_release": platform.release(),
+       "platform_system": platform.system(), "platform_version": platform.version(),
+       "python_full_version": platform.python_version(), "platform_python_implementation": platform.python_implementation(),
+       "python_version": ".".join(platform.python_version_tuple()[:2]), "sys_platform": sys.platform}
+own = os.path.realpath(sys.argv[1])
+requires = [[d.metadata["Name"], d.version, r] for d in md.distributions(path=[own]) for r in (d.requires or [])]
+print(json.dumps({"env": env, "requires": requires}))
+"""
 
 
 def find_uv() -> str | None:

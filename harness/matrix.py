@@ -228,7 +228,7 @@ STRATEGY_RANKS = {
 }
 
 STACK_PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
-STACK_KEYS = ("description", "provider", "canary", "torch", *STACK_PACKAGES)
+STACK_KEYS = ("description", "provider", "canary", "torch", "python", "python_why", *STACK_PACKAGES)
 
 
 def parse_models(doc: dict, defaults: dict, path: Path, problems: list[str]) -> dict[str, dict]:
@@ -274,7 +274,7 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
             if key not in STACK_KEYS:
                 problems.append(at(key, label, f"unknown key{did_you_mean(key, STACK_KEYS)}"))
                 ok = False
-            elif key in ("description", "provider", "torch", *STACK_PACKAGES) and not isinstance(value, str):
+            elif key in ("description", "provider", "torch", "python", "python_why", *STACK_PACKAGES) and not isinstance(value, str):
                 problems.append(at(key, label, "must be a string"))
                 ok = False
             elif key == "canary" and not isinstance(value, bool):
@@ -283,6 +283,12 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
             elif key == "provider" and value not in ("env", "current"):
                 problems.append(at(key, label, f"{_toml_repr(value)} is not one of \"env\", \"current\""))
                 ok = False
+            elif key == "python":
+                try:
+                    SpecifierSet(value)
+                except InvalidSpecifier:
+                    problems.append(at(key, label, f"{_toml_repr(value)} is not a version specifier like \"<3.12\""))
+                    ok = False
             elif key in STACK_PACKAGES or (key == "torch" and value != "inherit"):
                 try:
                     spec = SpecifierSet(value)
@@ -294,7 +300,7 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
                     problems.append(at(key, label, "a canary takes the newest release: give a range or \"\", not an exact pin"))
                     ok = False
         current = table.get("provider") == "current"
-        if current and any(k in table for k in ("torch", "canary", *STACK_PACKAGES)):
+        if current and any(k in table for k in ("torch", "canary", "python", *STACK_PACKAGES)):
             problems.append(at(name, f"[{name}]", "provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary"))
             ok = False
         if ok:
@@ -305,6 +311,8 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
                 canary=bool(table.get("canary", False)),
                 torch=table.get("torch", "inherit"),
                 packages=tuple((p, table[p]) for p in STACK_PACKAGES if p in table),
+                python=table.get("python", ""),
+                python_why=table.get("python_why", ""),
             )
     return stacks
 

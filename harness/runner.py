@@ -27,7 +27,7 @@ from typing import Callable
 import harness
 from harness import classify, guard, hardware, memory, records, schedule
 from harness.cell import Cell
-from harness.envs import EnvManager, InstallError, Stack, StackEnv
+from harness.envs import EnvManager, InstallError, Stack, StackEnv, StackUnsupported
 from harness.errors import ResultsWriteError
 from harness.hardware import Host, NvmlSampler
 from harness.known_issues import KnownIssues
@@ -157,6 +157,8 @@ def run_all(
 
     def execute(cell: Cell, slots: tuple) -> dict:
         got = stack_envs[cell.stack]
+        if isinstance(got, StackUnsupported):  # this runner cannot run the stack: said, not failed
+            return unsupported_record(cell, ctx, str(got))
         if isinstance(got, InstallError):
             return install_error_record(cell, ctx, got)
         return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots))
