@@ -1,5 +1,15 @@
 """What this host has, found without importing torch: CPU name, and CUDA GPUs through NVML
-(nvidia-ml-py) with `nvidia-smi` as the fallback."""
+(nvidia-ml-py) with `nvidia-smi` as the fallback.
+
+Which card is which: NVML numbers cards in PCI bus order; CUDA numbers them fastest first unless
+CUDA_DEVICE_ORDER=PCI_BUS_ID. So compat names a card by its UUID wherever it can: a cell's
+CUDA_VISIBLE_DEVICES lists the UUIDs of its cards (and CUDA_DEVICE_ORDER=PCI_BUS_ID is set for
+anything inside that counts), and a runner's own CUDA_VISIBLE_DEVICES (a shared host that lends
+this job some cards) is read as CUDA reads it: indices, UUIDs or unique UUID prefixes, up to the
+first entry that names no card. A card in MIG mode, or a MIG slice named there, is refused with
+the reason: a slice has a fraction of the card's memory and compute, and its records would
+misstate the card.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +20,20 @@ import platform
 import shutil
 import subprocess
 
+from harness.errors import UsageError
+
+MIG_REFUSAL = ("compat runs cells on whole cards only: a MIG slice has a fraction of the card's memory and compute, so "
+               "its records would misstate the card")
+
 
 @dataclasses.dataclass(frozen=True)
 class Gpu:
-    index: int
+    index: int  # NVML's index: PCI bus order, whatever CUDA_VISIBLE_DEVICES says
     name: str
     compute_capability: str  # "9.0"
     memory_bytes: int
+    uuid: str = ""  # "GPU-5f1c…": what a cell's CUDA_VISIBLE_DEVICES names it by
+    pci_bus_id: str = ""
 
     @property
     def arch(self) -> str:
@@ -24,18 +41,27 @@ class Gpu:
         major, minor = self.compute_capability.split(".")
         return f"sm_{major}{minor}"
 
+    @property
+    def cuda_id(self) -> str:
+        """How CUDA_VISIBLE_DEVICES names this card: its UUID, else its index in PCI bus order."""
+        return self.uuid or str(self.index)
+
 
 @dataclasses.dataclass(frozen=True)
 class Host:
     cpu: str
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[Gpu, ...]  # the cards compat may use (visible to it, not in MIG mode)
     driver: str | None
     cuda_driver: str | None  # the CUDA version the driver supports, e.g. "12.8"
     gpu_probe: str  # how GPUs were looked for, and what that said
+    refused: tuple[str, ...] = ()  # cards present but not used, each with the reason
 
     @property
     def archs(self) -> set[str]:
         return {"cpu"} | {g.arch for g in self.gpus}
+
+    def gpu(self, index: int) -> Gpu:
+        return next(g for g in self.gpus if g.index == index)
 
     def fingerprint(self) -> dict:
         return {
@@ -60,14 +86,66 @@ def runner_identity(environ=os.environ) -> dict:
 
 @functools.cache
 def detect() -> Host:
-    gpus, driver, cuda, probe = _nvml()
-    if not gpus:
+    return probe(os.environ)
+
+
+def probe(environ, nvml=None) -> Host:
+    """The host as compat may use it: every card NVML (else nvidia-smi) finds, less those the
+    runner's CUDA_VISIBLE_DEVICES hides and those in MIG mode. `nvml` stands in for pynvml in
+    tests. A CUDA_VISIBLE_DEVICES that names cards by index on a host of mixed cards, without
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, is a UsageError: CUDA and NVML would mean different cards."""
+    cards, driver, cuda, how = _nvml(nvml)
+    if not cards:
         smi = _nvidia_smi()
         if smi[0]:
-            gpus, driver, cuda, probe = smi
+            cards, driver, cuda, how = smi
         else:
-            probe = f"{probe}; {smi[3]}"
-    return Host(cpu_name(), tuple(gpus), driver, cuda, probe)
+            how = f"{how}; {smi[3]}"
+    gpus, refused = visible(cards, environ.get("CUDA_VISIBLE_DEVICES"), environ.get("CUDA_DEVICE_ORDER"))
+    for gpu, mig in list(gpus):
+        if mig:
+            refused.append(f"GPU {gpu.index} ({gpu.name}) is in MIG mode: {MIG_REFUSAL}; turn MIG off on it "
+                           f"(nvidia-smi -i {gpu.index} -mig 0) or leave it out with CUDA_VISIBLE_DEVICES")
+    usable = tuple(g for g, mig in gpus if not mig)
+    if refused:
+        how += "; " + "; ".join(refused)
+    return Host(cpu_name(), usable, driver, cuda, how, tuple(refused))
+
+
+def visible(cards: list[tuple[Gpu, bool]], value: str | None, order: str | None) -> tuple[list[tuple[Gpu, bool]], list[str]]:
+    """The (card, in MIG mode) pairs CUDA_VISIBLE_DEVICES `value` lets this process use, in its
+    order, and why any named card is not used. Unset: every card. CUDA reads the list up to its
+    first entry that names no card (the ones after it are hidden too); an entry is an index, a
+    GPU UUID or a unique prefix of one; a MIG slice's UUID is refused."""
+    if value is None:
+        return list(cards), []
+    if not value.strip():
+        return [], ["CUDA_VISIBLE_DEVICES is set and empty: the runner lets this job use no card"]
+    chosen: list[tuple[Gpu, bool]] = []
+    refused: list[str] = []
+    by_index = False
+    for entry in (e.strip() for e in value.split(",")):
+        if entry.startswith("MIG-"):
+            refused.append(f"CUDA_VISIBLE_DEVICES names the MIG slice {entry}: {MIG_REFUSAL}")
+            continue
+        if entry.isdigit() and int(entry) < len(cards):
+            found = [cards[int(entry)]]
+            by_index = True
+        else:
+            found = [c for c in cards if entry.startswith("GPU-") and c[0].uuid.startswith(entry)] if entry else []
+        if len(found) != 1:
+            refused.append(f"CUDA_VISIBLE_DEVICES={value}: {entry!r} names no card of this host, and CUDA uses no "
+                               "card listed after it")
+            break
+        if found[0] not in chosen:
+            chosen.append(found[0])
+    names = {c[0].name for c in cards}
+    if by_index and len(names) > 1 and (order or "FASTEST_FIRST") != "PCI_BUS_ID":
+        raise UsageError(
+            f"CUDA_VISIBLE_DEVICES={value} names cards by index on a host of different cards ({', '.join(sorted(names))}): "
+            "CUDA numbers them fastest first and NVML by PCI bus, so an index may mean two cards. Set "
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the cards by UUID (nvidia-smi -L lists them)")
+    return chosen, refused
 
 
 def cpu_name() -> str:
@@ -81,36 +159,46 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _nvml():
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvml(nvml=None):
+    """([(Gpu, in MIG mode)], driver, CUDA version of the driver, what was found)."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return [], None, None, "NVML: nvidia-ml-py is not installed"
     try:
-        import pynvml
-    except ImportError:
-        return [], None, None, "NVML: nvidia-ml-py is not installed"
-    try:
-        pynvml.nvmlInit()
+        nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
         return [], None, None, f"NVML: {exc}"
     try:
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h).total
-            gpus.append(Gpu(i, name.decode() if isinstance(name, bytes) else name, f"{major}.{minor}", int(mem)))
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        return (
-            gpus,
-            driver.decode() if isinstance(driver, bytes) else driver,
-            f"{cuda // 1000}.{cuda % 1000 // 10}",
-            f"NVML: {len(gpus)} GPU(s)",
-        )
+        cards = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            major, minor = nvml.nvmlDeviceGetCudaComputeCapability(h)
+            uuid = bus = ""
+            try:
+                uuid = _text(nvml.nvmlDeviceGetUUID(h))
+                bus = _text(nvml.nvmlDeviceGetPciInfo(h).busId)
+            except Exception:  # an old driver: the card is still there, named by index
+                pass
+            try:
+                mig = nvml.nvmlDeviceGetMigMode(h)[0] == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
+            except Exception:  # NVMLError_NotSupported: a card without MIG
+                mig = False
+            gpu = Gpu(i, _text(nvml.nvmlDeviceGetName(h)), f"{major}.{minor}", int(nvml.nvmlDeviceGetMemoryInfo(h).total), uuid, bus)
+            cards.append((gpu, mig))
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        cuda = nvml.nvmlSystemGetCudaDriverVersion_v2()
+        return cards, driver, f"{cuda // 1000}.{cuda % 1000 // 10}", f"NVML: {len(cards)} GPU(s)"
     except Exception as exc:
         return [], None, None, f"NVML: {exc}"
     finally:
         try:
-            pynvml.nvmlShutdown()
+            nvml.nvmlShutdown()
         except Exception:
             pass
 
@@ -121,18 +209,17 @@ def _nvidia_smi():
         return [], None, None, "nvidia-smi: not found"
     try:
         out = subprocess.run(
-            [exe, "--query-gpu=index,name,compute_cap,memory.total,driver_version",
+            [exe, "--query-gpu=index,name,compute_cap,memory.total,driver_version,uuid,pci.bus_id,mig.mode.current",
              "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError) as exc:
         return [], None, None, f"nvidia-smi: {exc}"
-    gpus, driver = [], None
+    cards, driver = [], None
     for line in out.strip().splitlines():
-        idx, name, cc, mem_mib, driver = [x.strip() for x in line.split(",")]
-        gpus.append(Gpu(int(idx), name, cc, int(float(mem_mib)) * 2**20))
-    return gpus, driver, None, f"nvidia-smi: {len(gpus)} GPU(s)"
-
+        idx, name, cc, mem_mib, driver, uuid, bus, mig = [x.strip() for x in line.split(",")]
+        cards.append((Gpu(int(idx), name, cc, int(float(mem_mib)) * 2**20, uuid, bus), mig == "Enabled"))
+    return cards, driver, None, f"nvidia-smi: {len(cards)} GPU(s)"
 
 
 class NvmlSampler:
@@ -146,10 +233,12 @@ class NvmlSampler:
         sampler.report()  # {2: {"nvml_baseline_used_bytes": ..., "nvml_peak_used_bytes": ...}, ...}
     """
 
-    def __init__(self, indices: list[int], interval_s: float = 0.05):
+    def __init__(self, indices: list[int], interval_s: float = 0.05, nvml=None):
         self.indices = list(indices)
+        self._module = nvml  # pynvml, or a stand-in in tests
         self.interval_s = interval_s
         self.problem = ""
+        self.process_problem = ""  # the process list could not be read (memory readings still count)
         self._stats: dict[int, dict] = {}
         self._stop = None
         self._thread = None
@@ -161,12 +250,14 @@ class NvmlSampler:
         if not self.indices:
             return self
         try:
-            import pynvml
+            nvml = self._module
+            if nvml is None:
+                import pynvml as nvml
 
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices}
-            baseline = {i: int(pynvml.nvmlDeviceGetMemoryInfo(h).used) for i, h in handles.items()}
+            nvml.nvmlInit()
+            self._nvml = nvml
+            handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices}
+            baseline = {i: int(nvml.nvmlDeviceGetMemoryInfo(h).used) for i, h in handles.items()}
         except Exception as exc:  # ImportError, NVMLError_*: no sampling, said in the record
             self.problem = f"NVML: {exc}"
             return self
@@ -186,17 +277,26 @@ class NvmlSampler:
                 return
 
     def sample(self, handles: dict) -> None:
+        """One reading of each card. Used memory and the process list are read apart: where the
+        process query is refused (vGPU, a container without the host's PID namespace) the memory
+        reading still counts, and the problem is said once."""
         for i, h in handles.items():
+            s = self._stats[i]
             try:
                 used = int(self._nvml.nvmlDeviceGetMemoryInfo(h).used)
+            except Exception as exc:
+                self.problem = f"NVML memory reading: {exc}"
+            else:
+                s["nvml_peak_used_bytes"] = max(s["nvml_peak_used_bytes"], used)
+                s["nvml_samples"] += 1
+            try:
                 procs = len(self._nvml.nvmlDeviceGetComputeRunningProcesses(h))
             except Exception as exc:
-                self.problem = f"NVML: {exc}"
-                continue
-            s = self._stats[i]
-            s["nvml_peak_used_bytes"] = max(s["nvml_peak_used_bytes"], used)
-            s["nvml_processes_max"] = max(s["nvml_processes_max"], procs)
-            s["nvml_samples"] += 1
+                self.process_problem = f"NVML process list: {exc}"
+                s["nvml_processes_max"] = None
+            else:
+                if s["nvml_processes_max"] is not None:
+                    s["nvml_processes_max"] = max(s["nvml_processes_max"], procs)
 
     def __exit__(self, *exc) -> None:
         if self._thread is not None:
@@ -209,4 +309,10 @@ class NvmlSampler:
                 pass
 
     def report(self) -> dict[int, dict]:
-        return {i: {**s, "nvml_interval_s": self.interval_s} for i, s in self._stats.items()}
+        """Per card: the baseline before the cell, the peak while it ran, and the peak less the
+        baseline (what the cell added, CUDA contexts included; None where no reading was taken)."""
+        out = {}
+        for i, s in self._stats.items():
+            rise = s["nvml_peak_used_bytes"] - s["nvml_baseline_used_bytes"] if s["nvml_samples"] else None
+            out[i] = {**s, "nvml_peak_minus_baseline_bytes": rise, "nvml_interval_s": self.interval_s}
+        return out

@@ -29,7 +29,7 @@ from harness import classify, guard, hardware, memory, records, schedule
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv, StackUnsupported
 from harness.errors import ResultsWriteError
-from harness.hardware import Host, NvmlSampler
+from harness.hardware import Gpu, Host, NvmlSampler
 from harness.known_issues import KnownIssues
 from harness.matrix import cell_settings
 
@@ -251,19 +251,23 @@ def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -
     return "python", [python, *script]
 
 
-def cell_environment(cell: Cell, gpus: list[int], stack_env: StackEnv) -> dict:
-    """The cell's process environment: this one, offline, plus its cards and allocator setting."""
+def cell_environment(cell: Cell, cards: list[Gpu], stack_env: StackEnv) -> dict:
+    """The cell's process environment: this one, offline, plus its cards and allocator setting.
+    Its cards are named by UUID (torch numbers them cuda:0.. in this order whatever the host's
+    CUDA_DEVICE_ORDER); PCI bus order for anything inside that counts cards itself."""
     env = {**os.environ, **CELL_ENV}
     if stack_env.path is not None and "TORCH_EXTENSIONS_DIR" not in os.environ:
         # the ops DeepSpeed compiles on first use (about a minute) are cached in the env they were
         # built for; torch keys a build by its source paths, so envs cannot share one folder
         env["TORCH_EXTENSIONS_DIR"] = str(stack_env.path / "torch_extensions")
     if cell.hardware != "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(card.cuda_id for card in cards)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    # the runner's own allocator setting, under either name, must not leak into a cell
+    for name in ALLOC_CONF_NAMES:
+        env.pop(name, None)
     if cell.expandable_segments:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-    else:
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # the runner's own setting must not leak into the cell
+        env.update(dict.fromkeys(ALLOC_CONF_NAMES, "expandable_segments:True"))
     return env
 
 
@@ -275,6 +279,11 @@ def free_port() -> int:
 
 def _default_gpus(cell: Cell, host: Host) -> list[int]:
     return [g.index for g in host.gpus if g.arch == cell.hardware][: cell.ranks]
+
+
+# The caching allocator's settings: PYTORCH_CUDA_ALLOC_CONF, and PYTORCH_ALLOC_CONF, the name newer
+# torch reads first (the old one still works there, with a deprecation warning)
+ALLOC_CONF_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 
 def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None) -> dict:
@@ -308,7 +317,7 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     launcher, command = launch_command(cell, stack_env.python, spec_path, result_dir)
     cards = [] if cell.hardware == "cpu" else gpus if gpus is not None else _default_gpus(cell, ctx.host)
-    env = cell_environment(cell, cards, stack_env)
+    env = cell_environment(cell, [ctx.host.gpu(i) for i in cards], stack_env)
 
     with NvmlSampler(cards) as sampler:
         ended = _launch(command, env, workdir, log_path, timeout, None if ctx.keep_workdirs else workdir)
@@ -337,7 +346,8 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
         "started_at": started,
         "finished_at": now(),
         "launcher": launcher,
-        **({"nvml_problem": sampler.problem} if sampler.problem else {}),
+        **({"nvml_problem": "; ".join(x for x in (sampler.problem, sampler.process_problem) if x)}
+           if sampler.problem or sampler.process_problem else {}),
         "command": command,
         "returncode": ended.returncode,
         "settings": settings,

@@ -65,16 +65,25 @@ def test_launchers_are_the_ones_users_use():
     assert launcher == "deepspeed" and "--num_gpus" not in cmd
 
 
+def card(index, uuid=""):
+    return Gpu(index, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30, uuid)
+
+
 def test_cell_environment_sets_cards_and_allocator_and_drops_the_runners_own(monkeypatch):
+    # a runner's own allocator settings, under the old name and the new one
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "garbage_collection_threshold:0.6")
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
-    env = cell_environment(Cell("sm_90", "local", "bf16", "none", "lora", "ddp", ranks=2, expandable_segments=True), [2, 3], STACK)
-    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"
-    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    es = Cell("sm_90", "local", "bf16", "none", "lora", "ddp", ranks=2, expandable_segments=True)
+    env = cell_environment(es, [card(2, "GPU-aaa"), card(3, "GPU-bbb")], STACK)
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-aaa,GPU-bbb"  # by UUID: no index can mean another card
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == env["PYTORCH_ALLOC_CONF"] == "expandable_segments:True"
     assert env["HF_HUB_OFFLINE"] == "1"
     assert env["TORCH_EXTENSIONS_DIR"] == "/envs/s/torch_extensions"
-    env = cell_environment(cell("sm_90"), [1], STACK)
-    assert env["CUDA_VISIBLE_DEVICES"] == "1" and "PYTORCH_CUDA_ALLOC_CONF" not in env
+    env = cell_environment(cell("sm_90"), [card(1)], STACK)  # no UUID known (nvidia-smi without it): the index
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in env and "PYTORCH_ALLOC_CONF" not in env
     assert "CUDA_VISIBLE_DEVICES" not in cell_environment(cell("cpu"), [], StackEnv("l", "py", None, "current", {}))
 
 
