@@ -1,10 +1,10 @@
 """`compat`: list the plan, run it, render and merge the table, recommend, explain, fit, preflight.
 
     compat list   [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--json]
-    compat run    [--matrix PATH] [--select GLOB]... [--skip GLOB]... [--results DIR]
+    compat run    [--matrix PATH]... [--select GLOB]... [--skip GLOB]... [--results DIR]
                   [--python PATH] [--env-dir DIR] [--offline] [--find-links DIR]...
                   [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES] [--junit FILE]
-                  [--shard I/N] [--resume]
+                  [--shard I/N] [--resume] [--stop-after S]
     compat envs   [--env-dir DIR] [--json] [--prune [--older-than DAYS]]
     compat table  [--results DIR]
     compat merge  FILE... [--into DIR] [--no-table]
@@ -15,7 +15,8 @@
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
 input; 3 the job needs hardware this host lacks; 70 a bug in compat; 74 results could not be
-written (a full disk); 130 interrupted.
+written (a full disk); 75 --stop-after left cells to run (run again with --resume); 130
+interrupted.
 This module and everything it imports stay free of torch, so listing and planning are instant.
 """
 
@@ -30,6 +31,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import harness
@@ -84,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
     p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
     p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
+    p.add_argument("--stop-after", type=float, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
+                   "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
+                   "S = N*60 less the largest cell time limit)")
 
     p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
     p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
@@ -313,6 +318,8 @@ def cmd_run(args) -> int:
     unknown = fail_on - set(records.OUTCOMES)
     if unknown:
         raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
+    if args.stop_after is not None and not args.stop_after > 0:
+        raise UsageError(f"--stop-after must be a number of seconds greater than 0, not {args.stop_after}")
     if args.offline and not args.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
     root, grids, planned, data, grid_of = _load_plan(args, host)
@@ -353,6 +360,7 @@ def cmd_run(args) -> int:
         ),
         timeout_s=args.timeout,
         keep_workdirs=args.keep_workdirs,
+        stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
         **({"run_id": resumed[0]} if resumed else {}),
     )
     print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
@@ -371,7 +379,15 @@ def cmd_run(args) -> int:
         print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
     if not args.no_table:
         _render(results, data.dir, base)
+    recorded = {rec["cell"] for rec in done}
+    left = [c for c in cells if c.id not in recorded]
+    if left:
+        print(f"--stop-after {args.stop_after:g} s: {len(left)} cell(s) not started; the same command with --resume runs them")
+        return STOPPED_EARLY
     return 1 if fail_on & set(counts) else 0
+
+
+STOPPED_EARLY = 75  # EX_TEMPFAIL in sysexits.h: try again (with --resume)
 
 
 def _resume(results: Path, planned: list) -> tuple[str, set[str]] | None:

@@ -111,6 +111,7 @@ class RunContext:
     deepspeed_config: Path | None = None  # a user's own, used as given (compat preflight), instead of matrix/deepspeed/
     fsdp_args: dict | None = None  # a user's own TrainingArguments fsdp / fsdp_config (compat preflight), as given
     record_extra: dict = dataclasses.field(default_factory=dict)  # fields every record of this run carries (compat preflight's "preflight")
+    stop_at: float | None = None  # time.monotonic() after which no cell starts (compat run --stop-after)
 
     @property
     def log_dir(self) -> Path:
@@ -147,6 +148,10 @@ def run_all(
             finish(unsupported_record(p.cell, ctx, p.reason))
 
     stack_envs: dict[str, StackEnv | InstallError] = {}
+    ops_built: dict[tuple, dict] = {}  # (stack, hardware, ops) -> how DeepSpeed's ops were built
+
+    def ops_key(cell: Cell) -> tuple:
+        return cell.stack, cell.hardware, tuple(deepspeed_ops(deepspeed_config_path(cell, ctx)))
 
     def prepare(cell: Cell) -> None:  # in this thread, while other cells may be running
         if cell.stack not in stack_envs:
@@ -154,6 +159,11 @@ def run_all(
                 stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
             except InstallError as exc:
                 stack_envs[cell.stack] = exc
+        env = stack_envs[cell.stack]
+        if cell.strategy in DEEPSPEED and isinstance(env, StackEnv):
+            key = ops_key(cell)
+            if key[2] and key not in ops_built:
+                ops_built[key] = build_deepspeed_ops(cell, ctx, env, list(key[2]))
 
     def execute(cell: Cell, slots: tuple) -> dict:
         got = stack_envs[cell.stack]
@@ -161,17 +171,94 @@ def run_all(
             return unsupported_record(cell, ctx, str(got))
         if isinstance(got, InstallError):
             return install_error_record(cell, ctx, got)
-        return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots))
+        ops = ops_built.get(ops_key(cell)) if cell.strategy in DEEPSPEED else None
+        return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots), ops=ops)
 
     try:
         schedule.run_jobs(
             [p.cell for p in todo if p.here], device_pools(ctx.host), cell_need,
             execute, lambda cell, record: finish(record), prepare,
+            may_start=lambda: ctx.stop_at is None or time.monotonic() < ctx.stop_at,
         )
     except BaseException:
         _kill_running()  # interrupted: no cell outlives the run
         raise
     return out
+
+
+def deepspeed_config_path(cell: Cell, ctx: "RunContext") -> Path:
+    """The DeepSpeed config a cell passes to the Trainer: the user's own, else matrix/deepspeed/."""
+    return ctx.deepspeed_config or ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
+
+
+def deepspeed_ops(config_path: Path) -> list[str]:
+    """The op builders DeepSpeed compiles on first use for a config's optimizer (deepspeed
+    runtime/engine.py, _configure_basic_optimizer): Adam or AdamW, unless torch_adam, is
+    DeepSpeedCPUAdam (CPUAdamBuilder) when the optimizer is offloaded, FusedAdam (FusedAdamBuilder)
+    otherwise; another optimizer, or none named (the Trainer's own AdamW), builds none."""
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # the cell reports the real error
+    optimizer = config.get("optimizer") if isinstance(config, dict) else None
+    if not isinstance(optimizer, dict) or str(optimizer.get("type", "")).lower() not in ("adam", "adamw"):
+        return []
+    if (optimizer.get("params") or {}).get("torch_adam"):
+        return []
+    offload = ((config.get("zero_optimization") or {}).get("offload_optimizer") or {}).get("device")
+    return ["CPUAdamBuilder"] if offload in ("cpu", "nvme") else ["FusedAdamBuilder"]
+
+
+# Run by a stack env's interpreter: build (or find built) each named op, as DeepSpeed does on first
+# use, and say how long each took
+_BUILD_OPS = """
+import json, sys, time
+try:
+    from deepspeed.accelerator import get_accelerator
+    builder_of = get_accelerator().create_op_builder
+except (ImportError, AttributeError):  # DeepSpeed before its accelerator abstraction
+    import deepspeed.ops.op_builder as ob
+    builder_of = lambda name: getattr(ob, name)()
+out = {}
+for name in sys.argv[1:]:
+    t = time.perf_counter()
+    builder = builder_of(name)
+    if builder is None:
+        out[name] = {"ok": False, "error": "this accelerator has no such op"}
+        continue
+    builder.load()
+    out[name] = {"ok": True, "seconds": round(time.perf_counter() - t, 1)}
+print("COMPAT-OPS " + json.dumps(out), flush=True)
+"""
+OPS_BUILD_TIMEOUT_S = 1800.0
+
+
+def build_deepspeed_ops(cell: Cell, ctx: "RunContext", stack_env: StackEnv, ops: list[str]) -> dict:
+    """Build the DeepSpeed ops a stack's DeepSpeed cells need on this hardware, once, before the
+    first of them starts: a JIT build with nvcc (or the host compiler on CPU) takes minutes, which
+    no cell's time or time limit should pay. Where they go is where the cells look (the stack
+    env's TORCH_EXTENSIONS_DIR). What happened, and how long it took, goes into the records of those
+    cells; a build that fails is said there too, and the cells run anyway (their own failure is
+    then the stack's)."""
+    cards = [g for g in ctx.host.gpus if g.arch == cell.hardware][:1]
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = ctx.log_dir / f"deepspeed-ops-{cell.stack}-{cell.hardware}.log"
+    workdir = Path(tempfile.mkdtemp(prefix="compat-ops-"))
+    t0 = time.perf_counter()
+    ended = _launch([stack_env.python, "-c", _BUILD_OPS, *ops], cell_environment(cell, cards, stack_env), workdir,
+                    log_path, OPS_BUILD_TIMEOUT_S, workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    log = _read_text(log_path)
+    said = next((line.removeprefix("COMPAT-OPS ") for line in log.splitlines() if line.startswith("COMPAT-OPS ")), None)
+    info = {"ops": ops, "hardware": cell.hardware, "seconds": round(time.perf_counter() - t0, 1),
+            "ok": ended.returncode == 0 and said is not None, "log": _relative(log_path, ctx.results_dir)}
+    if said is not None:
+        info["built"] = json.loads(said)
+    if not info["ok"]:
+        info["error"] = classify.last_lines(log, lines=8) or ended.start_error or f"exit code {ended.returncode}"
+    ctx.envs.log(f"  DeepSpeed ops {', '.join(ops)} for {cell.stack} on {cell.hardware}: "
+                 f"{'built' if info['ok'] else 'FAILED'} in {info['seconds']:.1f} s, before any cell ran (log {info['log']})")
+    return info
 
 
 def device_pools(host: Host) -> dict[str, list[int]]:
@@ -261,7 +348,11 @@ def cell_environment(cell: Cell, cards: list[Gpu], stack_env: StackEnv) -> dict:
         # built for; torch keys a build by its source paths, so envs cannot share one folder
         env["TORCH_EXTENSIONS_DIR"] = str(stack_env.path / "torch_extensions")
     if cell.hardware != "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(card.cuda_id for card in cards)
+        # the deepspeed launcher reads CUDA_VISIBLE_DEVICES as integers, unsets it and counts every
+        # card (deepspeed/launcher/runner.py: parse_node_config, main): it gets indices, which
+        # PCI bus order makes NVML's and CUDA's alike
+        ids = [str(card.index) for card in cards] if cell.strategy in DEEPSPEED else [card.cuda_id for card in cards]
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     # the runner's own allocator setting, under either name, must not leak into a cell
     for name in ALLOC_CONF_NAMES:
@@ -281,12 +372,14 @@ def _default_gpus(cell: Cell, host: Host) -> list[int]:
     return [g.index for g in host.gpus if g.arch == cell.hardware][: cell.ranks]
 
 
-# The caching allocator's settings: PYTORCH_CUDA_ALLOC_CONF, and PYTORCH_ALLOC_CONF, the name newer
-# torch reads first (the old one still works there, with a deprecation warning)
+# The caching allocator's settings, under both names torch reads: PYTORCH_CUDA_ALLOC_CONF (every
+# release; 2.10 and later read it before the other) and PYTORCH_ALLOC_CONF (from 2.9, which reads it
+# first and calls the CUDA name deprecated, but takes expandable_segments only from the CUDA name:
+# pytorch/pytorch#183387). Both set to the same value work on every release.
 ALLOC_CONF_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 
-def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None) -> dict:
+def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None, ops: dict | None = None) -> dict:
     started = now()
     t0 = time.perf_counter()
     timeout = ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
@@ -303,10 +396,11 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
         "model": own["model"],  # the config (the axis value, a name, is model_name)
         "train": own["train"],
         "workdir": str(workdir / "work"),
+        "host": {"driver": ctx.host.driver, "cuda_driver": ctx.host.cuda_driver},
     }
     settings = {"timeout_s": timeout, "model": own["model"], "train": own["train"]}
     if cell.strategy in DEEPSPEED:
-        ds_path = ctx.deepspeed_config or ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
+        ds_path = deepspeed_config_path(cell, ctx)
         spec["deepspeed_config"] = str(ds_path)
         try:
             settings["deepspeed_config"] = json.loads(ds_path.read_text(encoding="utf-8"))
@@ -353,8 +447,13 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
         "settings": settings,
         "stack": stack_env.info,
         "fingerprint": fingerprint(ctx, stack_env.python, environment),
-        "log": str(log_path.relative_to(ctx.results_dir)) if log_path.is_relative_to(ctx.results_dir) else str(log_path),
+        **({"deepspeed_ops": ops} if ops else {}),
+        "log": _relative(log_path, ctx.results_dir),
     }
+
+
+def _relative(path: Path, results_dir: Path) -> str:
+    return str(path.relative_to(results_dir)) if path.is_relative_to(results_dir) else str(path)
 
 
 def merge_nvml(peaks: list[dict], cards: list[int], nvml: dict[int, dict]) -> list[dict]:
@@ -467,10 +566,11 @@ def _read_results(result_dir: Path, ranks: int) -> dict | None:
         for m in found[r].get("memory") or []:
             merged["memory"].append({**m, "timeline": timeline, "staircase": memory.staircase(timeline)})
     failed = [r for r in sorted(found) if found[r].get("status") != "ok"]
-    unsupported = [r for r in failed if found[r].get("status") == "unsupported"]
-    if unsupported:  # the stack cannot express the cell: every rank finds that out the same way
-        merged["status"] = "unsupported"
-        merged["reason"] = str(found[unsupported[0]].get("reason", ""))
+    said = [r for r in failed if found[r].get("status") in ("infra", "unsupported")]
+    said.sort(key=lambda r: found[r]["status"] != "infra")  # a rank the runner failed outweighs the rest
+    if said:  # the runner cannot run it, or the stack cannot express it: said with the reason
+        merged["status"] = found[said[0]]["status"]
+        merged["reason"] = str(found[said[0]].get("reason", ""))
     elif failed and isinstance(found[failed[0]].get("error"), dict):
         merged["status"] = "error"
         merged["error"] = dict(found[failed[0]]["error"], rank=failed[0])
@@ -495,6 +595,8 @@ def _classify(ended: Ended, result: dict | None, log_path: Path) -> tuple[str, s
         return "pass", "", None
     if result and result.get("status") == "unsupported":
         return "unsupported", result["reason"], None
+    if result and result.get("status") == "infra":  # the runner, not the stack: a CUDA-less torch, another card
+        return "infra", result["reason"], _error("RunnerProblem", result["reason"], log_tail)
     if result and result.get("status") == "error" and isinstance(result.get("error"), dict):
         err = result["error"]
         etype, message = str(err.get("type", "")), str(err.get("message", ""))

@@ -44,8 +44,11 @@ def run_jobs(
     execute: Callable[[J, tuple], R],
     done: Callable[[J, R], None],
     prepare: Callable[[J], None] = lambda job: None,
-) -> None:
-    """Run every job; `execute(job, slots)` in a worker thread, `done(job, result)` here.
+    may_start: Callable[[], bool] = lambda: True,
+) -> list[J]:
+    """Run every job; `execute(job, slots)` in a worker thread, `done(job, result)` here. Returns
+    the jobs never started: once `may_start()` is False (a time budget spent), no job starts, the
+    running ones finish, and the rest are handed back.
 
     `prepare(job)` runs here, just before a job starts (making its stack's environment): it may
     block, and running jobs carry on meanwhile. If `execute`, `prepare` or `done` raises, no new
@@ -61,6 +64,7 @@ def run_jobs(
     finished: queue.Queue[_Finished] = queue.Queue()
     running = 0
     failure: BaseException | None = None
+    left: list[J] = []
 
     def work(job, pool, slots):
         try:
@@ -69,6 +73,8 @@ def run_jobs(
             finished.put(_Finished(job, pool, slots, None, exc))
 
     while pending or running:
+        if failure is None and pending and not may_start():
+            left, pending = list(pending), []
         if failure is None:
             for job in list(pending):
                 n = need(job)
@@ -78,6 +84,9 @@ def run_jobs(
                     prepare(job)
                 except BaseException as exc:
                     failure = exc
+                    break
+                if not may_start():  # the budget ran out while the job was prepared
+                    left, pending = list(pending), []
                     break
                 slots = tuple(free[n.pool][: n.count])
                 del free[n.pool][: n.count]
@@ -103,3 +112,4 @@ def run_jobs(
             pending.clear()
     if failure is not None:
         raise failure
+    return left

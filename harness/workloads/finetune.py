@@ -12,11 +12,19 @@ Contract with the harness (the only one):
     deepspeed --num_gpus N finetune.py SPEC.json RESULT_DIR        (zero2, zero3, zero3_offload)
 SPEC.json holds the cell's axes and settings; each rank writes RESULT_DIR/rank<R>.json, on success
 AND on failure:
-    {"status": "ok" | "error" | "unsupported", "error": {...} | null, "reason": "..." (unsupported),
-     "losses": {...}, "memory": [...],
+    {"status": "ok" | "error" | "unsupported" | "infra", "error": {...} | null,
+     "reason": "..." (unsupported, infra), "losses": {...}, "memory": [...],
      "durations_s": {...}, "environment": {...}, "checks": {...}}
-Exit code 0 on success and when the stack has no such model family (status "unsupported"), 1
-when the workload raised (the error is in RESULT.json).
+Exit code 0 on success, when the stack has no such model family (status "unsupported") and when
+the runner cannot run a GPU cell at all (status "infra": a torch without CUDA, a card torch cannot
+use, a card of another architecture than the cell's); 1 when the workload raised (the error is in
+RESULT.json).
+
+On CUDA each rank measures its own card (LOCAL_RANK inside the cell's CUDA_VISIBLE_DEVICES), on
+that device: torch's max allocated and reserved over the whole run and over the training phase
+alone (reset right before trainer.train()), and the CUDA context as measured at a quiet point
+(NVML's used memory of this process, less what torch has reserved) right after it is created and
+again after training (then with the libraries' workspaces).
 
 This file imports only the standard library and the stack's own libraries (torch, transformers,
 peft), never the harness: it runs in whatever environment the stack provides, across library
@@ -70,6 +78,10 @@ def main(spec_path: str, result_dir: str) -> int:
         result["status"] = "unsupported"
         result["reason"] = str(exc)
         code = 0
+    except RunnerProblem as exc:
+        result["status"] = "infra"
+        result["reason"] = str(exc)
+        code = 0
     except BaseException as exc:  # the cell's failure is data; report it whatever it is
         result["error"] = {
             "type": type(exc).__module__ + "." + type(exc).__qualname__,
@@ -78,9 +90,9 @@ def main(spec_path: str, result_dir: str) -> int:
         }
         code = 1
     finally:
-        result["memory"] = memory_report(result.get("_device"), result.get("_train_rss"))
-        result.pop("_device", None)
-        result.pop("_train_rss", None)
+        result["memory"] = memory_report(result.get("_device"), result.get("_train_rss"), result.get("_cuda"))
+        for private in ("_device", "_train_rss", "_cuda"):
+            result.pop(private, None)
         result["durations_s"]["total"] = time.perf_counter() - T_START
         tmp = result_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -100,11 +112,9 @@ def run(spec: dict, result: dict) -> None:
     result["environment"] = environment_report()
 
     device = "cpu" if spec["hardware"] == "cpu" else "cuda"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("cell needs CUDA but torch.cuda.is_available() is False")
     result["_device"] = device
     if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+        result["_cuda"] = cuda_start(spec, torch)
 
     train = spec["train"]
     seed = int(train["seed"])
@@ -204,12 +214,18 @@ def run(spec: dict, result: dict) -> None:
     )
     t = time.perf_counter()
     sampler = RssSampler()
+    if device == "cuda":
+        cuda_phase(torch, result["_cuda"], "before_train", reset=True)
     sampler.start()
     try:
         trainer.train()
     finally:
         result["_train_rss"] = sampler.stop()
+        if device == "cuda":
+            cuda_phase(torch, result["_cuda"], "train")
     durations["train"] = time.perf_counter() - t
+    if device == "cuda":
+        check_allocator(torch, spec, result["_cuda"], result["checks"])
 
     if not losses:
         raise RuntimeError("the Trainer logged no training loss")
@@ -608,56 +624,167 @@ class RssSampler:
                 "train_rss_samples": self.samples}
 
 
-def memory_report(device: str | None, train_rss: dict | None = None) -> list[dict]:
+def memory_report(device: str | None, train_rss: dict | None = None, cuda: dict | None = None) -> list[dict]:
     """Peak memory of this process (this rank): peak RSS always, and the peak RSS while training
-    (RssSampler); on CUDA also torch's max allocated/reserved on its device, and NVML's used
-    memory for it at the end of the run (a reading, not a peak: it includes the CUDA context and
-    any other process on the card)."""
+    (RssSampler); on CUDA, for this rank's card alone: torch's max allocated/reserved over the
+    whole run and over training, the CUDA context as measured, and NVML's used memory of the card
+    at the end (a reading, not a peak: it includes any other process on the card)."""
     entry = {
         "rank": RANK,
         "device": "cpu",
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         **(train_rss or {}),
     }
-    if device != "cuda":
+    if device != "cuda" or not cuda or "index" not in cuda:
         return [entry]
     import torch
 
-    entries = []
-    # a rank uses one card (LOCAL_RANK under torchrun); one process alone reports every card
-    indices = [int(os.environ["LOCAL_RANK"])] if WORLD_SIZE > 1 else range(torch.cuda.device_count())
-    for d in indices:
-        e = dict(entry)
-        e["device"] = f"cuda:{d}"
-        e["torch_max_allocated_bytes"] = torch.cuda.max_memory_allocated(d)
-        e["torch_max_reserved_bytes"] = torch.cuda.max_memory_reserved(d)
-        e["nvml_used_at_end_bytes"] = nvml_used(d)
-        entries.append(e)
-    return entries or [entry]
+    d = cuda["index"]
+    entry["device"] = f"cuda:{d}"
+    # the peaks since the last reset (the start of training) and the ones before it
+    entry["torch_max_allocated_bytes"] = max(torch.cuda.max_memory_allocated(d), cuda.get("before_train_max_allocated", 0))
+    entry["torch_max_reserved_bytes"] = max(torch.cuda.max_memory_reserved(d), cuda.get("before_train_max_reserved", 0))
+    for key in ("train_max_allocated", "train_max_reserved", "cuda_context", "non_torch_after_train"):
+        if cuda.get(key) is not None:
+            entry[f"{key}_bytes"] = cuda[key]
+    entry["cuda_context_source"] = cuda.get("context_source")
+    entry["nvml_used_at_end_bytes"] = nvml_used(cuda.get("nvml"))
+    return [entry]
 
 
-def nvml_used(torch_index: int):
-    """NVML's used memory for the card torch calls `torch_index`. torch counts only the cards in
-    CUDA_VISIBLE_DEVICES; NVML counts all of them, so map through that list first."""
+class RunnerProblem(Exception):
+    """The runner cannot run this GPU cell at all (its torch has no CUDA, cannot use the card, or
+    the card is not of the cell's architecture): recorded as `infra` with the reason, never as a
+    failure of the stack."""
+
+
+def cuda_start(spec: dict, torch) -> dict:
+    """Check that this rank's card is the one the cell is for and that torch can use it, then
+    make it the current device and measure the CUDA context at that quiet point: NVML's used
+    memory of this process (else of the card, less its reading before the context existed),
+    less what torch's allocator has reserved."""
+    if torch.version.cuda is None:
+        raise RunnerProblem(
+            f"torch {torch.__version__} is a build without CUDA, and the cell is for the host's {spec['hardware']} card: "
+            "the runner's interpreter needs a CUDA build of torch")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    handle = nvml_card(local)  # NVML creates no CUDA context: the card as it was before this process
+    before = nvml_used(handle)
+    try:
+        torch.cuda.init()
+        count = torch.cuda.device_count()
+    except Exception as exc:  # "The NVIDIA driver on your system is too old", "no NVIDIA driver"
+        driver = (spec.get("host") or {}).get("cuda_driver")
+        raise RunnerProblem(
+            f"torch {torch.__version__} (built for CUDA {torch.version.cuda}) cannot use the card: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+            + (f" (the driver supports CUDA {driver})" if driver else "")) from None
+    if count <= local:
+        raise RunnerProblem(f"torch sees {count} card(s) in CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}; "
+                            f"rank {RANK} needs card {local}")
+    major, minor = torch.cuda.get_device_capability(local)
+    if f"sm_{major}{minor}" != spec["hardware"]:
+        raise RunnerProblem(f"the cell is for {spec['hardware']}, but its card is a {torch.cuda.get_device_name(local)} "
+                            f"(sm_{major}{minor}): the harness and CUDA disagree on which card is which")
+    torch.cuda.set_device(local)
+    torch.zeros(1, device="cuda")  # the context, and the allocator's first segment
+    torch.cuda.synchronize()
+    cuda = {"index": local, "nvml": handle, "nvml_before_context": before}
+    cuda["cuda_context"], cuda["context_source"] = non_torch_bytes(torch, cuda)
+    return cuda
+
+
+def non_torch_bytes(torch, cuda: dict):
+    """(bytes this process holds on its card outside torch's allocator, how that was read): NVML's
+    used memory of this process less torch's reserved memory; where NVML cannot give a process's
+    memory (a container's PIDs), the card's used memory less its reading before this process
+    made its context. (None, None) without NVML."""
+    reserved = torch.cuda.memory_reserved(cuda["index"])
+    own = nvml_process_used(cuda["nvml"])
+    if own is not None:
+        return own - reserved, "nvml process used - torch reserved"
+    used, before = nvml_used(cuda["nvml"]), cuda.get("nvml_before_context")
+    if used is not None and before is not None:
+        return used - before - reserved, "nvml card used - card before the context - torch reserved"
+    return None, None
+
+
+def cuda_phase(torch, cuda: dict, phase: str, reset: bool = False) -> None:
+    """The peaks of this rank's card so far, kept as PHASE_max_allocated / _reserved; with
+    `reset`, peaks start again from what is allocated now (the training phase starts here)."""
+    d = cuda["index"]
+    torch.cuda.synchronize(d)
+    cuda[f"{phase}_max_allocated"] = torch.cuda.max_memory_allocated(d)
+    cuda[f"{phase}_max_reserved"] = torch.cuda.max_memory_reserved(d)
+    if reset:
+        torch.cuda.reset_peak_memory_stats(d)
+    else:  # a quiet point after a phase: the context plus the libraries' workspaces (cuBLAS, NCCL)
+        cuda[f"non_torch_after_{phase}"] = non_torch_bytes(torch, cuda)[0]
+
+
+def check_allocator(torch, spec: dict, cuda: dict, checks: dict) -> None:
+    """Whether the caching allocator really used expandable segments on this card, against what
+    the cell asked for: read from its segments (torch.cuda.memory._snapshot(): each segment's
+    is_expandable, torch >= 2.2), else from its effective settings (the snapshot's
+    allocator_settings, torch >= 2.3). A runner's setting that leaked into a baseline cell fails
+    it as surely as one torch ignored (torch 2.9 reads expandable_segments only from
+    PYTORCH_CUDA_ALLOC_CONF: pytorch/pytorch#183387)."""
+    try:
+        snapshot = torch.cuda.memory._snapshot()
+    except Exception:
+        snapshot = {}
+    segments = [seg for seg in snapshot.get("segments") or [] if seg.get("device") == cuda["index"]]
+    effective = (snapshot.get("allocator_settings") or {}).get("expandable_segments")
+    checks["allocator_expandable_segments_setting"] = effective
+    used = any(seg["is_expandable"] for seg in segments) if segments and "is_expandable" in segments[0] else effective
+    checks["expandable_segments_used"] = used
+    if used is not None and bool(used) != bool(spec["expandable_segments"]):
+        raise CheckFailed(
+            f"the cell asked for {'expandable' if spec['expandable_segments'] else 'ordinary'} allocator segments, but "
+            f"torch's allocator made {'expandable' if used else 'ordinary'} ones on its card")
+
+
+def nvml_card(torch_index: int):
+    """NVML's handle of the card torch calls `torch_index` (None without NVML). torch counts only
+    the cards in CUDA_VISIBLE_DEVICES, NVML all of them: the list maps one to the other (UUIDs, or
+    indices in PCI bus order, which the harness sets)."""
     visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
     try:
         import pynvml
-    except ImportError:
+
+        pynvml.nvmlInit()
+        v = visible[torch_index] if torch_index < len(visible) else str(torch_index)
+        return pynvml.nvmlDeviceGetHandleByIndex(int(v)) if v.isdigit() else pynvml.nvmlDeviceGetHandleByUUID(v)
+    except Exception:  # no nvidia-ml-py in this env, no driver library, an entry NVML does not know
+        return None
+
+
+def nvml_used(handle):
+    """NVML's used memory of a card now, or None."""
+    if handle is None:
         return None
     try:
-        pynvml.nvmlInit()
-        if torch_index < len(visible):
-            v = visible[torch_index]
-            handle = (
-                pynvml.nvmlDeviceGetHandleByIndex(int(v))
-                if v.isdigit()
-                else pynvml.nvmlDeviceGetHandleByUUID(v)
-            )
-        else:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(torch_index)
+        import pynvml
+
         return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
     except Exception:
         return None
+
+
+def nvml_process_used(handle):
+    """NVML's used memory of this process on a card, or None where NVML does not say (no NVML, a
+    container whose PIDs are not the host's, a driver that keeps it from unprivileged users)."""
+    if handle is None:
+        return None
+    try:
+        import pynvml
+
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+    except Exception:
+        pass
+    return None
 
 
 def environment_report() -> dict:

@@ -231,6 +231,11 @@ def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
         assert all(m["peak_rss_bytes"] > 100 * 2**20 for m in rec["memory"])
         assert rec["checks"]["reload_max_abs_diff"] <= 1e-4  # the gathered, saved model reloads
         assert rec["losses"]["eval_after"] < rec["losses"]["eval_before"]
+        # the op its optimizer needs was built once, before the first DeepSpeed cell, not in a cell's time
+        ops = rec["deepspeed_ops"]
+        assert (ops["ops"], ops["ok"], ops["hardware"]) == (["CPUAdamBuilder" if offload else "FusedAdamBuilder"], True, "cpu")
+    assert "DeepSpeed ops FusedAdamBuilder for local on cpu: built in" in proc.stdout
+    assert proc.stdout.count("DeepSpeed ops ") == 2  # one build for each op, not one for each cell
 
 
 def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
@@ -288,3 +293,56 @@ def test_one_run_over_several_grids_runs_them_all_whatever_one_of_them_does(tmp_
     assert proc.returncode == 0, proc.stderr
     assert [r["cell"] for r in load(tmp_path / "r2" / "records.jsonl")] == ["cpu-local-fp32-none-lora-single"]
 
+
+
+def test_a_torch_without_cuda_on_a_gpu_host_is_infra_never_a_failure_of_the_stack(tmp_path):
+    """A GPU runner whose interpreter has a CPU-only torch used to record every GPU cell as `fail`
+    (the workload raised "cell needs CUDA"), as if the stack were broken. The host here is a
+    stand-in with one H100 (this machine has none); the cell really runs, on this CPU-only torch."""
+    import torch
+
+    if torch.version.cuda is not None:
+        pytest.skip("this torch is a CUDA build: the case needs a torch without CUDA")
+    from harness import runner
+    from harness.cell import Cell
+    from harness.envs import EnvManager, StackEnv
+    from harness.hardware import Gpu, Host
+    from harness.matrix import MatrixData
+
+    data = MatrixData.load(ROOT / "matrix")
+    host = Host("Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30, "GPU-0000"),), "580.82.07", "13.0", "stand-in")
+    ctx = runner.RunContext(results_dir=tmp_path, records_path=tmp_path / "records.jsonl", settings=data.defaults,
+                            host=host, stacks=data.stacks, envs=EnvManager(root=tmp_path / "envs"))
+    local = StackEnv("local", sys.executable, None, "current", {"name": "local"})
+    rec = runner.run_cell(Cell("sm_90", "local", "bf16", "none", "full", "single"), ctx, local, gpus=[0])
+    assert rec["outcome"] == "infra"
+    assert rec["reason"] == (f"torch {torch.__version__} is a build without CUDA, and the cell is for the host's sm_90 card: "
+                             "the runner's interpreter needs a CUDA build of torch")
+    assert rec["error"]["type"] == "RunnerProblem"
+
+
+def test_stop_after_starts_no_cell_once_the_time_is_spent_and_resume_runs_the_rest(tmp_path):
+    """A job that may run N minutes (a CI step, a lent GPU machine) runs a grid in steps: cells
+    not started when --stop-after runs out wait for --resume (exit code 75 says so)."""
+    home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', """
+        [product]
+        hardware = ["cpu"]
+        stack = ["local"]
+        precision = ["fp32"]
+        quantization = ["none"]
+        method = ["full", "lora"]
+        strategy = ["single"]
+        expandable_segments = [false, true]
+    """)
+    args = ["run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table"]
+    env = {"COMPAT_HOME": str(home)}
+    proc = run_compat(*args, "--stop-after", "0.001", env=env)
+    assert proc.returncode == 75, proc.stdout + proc.stderr
+    assert "2 cell(s) not started; the same command with --resume runs them" in proc.stdout
+    recs = load(tmp_path / "r" / "records.jsonl")  # the CPU host's `es` cells are recorded at once
+    assert sorted(r["outcome"] for r in recs) == ["unsupported", "unsupported"]
+    proc = run_compat(*args, "--resume", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = load(tmp_path / "r" / "records.jsonl")
+    assert sorted(r["outcome"] for r in recs) == ["pass", "pass", "unsupported", "unsupported"]
+    assert len({r["run_id"] for r in recs}) == 1

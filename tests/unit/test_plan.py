@@ -83,6 +83,9 @@ def test_cell_environment_sets_cards_and_allocator_and_drops_the_runners_own(mon
     assert env["TORCH_EXTENSIONS_DIR"] == "/envs/s/torch_extensions"
     env = cell_environment(cell("sm_90"), [card(1)], STACK)  # no UUID known (nvidia-smi without it): the index
     assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    # the deepspeed launcher parses the list as integers: indices, in PCI bus order
+    env = cell_environment(cell("sm_90", "zero3", 2), [card(2, "GPU-aaa"), card(3, "GPU-bbb")], STACK)
+    assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"]) == ("2,3", "PCI_BUS_ID")
     assert "PYTORCH_CUDA_ALLOC_CONF" not in env and "PYTORCH_ALLOC_CONF" not in env
     assert "CUDA_VISIBLE_DEVICES" not in cell_environment(cell("cpu"), [], StackEnv("l", "py", None, "current", {}))
 
@@ -145,3 +148,22 @@ def test_sampler_without_nvml_samples_nothing_and_says_why(monkeypatch):
     with NvmlSampler([0]) as sampler:
         pass
     assert sampler.report() == {} and sampler.problem.startswith("NVML: ")
+
+
+def test_the_deepspeed_ops_a_config_builds_are_read_from_its_optimizer(tmp_path):
+    import json
+
+    from harness.runner import deepspeed_ops
+
+    def ops(config):
+        path = tmp_path / "ds.json"
+        path.write_text(json.dumps(config))
+        return deepspeed_ops(path)
+
+    root = Path(__file__).resolve().parents[2] / "matrix" / "deepspeed"
+    assert [deepspeed_ops(root / f"{s}.json") for s in ("zero2", "zero3", "zero3_offload")] == [
+        ["FusedAdamBuilder"], ["FusedAdamBuilder"], ["CPUAdamBuilder"]]
+    assert ops({"optimizer": {"type": "AdamW", "params": {"torch_adam": True}}}) == []  # torch's own AdamW
+    assert ops({"optimizer": {"type": "Lamb"}}) == [] and ops({"zero_optimization": {"stage": 3}}) == []
+    assert ops({"optimizer": {"type": "Adam"}, "zero_optimization": {"offload_optimizer": {"device": "nvme"}}}) == ["CPUAdamBuilder"]
+    assert deepspeed_ops(tmp_path / "missing.json") == [] and ops([1, 2]) == []
