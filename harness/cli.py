@@ -722,8 +722,7 @@ def _preflight_fit(root: Path, gpu_name: str, jobs: list, gpus: int | None, mode
         return head + f"  no prediction; compat fit says: {exc}\n"
     cells = [job.cell for job in jobs]
     cards = gpus or req.axes.get("ranks") or 1
-    wanted = {"fsdp2": "fsdp"}
-    strategies = list(dict.fromkeys(wanted.get(c.strategy, c.strategy) for c in cells))
+    strategies = list(dict.fromkeys(fit.MODELLED_AS.get(c.strategy, c.strategy) for c in cells))
     strategies = [s for s in strategies if (s == "single") == (cards == 1) and s in fit.STRATEGIES]
     if not strategies:
         return head + f"  no prediction: compat fit has no {', '.join(c.strategy for c in cells)} on {cards} card(s)\n"

@@ -222,6 +222,8 @@ STRATEGY_RANKS = {
     "ddp": (2, None),
     "fsdp": (2, None),
     "fsdp2": (2, None),
+    "fsdp2_native": (1, None),  # fully_shard on a mesh of one shards nothing, and measures its cost
+    "ddp_native": (2, None),
     "zero2": (1, None),
     "zero3": (1, None),
     "zero3_offload": (1, None),

@@ -33,7 +33,17 @@ from harness.hardware import Gpu, Host, NvmlSampler
 from harness.known_issues import KnownIssues
 from harness.matrix import cell_settings
 
-WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"
+WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"  # the Trainer path
+NATIVE_WORKLOAD = Path(__file__).parent / "workloads" / "native.py"  # the torch-native path
+NATIVE = ("fsdp2_native", "ddp_native")  # strategies trained by NATIVE_WORKLOAD, always under torchrun
+# the Trainer's FSDP strategies: accelerate has no FSDP on a CPU host
+TRAINER_FSDP = ("fsdp", "fsdp2")
+NO_CPU_FSDP = (
+    "accelerate has no FSDP on a CPU host: it turns FSDP on only for GPU-like devices, so the Trainer trains an FSDP "
+    "config as DDP there (accelerate 1.15, state.py, AcceleratorState), and accelerate 1.6's FSDP plugin refuses "
+    "outright (\"There are currently no available devices found\"). The torch-native path, strategy fsdp2_native, "
+    "shards on a CPU"
+)
 MATRIX_DIR = Path(__file__).resolve().parents[1] / "matrix"
 DEEPSPEED = ("zero2", "zero3", "zero3_offload")  # strategies run by DeepSpeed, launched by its launcher
 KILL_GRACE_S = 5.0
@@ -66,7 +76,8 @@ class PlannedCell:
 
 def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
     """What this host does with each cell. CPU cells run here (ranks are processes), except those
-    asking for a CUDA-only setting, which are `unsupported`. A GPU cell
+    asking for a CUDA-only setting and the Trainer's FSDP (accelerate has none on a CPU), which
+    are `unsupported`. A GPU cell
     runs here when the host has `ranks` cards of its architecture; with fewer such cards, or no
     GPU at all, it is `unsupported` and recorded so; a cell for another GPU architecture on a GPU
     host belongs to another runner and is left to it."""
@@ -75,6 +86,8 @@ def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
         if cell.hardware == "cpu":
             if cell.expandable_segments:
                 out.append(PlannedCell(cell, False, True, "needs CUDA: expandable_segments is a setting of the CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF), which a CPU cell does not use"))
+            elif cell.strategy in TRAINER_FSDP:
+                out.append(PlannedCell(cell, False, True, NO_CPU_FSDP))
             else:
                 out.append(PlannedCell(cell, True))
             continue
@@ -325,14 +338,14 @@ def _base_record(cell: Cell, ctx: RunContext) -> dict:
 def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -> tuple[str, list[str]]:
     """The launcher users reach for, and the command: the deepspeed launcher for DeepSpeed
     strategies (any rank count), torchrun for other multi-rank cells, plain python for one."""
-    script = [str(WORKLOAD), str(spec_path), str(result_dir)]
+    script = [str(NATIVE_WORKLOAD if cell.strategy in NATIVE else WORKLOAD), str(spec_path), str(result_dir)]
     if cell.strategy in DEEPSPEED:
         # `deepspeed` is this module's console script. On GPU it takes its cards from
         # CUDA_VISIBLE_DEVICES (set per cell); on CPU it is told the process count. Its default
         # port (29500) would collide between cells running side by side: pick a free one.
         count = ["--num_gpus", str(cell.ranks)] if cell.hardware == "cpu" else []
         return "deepspeed", [python, "-m", "deepspeed.launcher.runner", "--master_port", str(free_port()), *count, *script]
-    if cell.ranks > 1:
+    if cell.ranks > 1 or cell.strategy in NATIVE:  # the native path makes its process group even for 1
         return "torchrun", [python, "-m", "torch.distributed.run", "--standalone",
                             f"--nproc_per_node={cell.ranks}", *script]
     return "python", [python, *script]

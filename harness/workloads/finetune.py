@@ -57,7 +57,10 @@ RANK = int(os.environ.get("RANK", "0"))
 WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def main(spec_path: str, result_dir: str) -> int:
+def main(spec_path: str, result_dir: str, recipe=None) -> int:
+    """Run `recipe(spec, result)` (this file's `run`, or another recipe's, such as native.py's)
+    and write this rank's result file, whatever happened."""
+    recipe = recipe or run
     result_path = os.path.join(result_dir, f"rank{RANK}.json")
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
@@ -71,7 +74,7 @@ def main(spec_path: str, result_dir: str) -> int:
         "checks": {},
     }
     try:
-        run(spec, result)
+        recipe(spec, result)
         result["status"] = "ok"
         code = 0
     except Unsupported as exc:
@@ -110,6 +113,7 @@ def run(spec: dict, result: dict) -> None:
 
     durations["import"] = time.perf_counter() - t
     result["environment"] = environment_report()
+    result["checks"]["training_path"] = "transformers.Trainer"
 
     device = "cpu" if spec["hardware"] == "cpu" else "cuda"
     result["_device"] = device
@@ -301,6 +305,9 @@ def run(spec: dict, result: dict) -> None:
     # the Trainer's own mixed precision keeps them fp32) is reloaded in fp32: their logits differ
     # by half-precision rounding, a few units of its epsilon; a broken reload differs by the logits.
     dtype = next((q.dtype for q in trained.parameters() if q.is_floating_point()), torch.float32)
+    if spec["strategy"] in ("fsdp", "fsdp2") and spec["precision"] in ("bf16", "fp16"):
+        # FSDP's mixed precision keeps fp32 shards but computes with parameters cast to 16 bits
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[spec["precision"]]
     tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
     result["checks"]["trained_weights_dtype"] = str(dtype).replace("torch.", "")
     result["checks"]["reload_tolerance"] = tolerance
@@ -403,10 +410,15 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
         kwargs.update(spec["fsdp_args"])
     elif strategy in ("fsdp", "fsdp2"):
         # what users put in their training config; the "fsdp_" prefix is the spelling every
-        # transformers version since 4.33 reads (newer ones strip it)
+        # transformers version since 4.33 reads (newer ones strip it). The saved model must be
+        # whole weights: accelerate's FSDP2 default is a sharded state dict (one file per rank,
+        # which from_pretrained cannot read); releases that do not pass state_dict_type to it read
+        # FSDP_STATE_DICT_TYPE (accelerate's FullyShardedDataParallelPlugin.set_state_dict_type)
+        os.environ["FSDP_STATE_DICT_TYPE"] = "FULL_STATE_DICT"
         kwargs["fsdp"] = "full_shard auto_wrap"
         kwargs["fsdp_config"] = {
             "fsdp_transformer_layer_cls_to_wrap": list(layer_classes or ["LlamaDecoderLayer"]),
+            "fsdp_state_dict_type": "FULL_STATE_DICT",
             **({"fsdp_version": 2} if strategy == "fsdp2" else {}),
         }
     elif strategy in DEEPSPEED_STAGES:

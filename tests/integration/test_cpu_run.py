@@ -91,15 +91,15 @@ stack = ["local"]
 precision = ["fp32"]
 quantization = ["none"]
 method = ["full"]
-strategy = ["ddp", "fsdp"]
+strategy = ["ddp", "fsdp", "fsdp2_native"]
 ranks = [2]
 """
 
 
 def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
-    """ddp passes with one memory entry per rank; fsdp through the Trainer on CPU is recorded as
-    the libraries behave (accelerate falls back to DDP on CPU: the strategy check says so); the
-    2-GPU cells are `unsupported` on this host, with the reason."""
+    """ddp passes with one memory entry per rank; the Trainer's fsdp is `unsupported` on a CPU host
+    (accelerate would train it as DDP), torch's own FSDP2 shards and passes; the 2-GPU cells are
+    `unsupported` on this host, with the reason."""
     from harness import hardware
 
     if hardware.detect().gpus:
@@ -113,8 +113,8 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
     assert sorted(recs) == [
-        "cpu-local-fp32-none-full-ddp-r2", "cpu-local-fp32-none-full-fsdp-r2",
-        "sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2",
+        "cpu-local-fp32-none-full-ddp-r2", "cpu-local-fp32-none-full-fsdp-r2", "cpu-local-fp32-none-full-fsdp2_native-r2",
+        "sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2", "sm_90-local-fp32-none-full-fsdp2_native-r2",
     ]
     ddp = recs["cpu-local-fp32-none-full-ddp-r2"]
     assert ddp["outcome"] == "pass", ddp["error"]
@@ -125,15 +125,31 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
     assert ddp["losses"]["eval_after"] < ddp["losses"]["eval_before"]
 
     fsdp = recs["cpu-local-fp32-none-full-fsdp-r2"]
-    assert fsdp["outcome"] == "fail"
-    assert fsdp["error"]["signature"] == (
-        "CheckFailed: strategy fsdp asked for, but the trained model is a DistributedDataParallel with Parameter parameters"
-    )
-    assert [m["rank"] for m in fsdp["memory"]] == [0, 1]
+    assert fsdp["outcome"] == "unsupported" and fsdp["reason"].startswith("accelerate has no FSDP on a CPU host")
 
-    for cell in ("sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2"):
+    native = recs["cpu-local-fp32-none-full-fsdp2_native-r2"]
+    assert native["outcome"] == "pass", native["error"]
+    assert native["launcher"] == "torchrun" and native["command"][-3].endswith("native.py")
+    assert native["checks"]["training_path"].startswith("torch.distributed.fsdp.fully_shard")
+    assert native["checks"]["parameter_types"] == ["DTensor"] and native["checks"]["sharded_layers"] == 2
+    assert native["checks"]["trainable_parameters"] * 2 == ddp_trainable(ddp)  # each rank holds half
+    assert native["checks"]["reload_max_abs_diff"] <= native["checks"]["reload_tolerance"] == 1e-4
+    assert [m["rank"] for m in native["memory"]] == [0, 1]
+    assert native["losses"]["eval_after"] < native["losses"]["eval_before"]
+
+    for cell in ("sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2", "sm_90-local-fp32-none-full-fsdp2_native-r2"):
         assert recs[cell]["outcome"] == "unsupported"
         assert recs[cell]["reason"] == "needs 2 sm_90 cards; this host has no CUDA GPU"
+
+
+def ddp_trainable(rec: dict) -> int:
+    """The default tiny Llama's parameter count, from the record's own config (untied embeddings)."""
+    m = rec["settings"]["model"]
+    h, i, layers, v, heads, kv = (m[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size",
+                                                 "num_attention_heads", "num_key_value_heads"))
+    d = h // heads
+    per_layer = h * h + 2 * h * kv * d + h * h + 3 * h * i + 2 * h
+    return layers * per_layer + 2 * v * h + h
 
 
 STAIRS = """

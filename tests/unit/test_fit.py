@@ -162,5 +162,7 @@ def test_the_strategy_check_on_two_cpu_ranks_is_shown_as_measured_evidence(compa
     proc = compat("fit", "--model-size", "13B", "--gpu", "4090", "--gpus", "3", "--method", "full", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     checks = {e["says"].split(":")[0]: e for e in json.loads(proc.stdout)["evidence"] if e["rule"] == "strategy-check"}
-    assert set(checks) == {"ddp", "zero2", "zero3"}  # the strategies matrix/fit-cpu-dist.toml ran
-    assert all(e["kind"] == "measured" and len(e["records"]) == 2 for e in checks.values())
+    # the strategies matrix/fit-cpu-dist.toml ran; torch-native FSDP2 is the fit's fsdp, named as what ran
+    assert set(checks) == {"ddp", "zero2", "zero3", "fsdp"}
+    assert all(e["kind"] == "measured" and len(e["records"]) >= 2 for e in checks.values())
+    assert "full (fsdp2_native)" in checks["fsdp"]["says"] and "full (ddp_native)" in checks["ddp"]["says"]

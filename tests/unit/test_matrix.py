@@ -373,3 +373,18 @@ def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path)
     with pytest.raises(MatrixError) as err:
         load_matrix(grid('["wdie"]'), data)
     assert "\"wdie\" is not one of \"default\", \"wide\" (did you mean 'wide'?)" in str(err.value)
+
+
+def test_every_gpu_grid_covers_every_architecture_of_the_gpu_database():
+    """A runner with any card compat knows finds cells of its architecture in each GPU grid (it
+    used to find none on a P100, sm_60, or an RTX 5090, sm_120)."""
+    from harness.cli import matrix_paths
+    from harness.gpus import GpuDb
+    from harness.hardware import Host
+
+    archs = {gpu.arch for gpu in GpuDb.load(ROOT / "matrix").gpus}
+    assert {"sm_60", "sm_90", "sm_120"} <= archs
+    grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
+    for path in grids:
+        have = {cell.hardware for cell in load_matrix(path, DATA).cells}
+        assert archs <= have, f"{path.name} has no cells for {sorted(archs - have)}"
