@@ -5,6 +5,7 @@
                   [--python PATH] [--env-dir DIR] [--offline] [--find-links DIR]...
                   [--timeout S] [--require-gpu] [--no-table] [--fail-on OUTCOMES] [--junit FILE]
                   [--shard I/N] [--resume] [--stop-after S]
+    compat wheelhouse DIR [--stacks A,B] [-r FILE]... [--python X.Y] [--platform ARCH-manylinux_X_Y] [--no-compat]
     compat envs   [--env-dir DIR] [--json] [--prune [--older-than DAYS]]
     compat table  [--results DIR]
     compat merge  FILE... [--into DIR] [--no-table]
@@ -90,6 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
                    "S = N*60 less the largest cell time limit)")
 
+    p = sub.add_parser("wheelhouse", help="fill a folder with every wheel a GPU host needs to run the grids with no network",
+                       description="Download (or, for source-only packages such as DeepSpeed, build as pure wheels) every "
+                       "wheel the chosen stacks, the requirements files and compat itself need on a target interpreter and "
+                       "platform, torch left out (the runner's is inherited). On the host: pip install --no-index "
+                       "--find-links DIR compat -r requirements/gpu-stack.txt, then compat run --offline --find-links DIR.")
+    p.add_argument("dir", type=Path, metavar="DIR", help="the folder to fill (made if missing; wheels in it are kept)")
+    p.add_argument("--stacks", metavar="A,B", help="stacks of matrix/stacks.toml (default: every stack the GPU grids use)")
+    p.add_argument("-r", "--requirement", action="append", type=Path, metavar="FILE",
+                   help="a requirements file to include; repeatable (default: requirements/gpu-stack.txt, the local stack's)")
+    p.add_argument("--python", metavar="X.Y", help="the target's Python (default: this one's)")
+    p.add_argument("--platform", metavar="ARCH-manylinux_X_Y", help="the target's platform, as uv names it (default: this "
+                   "machine's architecture, x86_64-manylinux_2_28 on most)")
+    p.add_argument("--no-compat", action="store_true", help="leave out compat's own wheel and what it needs to run")
+
     p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
     p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
     p.add_argument("--json", action="store_true", help="one JSON array of envs")
@@ -161,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _check_single_values(parser, args)
     try:
-        return {"list": cmd_list, "run": cmd_run, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
+        return {"list": cmd_list, "run": cmd_run, "wheelhouse": cmd_wheelhouse, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
                 "recommend": cmd_recommend, "explain": cmd_explain, "fit": cmd_fit, "preflight": cmd_preflight}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
@@ -448,6 +463,38 @@ def _report(i: int, n: int, rec: dict) -> None:
     mem = table.peak_memory(rec).replace("<br>", ", ")
     detail = rec["error"]["signature"] if rec.get("error") else rec["reason"] if rec["outcome"] == "unsupported" else f"loss {table.losses(rec)}"
     print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
+
+
+def cmd_wheelhouse(args) -> int:
+    from harness import wheelhouse
+    from harness.matrix import MatrixData, grid_paths, load_matrix
+
+    root = project_root()
+    data = MatrixData.load(root / "matrix")
+    target = wheelhouse.Target.parse(args.python, args.platform)
+    if args.stacks:
+        names = [n.strip() for n in args.stacks.split(",") if n.strip()]
+        unknown = [n for n in names if n not in data.stacks]
+        if unknown:
+            raise UsageError(f"--stacks: unknown stack {unknown[0]!r}{did_you_mean(unknown[0], list(data.stacks))}; "
+                             f"matrix/stacks.toml has {', '.join(data.stacks)}")
+    else:  # the stacks the GPU grids run that have an env of their own
+        names = sorted({c.stack for p in grid_paths(root / "matrix") if p.name.startswith("gpu")
+                        for c in load_matrix(p, data).cells})
+    stacks = [data.stacks[n] for n in names if not data.stacks[n].current]
+    files = args.requirement if args.requirement is not None else [p for p in [root / "requirements" / "gpu-stack.txt"] if p.is_file()]
+    project = None if args.no_compat or not (root / "pyproject.toml").is_file() else root
+    print(f"compat wheelhouse {args.dir}: Python {target.python} on {target.platform}; stacks {', '.join(s.name for s in stacks) or 'none'}; "
+          f"requirements {', '.join(map(str, files)) or 'none'}; compat {'included' if project else 'left out'}", flush=True)
+    made = wheelhouse.make(args.dir, stacks, files, project, target, log=lambda line: print(line, flush=True))
+    for name, why in made.skipped.items():
+        print(f"left out: stack {name}: {why}")
+    print(f"{len(made.files)} wheels, {made.total_bytes / 2**20:,.1f} MiB in {args.dir} (listed in {args.dir / wheelhouse.MANIFEST})")
+    install = (["compat"] if project else []) + [f"-r {f}" for f in files]
+    if install:
+        print(f"On the host: pip install --no-index --find-links {args.dir} {' '.join(install)}")
+    print(f"{'then' if install else 'On the host:'} compat run --offline --find-links {args.dir}")
+    return 0
 
 
 def cmd_envs(args) -> int:

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 from harness import classify, guard
 from harness.errors import CompatError
@@ -303,12 +304,19 @@ class EnvManager:
             raise InstallError(f"resolving canary {stack.name}: {exc}") from None
         if out.returncode != 0:
             raise InstallError(f"resolving canary {stack.name} failed: {out.stderr.strip()[-3000:]}")
-        pinned = {}
-        for line in out.stdout.splitlines():
-            name, sep, version = line.strip().partition("==")
-            if sep:
-                pinned[name.strip().lower()] = version.strip()
-        return {n: pinned[n] for n in names if n in pinned}
+        pinned = parse_pins(out.stdout)
+        return {n: pinned[canonicalize_name(n)] for n in names if canonicalize_name(n) in pinned}
+
+
+def parse_pins(text: str) -> dict[str, str]:
+    """name -> version of each `name==version` line of `uv pip compile`'s output (names
+    canonical: lower case, '-' for '_' and '.'); comments, hashes and markers left out."""
+    pins = {}
+    for line in text.splitlines():
+        name, sep, version = line.split("#", 1)[0].split(";", 1)[0].strip().partition("==")
+        if sep and name.strip() and version.strip():
+            pins[canonicalize_name(name.strip().split("[")[0])] = version.strip()
+    return pins
 
 
 def inherit_pth(site_dirs: list[str]) -> str:

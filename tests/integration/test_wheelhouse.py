@@ -1,0 +1,86 @@
+"""An air-gapped runner: `compat wheelhouse` fills a folder with the wheels a stack needs (from
+PyPI, here), then `compat run --offline --find-links` makes that stack's environment and runs a
+real cell from it with the network cut (a network namespace with no interface but loopback,
+where the host lets the tests make one; else uv's and pip's offline modes alone)."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import compat_home, run_compat
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+STACK = """
+[offline]
+description = "accelerate alone over the runner's torch and transformers: a stack small enough to carry"
+accelerate = "==1.15.0"
+"""
+
+GRID = """
+[product]
+hardware = ["cpu"]
+stack = ["offline"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["full"]
+strategy = ["single"]
+"""
+
+
+def network_cut() -> list[str]:
+    """A command prefix that runs its command with no network (unshare: a user and network
+    namespace), or [] where this host does not allow one."""
+    if shutil.which("unshare") is None:
+        return []
+    probe = subprocess.run(["unshare", "-rn", sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
+                           capture_output=True, text=True, timeout=60)
+    return ["unshare", "-rn"] if probe.returncode != 0 and "Network is unreachable" in probe.stderr else []
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory):
+    home = compat_home(tmp_path_factory.mktemp("home"), STACK, GRID)
+    folder = home / "wheels"
+    empty = home / "none.txt"
+    empty.write_text("")
+    proc = run_compat("wheelhouse", str(folder), "--stacks", "offline", "-r", str(empty), "--no-compat",
+                      env={"COMPAT_HOME": str(home)}, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return home, folder, proc.stdout
+
+
+def test_the_wheelhouse_holds_the_stack_for_the_target_and_lists_it(wheels):
+    home, folder, out = wheels
+    manifest = json.loads((folder / "compat-wheelhouse.json").read_text())
+    assert manifest["resolved"]["offline"]["accelerate"] == "1.15.0"
+    assert "torch" not in manifest["resolved"]["offline"]  # the runner's torch is inherited, never carried
+    names = {f["name"] for f in manifest["files"]}
+    assert names == {p.name for p in folder.glob("*.whl")}
+    assert any(n.startswith("accelerate-1.15.0-") for n in names) and not any(n.startswith("torch-") for n in names)
+    assert all(len(f["sha256"]) == 64 and f["size_bytes"] > 0 for f in manifest["files"])
+    assert f"{len(names)} wheels," in out and "MiB in" in out
+
+
+@pytest.mark.parametrize("cut", ["namespace", "offline-flags"])
+def test_a_cell_runs_from_the_wheelhouse_with_no_network(wheels, tmp_path, cut):
+    home, folder, _ = wheels
+    prefix = network_cut()
+    if cut == "namespace" and not prefix:
+        pytest.skip("this host does not let the tests make a network namespace (unshare -rn); the offline-flags case runs")
+    if cut == "offline-flags":
+        prefix = []
+    args = ["run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table",
+            "--env-dir", str(tmp_path / "envs"), "--offline", "--find-links", str(folder)]
+    proc = subprocess.run([*prefix, sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=900,
+                          env={**__import__("os").environ, "COMPAT_HOME": str(home), "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rec,) = [json.loads(line) for line in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
+    assert rec["outcome"] == "pass", rec["error"]
+    assert rec["stack"]["reused"] is False and rec["stack"]["name"] == "offline"  # made here, from the wheels only
+    assert rec["fingerprint"]["packages"]["accelerate"] == "1.15.0"

@@ -1,0 +1,33 @@
+"""compat wheelhouse's target and its refusals, without the network (the wheels themselves:
+tests/integration/test_wheelhouse.py)."""
+
+import pytest
+
+from conftest import assert_clean_error, run_compat
+from harness.errors import UsageError
+from harness.wheelhouse import Target
+
+
+def test_a_target_names_every_manylinux_its_glibc_runs():
+    target = Target.parse("3.12", "x86_64-manylinux_2_28")
+    tags = target.pip_platforms
+    assert tags[0] == "manylinux_2_28_x86_64" and tags[-2:] == ["manylinux_2_5_x86_64", "manylinux1_x86_64"]
+    assert {"manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "manylinux_2_17_x86_64"} <= set(tags)
+    assert Target.parse("3.11", "aarch64-manylinux_2_17").pip_platforms[:2] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+
+
+@pytest.mark.parametrize("python, platform, says", [
+    ("312", None, "--python '312': give the target's Python as MAJOR.MINOR, e.g. 3.12"),
+    ("3.12", "win_amd64", "--platform 'win_amd64': give a Linux target as ARCH-manylinux_X_Y"),
+])
+def test_a_target_that_is_not_one_is_refused(python, platform, says):
+    with pytest.raises(UsageError) as err:
+        Target.parse(python, platform)
+    assert str(err.value).startswith(says)
+
+
+def test_an_unknown_stack_is_bad_input_before_anything_is_fetched(tmp_path):
+    proc = run_compat("wheelhouse", str(tmp_path / "w"), "--stacks", "hf2025,hf2062")
+    assert_clean_error(proc, 2)
+    assert "--stacks: unknown stack 'hf2062' (did you mean 'hf2026'?)" in proc.stderr
+    assert not (tmp_path / "w").exists()
