@@ -243,7 +243,11 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
             problems.append(at("sources", f"{url!r} is not a URL"))
             ok = False
     pins = {}
-    for pkg, spec in (table.get("pins") or {}).items():
+    raw_pins = table.get("pins") or {}
+    if not isinstance(raw_pins, dict):  # `pins = 1`: said like any other bad key, not a crash
+        problems.append(at("pins", "must be a table of package = specifier"))
+        raw_pins, ok = {}, False
+    for pkg, spec in raw_pins.items():
         if pkg not in PACKAGES:
             problems.append(at("pins", f"{pkg!r} is not one of {', '.join(PACKAGES)}"))
             ok = False
