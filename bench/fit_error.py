@@ -1,7 +1,9 @@
 """How well `compat fit` predicts what the harness measured: predicted vs measured training-phase
 peak RSS per rank, on the calibration sweep (matrix/fit-cpu.toml, the records the constants are
 fitted on), on the held-out sizes (matrix/fit-cpu-heldout.toml, never used in fitting) and on
-the strategy check (matrix/fit-cpu-dist.toml: DDP, ZeRO-2, ZeRO-3 on 2 ranks, per rank).
+the strategy check (matrix/fit-cpu-dist.toml: DDP, ZeRO-2, ZeRO-3, torch-native DDP and FSDP2 on
+2 ranks, per rank); and, once a GPU has run matrix/fit-gpu.toml, the same two tables on CUDA's
+training-phase max allocated.
 
     python bench/fit_error.py [--results DIR]
 
@@ -46,6 +48,14 @@ def main() -> int:
     tables = {"calibration": fit.error_table(cal, cal_recs), "held-out": fit.error_table(cal, held_recs),
               "strategies (2 CPU ranks, not fitted)": fit.strategy_error_table(cal, dist_recs)}
     goals = {"calibration": 0.10, "held-out": 0.15, "strategies (2 CPU ranks, not fitted)": 0.15}
+    # on a GPU (matrix/fit-gpu.toml): the same calibration and held-out models, fitted on CUDA's
+    # training-phase max allocated; empty until a GPU has run the sweep
+    gpu_cal_recs = fit.sweep_records(recs, models_of("fit-cpu.toml"), device="gpu")
+    gpu_held_recs = fit.sweep_records(recs, models_of("fit-cpu-heldout.toml"), device="gpu")
+    gpu_cal = fit.calibrate(gpu_cal_recs) if gpu_cal_recs else None
+    tables["calibration (GPU)"] = fit.error_table(gpu_cal, gpu_cal_recs) if gpu_cal else []
+    tables["held-out (GPU)"] = fit.error_table(gpu_cal, gpu_held_recs) if gpu_cal else []
+    goals.update({"calibration (GPU)": 0.10, "held-out (GPU)": 0.15})
     out = [
         f"# compat fit: predicted vs measured peak per rank ({dt.date.today()})",
         "",
@@ -54,6 +64,10 @@ def main() -> int:
         "",
         "Fitted constants: " + ", ".join(f"{k} {v:.4g}" for k, v in cal.coefficients.items())
         + "; baseline " + ", ".join(f"{k} {v / 2**20:,.0f} MiB" for k, v in cal.baseline.items()),
+        "",
+        (f"On GPU: {gpu_cal.quantity}, {len(gpu_cal_recs)} calibration records, {len(gpu_held_recs)} held-out; constants "
+         + ", ".join(f"{k} {v:.4g}" for k, v in gpu_cal.coefficients.items()) if gpu_cal else
+         "On GPU: no record of matrix/fit-gpu.toml yet, so no GPU constants (the GPU tables below are empty)."),
         "",
     ]
     summary = {}
@@ -80,7 +94,8 @@ def main() -> int:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "fit_error.md").write_text(text + "\n", encoding="utf-8")
     (dest / "fit_error.json").write_text(json.dumps({"summary": summary, "coefficients": cal.coefficients,
-                                                      "baseline_bytes": cal.baseline, "tables": tables}, indent=1) + "\n")
+                                                      "baseline_bytes": cal.baseline, "tables": tables,
+                                                      "gpu_coefficients": gpu_cal.coefficients if gpu_cal else None}, indent=1) + "\n")
     return 0
 
 

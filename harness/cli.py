@@ -599,9 +599,9 @@ def cmd_recommend(args) -> int:
 
         configs = models.ModelConfigs.load(root / "matrix")
         entry = configs.by_size(args.model_size)
-        cal = configs.calibrate(recs)
+        cal = configs.calibrate(recs, gpu=True)
         picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
-                                       entry, cal, configs, args.seq_len)
+                                       entry, cal, configs.cuda_context(recs), args.seq_len)
         if picked is None:
             raise CompatError(f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
                               "method and strategy compat knows (QLoRA and ZeRO-3 with offload included); try a shorter "
@@ -670,12 +670,13 @@ def fit_report(root: Path, known, entry, gpu_name: str | None, gpu_memory: float
     results = results or root / "results"
     recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
     _print_skipped(bad)
-    cal = known.calibrate(recs)
+    cal = known.calibrate(recs, gpu=gpu is not None)
     run = fit.Run(precision=precision, quantization="nf4" if run_fields["method"] == "qlora" else "none", **run_fields)
-    context = known.cuda_context_bytes if gpu is not None else 0.0
-    preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context) for s in strategies]
-    checks = fit.strategy_error_table(cal, fit.strategy_records(recs))
-    return fit.Report(entry, gpu, run, preds, cal, known, checks)
+    context = known.cuda_context(recs) if gpu is not None else None
+    preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0)
+             for s in strategies]
+    checks = fit.strategy_error_table(known.calibrate(recs), fit.strategy_records(recs))  # the CPU ranks' check: CPU constants
+    return fit.Report(entry, gpu, run, preds, cal, known, checks, context)
 
 
 def cmd_preflight(args) -> int:

@@ -140,6 +140,7 @@ class Run:
     seq_len: int = 2048
     batch: int = 1
     grad_ckpt: bool = False
+    lora_base_16bit: bool = True  # a LoRA base loaded in the 16-bit compute dtype, as recipes do
 
 
 @dataclasses.dataclass
@@ -180,7 +181,9 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
     elif method == "full":
         weights = p["total"] * 4.0  # fp32 master weights: the Trainer's mixed precision keeps them
     else:
-        weights = p["total"] * half  # a frozen base is loaded in the compute dtype (torch_dtype), as LoRA recipes do
+        # a frozen base is loaded in the compute dtype (torch_dtype), as LoRA recipes do; a cell
+        # whose base stays fp32 (base_dtype "float32", the workload's default) says so
+        weights = p["total"] * (half if run.lora_base_16bit else 4)
     trainable = p["total"] if method == "full" else shape.lora_params()
     tokens = run.batch * run.seq_len
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
@@ -205,12 +208,15 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
 # calibration on records
 
 def measured_peak(rec: dict) -> list[float]:
-    """Per rank: the peak RSS while the Trainer trained (`train_peak_rss_bytes`, sampled by the
-    workload; building, saving and reloading the model hold copies of their own and are not
-    training). Records made before the workload sampled it have none and are not used."""
+    """Per rank, the training-phase peak: on a CPU the RSS sampled while the Trainer trained
+    (`train_peak_rss_bytes`; building, saving and reloading the model hold copies of their own and
+    are not training); on a GPU torch's max allocated over training (`train_max_allocated_bytes`,
+    its peaks reset right before it). Records made before the workload measured it have none and
+    are not used."""
+    gpu = (rec.get("axes") or {}).get("hardware", "cpu") != "cpu"
     out = []
     for m in rec.get("memory") or []:
-        peak = m.get("train_peak_rss_bytes")
+        peak = m.get("train_max_allocated_bytes" if gpu else "train_peak_rss_bytes")
         if isinstance(peak, (int, float)) and peak > 0:
             out.append(float(peak))
     return out
@@ -227,16 +233,18 @@ def run_of_record(rec: dict) -> Run:
     return Run(method=method, precision=axes["precision"], quantization=axes.get("quantization", "none"),
                strategy=MODELLED_AS.get(axes["strategy"], axes["strategy"]), cards=int(axes.get("ranks", 1)),
                seq_len=int(train.get("seq_len_max", 64)), batch=int(train.get("batch_size", 4)),
-               grad_ckpt=bool(axes.get("grad_ckpt")))
+               grad_ckpt=bool(axes.get("grad_ckpt")), lora_base_16bit=train.get("base_dtype", "float32") == "compute")
 
 
-def sweep_records(records: list[dict], models: set[str] | None = None) -> list[dict]:
-    """Passing single-process CPU records of the fit_* size sweeps (or of `models`)."""
+def sweep_records(records: list[dict], models: set[str] | None = None, device: str = "cpu") -> list[dict]:
+    """Passing single-process records of the fit_* size sweeps (or of `models`), on a CPU
+    (`device` "cpu": matrix/fit-cpu.toml) or on a GPU of any architecture ("gpu": fit-gpu.toml)."""
     out = []
     for r in records:
         axes = r.get("axes") or {}
         model = axes.get("model", "default")
-        if r.get("outcome") != "pass" or axes.get("hardware") != "cpu" or axes.get("strategy") != "single":
+        on_gpu = str(axes.get("hardware", "")).startswith("sm_")
+        if r.get("outcome") != "pass" or on_gpu != (device == "gpu") or axes.get("strategy") != "single":
             continue
         if (models is not None and model not in models) or (models is None and not model.startswith("fit_")):
             continue
@@ -268,10 +276,12 @@ def calibrate(records: list[dict]) -> Calibration:
     solved = dict.fromkeys(names, 0.0)
     solved.update({names[j]: b for j, b in zip(active, beta)})
     solved.update(FIXED)
+    archs = sorted({r["axes"]["hardware"] for r in records} - {"cpu"})
     return Calibration(
         coefficients={k: solved[k] for k in FEATURES},
         baseline={s: solved[f"baseline:{s}"] for s in stacks},
         records=sorted(r["id"] for r in records),
+        quantity=f"CUDA training-phase max allocated per rank, on {', '.join(archs)}" if archs else Calibration.quantity,
     )
 
 
@@ -454,12 +464,18 @@ class Report:
     calibration: Calibration
     configs: object  # models.ModelConfigs
     strategy_checks: list[dict] = dataclasses.field(default_factory=list)  # strategy_error_table rows
+    context: object = None  # models.Context: the CUDA context added on a GPU, and its evidence
+
+    @property
+    def on_cuda_records(self) -> bool:
+        return self.calibration.quantity.startswith("CUDA")
 
     def evidence(self) -> list[dict]:
+        sweep = "CUDA records of matrix/fit-gpu.toml" if self.on_cuda_records else "CPU records of matrix/fit-cpu.toml"
         out = [{
             "kind": "predicted", "rule": "fit-terms",
             "says": (f"terms counted from the model's config ({', '.join(self.model.sources[:2])}); per-element constants "
-                     f"fitted on {len(self.calibration.records)} CPU records of matrix/fit-cpu.toml "
+                     f"fitted on {len(self.calibration.records)} {sweep} "
                      f"({self.calibration.quantity}); bench/fit_error.py reports the fit's error on them and on held-out sizes"),
             "records": self.calibration.records,
         }]
@@ -473,10 +489,11 @@ class Report:
                                      f"training peak differed from this model's prediction by {errors} of the measured peak "
                                      "(+: measured higher)"),
                             "records": [r["id"] for r in rows]})
-        if self.gpu is not None:
-            out.append({"kind": "predicted", "rule": "cuda-context",
-                        "says": f"CUDA context and runtime buffers: {self.configs.cuda_context_bytes / MIB:,.0f} MiB per process",
-                        "sources": list(self.configs.cuda_context_sources)})
+        if self.gpu is not None and self.context is not None:
+            c = self.context
+            out.append({"kind": "measured" if c.measured else "predicted", "rule": "cuda-context", "says": c.says,
+                        **({"records": list(c.records)} if c.measured else {"sources": list(c.sources)})})
+        if self.gpu is not None and not self.on_cuda_records:
             out.append({"kind": "predicted", "rule": "no-gpu-records",
                         "says": "no GPU record has calibrated these numbers yet: activations on a GPU are scaled from the "
                                 "CPU fit by element width (16-bit under autocast)"})

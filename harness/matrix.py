@@ -392,7 +392,7 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
         into[key] = value
 
 
-_SETTING_CHOICES = {"order": ("shuffled", "ascending"), "padding": ("longest", "max_length")}
+_SETTING_CHOICES = {"order": ("shuffled", "ascending"), "padding": ("longest", "max_length"), "base_dtype": ("float32", "compute")}
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 

@@ -46,6 +46,17 @@ class ModelConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class Context:
+    """The CUDA context a prediction adds per process, and where the figure comes from."""
+
+    bytes: float
+    measured: bool
+    records: tuple[str, ...]  # the GPU records it was measured on
+    sources: tuple[str, ...]  # the public sources of the figure when it is not measured
+    says: str
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelConfigs:
     path: Path
     models: tuple[ModelConfig, ...]
@@ -83,9 +94,30 @@ class ModelConfigs:
         return cls(path, tuple(models), frozenset(fit["calibration"]), float(fit["cuda_context_mib"]) * 2**20,
                    tuple(fit["cuda_context_sources"]))
 
-    def calibrate(self, records: list[dict]):
-        """compat fit's constants, fitted on the records of this file's calibration models."""
-        return fit.calibrate(fit.sweep_records(records, self.calibration_models))
+    def calibrate(self, records: list[dict], gpu: bool = False):
+        """compat fit's constants, fitted on the records of this file's calibration models: for a
+        GPU prediction on the CUDA records of them (matrix/fit-gpu.toml) where there are any,
+        else, as for a CPU, on the CPU sweep (matrix/fit-cpu.toml)."""
+        cuda = fit.sweep_records(records, self.calibration_models, device="gpu") if gpu else []
+        return fit.calibrate(cuda or fit.sweep_records(records, self.calibration_models))
+
+    def cuda_context(self, records: list[dict]) -> "Context":
+        """What a process holds on its card besides torch's allocator: measured where GPU records
+        have it (the median, over every rank of every passing GPU record, of NVML's used memory of
+        the process less torch's reserved memory at a quiet point after training: the context and
+        the libraries' workspaces), else this file's cuda_context_mib with its sources."""
+        measured = sorted((float(m["non_torch_after_train_bytes"]), r["id"]) for r in records
+                          if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware", "cpu") != "cpu"
+                          for m in r.get("memory") or [] if isinstance(m.get("non_torch_after_train_bytes"), (int, float))
+                          and m["non_torch_after_train_bytes"] > 0)
+        if not measured:
+            return Context(self.cuda_context_bytes, False, (), self.cuda_context_sources,
+                           f"CUDA context and runtime buffers: {self.cuda_context_bytes / 2**20:,.0f} MiB per process")
+        median = measured[len(measured) // 2][0]
+        ids = tuple(sorted({i for _, i in measured}))
+        return Context(median, True, ids, (), f"CUDA context and library workspaces: {median / 2**20:,.0f} MiB per process, "
+                       f"the median of {len(measured)} rank(s) of {len(ids)} GPU record(s) (NVML's used memory of the process "
+                       "less torch's reserved memory, after training)")
 
     def by_name(self, name: str) -> ModelConfig:
         for m in self.models:

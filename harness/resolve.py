@@ -391,7 +391,7 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
     return str(spec) or ""
 
 
-def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, configs, seq_len: int = 2048):
+def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, context, seq_len: int = 2048):
     """The first (method, strategy) whose predicted per-card peak fits the card with the margin:
     methods in the order given (full before lora before qlora: the most faithful that fits),
     strategies from fastest to leanest (one card: single; several: ddp, zero2, zero3), and ZeRO-3
@@ -407,7 +407,7 @@ def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, configs, 
     for method, strategy in candidates:
         run = fit.Run(method=method, precision=precision, quantization="nf4" if method == "qlora" else "none",
                       strategy=strategy, cards=gpus, seq_len=seq_len, batch=1, grad_ckpt=True)
-        p = fit.predict(entry.shape, run, cal, capacity, configs.cuda_context_bytes)
+        p = fit.predict(entry.shape, run, cal, capacity, context.bytes)
         tried.append(f"{method}/{strategy} {p.total / fit.GIB:,.1f} GiB")
         if p.verdict == "fits":
             host = f"; host memory per process {sum(p.host.values()) / fit.GIB:,.1f} GiB" if p.host else ""
@@ -415,7 +415,7 @@ def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, configs, 
                     f"GiB per card of {capacity / fit.GIB:,.0f} (sequence {seq_len}, batch 1, gradient checkpointing on{host}); "
                     f"tried first: {', '.join(tried[:-1]) or 'nothing'}. {p.why}")
             return method, strategy, Evidence("strategy", "predicted", says, rule="compat-fit",
-                                              sources=list(configs.cuda_context_sources[:1]) + list(entry.sources[:1]))
+                                              sources=list(context.sources[:1]) + list(entry.sources[:1]))
     return None
 
 

@@ -134,6 +134,13 @@ def run(spec: dict, result: dict) -> None:
     base_dir = os.path.join(workdir, f"base{RANK}")
     base.save_pretrained(base_dir)
     quant = quantization_config(spec["quantization"], spec["precision"])
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec["precision"])
+    # the base in its 16-bit compute dtype, loaded as LoRA recipes load it (torch_dtype: the name
+    # every transformers release takes, 5.x with a deprecation warning)
+    base_kwargs = {"torch_dtype": half} if train.get("base_dtype", "float32") == "compute" and half and quant is None else {}
+    if base_kwargs:
+        base = model_class.from_pretrained(base_dir, **base_kwargs)
+    result["checks"]["base_dtype"] = str(next(p.dtype for p in base.parameters() if p.is_floating_point())).replace("torch.", "")
     if quant is not None:
         # QLoRA as users run it: quantize while loading the saved model, then peft's k-bit prep
         import peft
@@ -175,7 +182,7 @@ def run(spec: dict, result: dict) -> None:
     # -- data: deterministic, learnable, variable length ----------------------------------------
     data = synthetic_dataset(
         n=int(train["examples"]),
-        vocab=int(spec["model"]["vocab_size"]),
+        vocab=data_vocab(spec),
         lo=int(train["seq_len_min"]),
         hi=int(train["seq_len_max"]),
         seed=seed,
@@ -286,7 +293,7 @@ def run(spec: dict, result: dict) -> None:
     if spec["method"] == "lora":
         import peft
 
-        reload_kwargs = {}
+        reload_kwargs = dict(base_kwargs)
         if quant is not None:
             reload_kwargs = {"quantization_config": quant, "device_map": {"": device_index(device)}}
         reloaded = peft.PeftModel.from_pretrained(
@@ -343,6 +350,12 @@ def synthetic_dataset(n: int, vocab: int, lo: int, hi: int, seed: int) -> list[d
         ids = [(start + step * i) % vocab for i in range(length)]
         rows.append({"input_ids": ids})
     return rows
+
+
+def data_vocab(spec: dict) -> int:
+    """The token ids the data uses: the model's vocabulary, or its first train.data_vocab ids."""
+    vocab = int(spec["model"]["vocab_size"])
+    return min(vocab, int(spec["train"].get("data_vocab", 0))) or vocab
 
 
 def collate(rows: list[dict], pad_to: int = 0) -> dict:

@@ -40,6 +40,9 @@ def run(spec: dict, result: dict) -> None:
     result["checks"]["training_path"] = PATHS[strategy]
     if spec["quantization"] != "none":
         raise Unsupported("the torch-native path trains unquantized weights; QLoRA under FSDP runs through the Trainer (strategy fsdp)")
+    if spec["train"].get("base_dtype", "float32") != "float32":
+        raise Unsupported("the torch-native path keeps fp32 shards and computes in bf16 through FSDP2's mixed precision; "
+                          "a 16-bit base (base_dtype = \"compute\") is the Trainer's")
     if spec["precision"] == "fp16":
         raise Unsupported("the torch-native path trains in fp32 or bf16; fp16 needs a sharded gradient scaler it does not run")
     fully_shard, mixed_precision = fsdp2_api(torch) if strategy == "fsdp2_native" else (None, None)
@@ -117,7 +120,7 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
     amp = common.autocast(spec["precision"], device) if not strategy_is_fsdp(spec) else common.autocast("fp32", device)
 
     # -- data: every rank its own rows of the same data set (as DistributedSampler deals them) ------
-    data = common.synthetic_dataset(n=int(train["examples"]), vocab=int(spec["model"]["vocab_size"]),
+    data = common.synthetic_dataset(n=int(train["examples"]), vocab=common.data_vocab(spec),
                                     lo=int(train["seq_len_min"]), hi=int(train["seq_len_max"]), seed=seed)
     pad_to = int(train["seq_len_max"]) if train.get("padding", "longest") == "max_length" else 0
     eval_batch = common.collate(data[: int(train["batch_size"])], pad_to)

@@ -166,3 +166,47 @@ def test_the_strategy_check_on_two_cpu_ranks_is_shown_as_measured_evidence(compa
     assert set(checks) == {"ddp", "zero2", "zero3", "fsdp"}
     assert all(e["kind"] == "measured" and len(e["records"]) >= 2 for e in checks.values())
     assert "full (fsdp2_native)" in checks["fsdp"]["says"] and "full (ddp_native)" in checks["ddp"]["says"]
+
+
+def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path, compat):
+    """TEST INPUT, NOT MEASUREMENTS: real CPU records of matrix/fit-cpu.toml relabelled as sm_90
+    records, each with a training-phase max allocated (its RSS rise while training) and a CUDA
+    context of 500 MiB. Only a check that, for a GPU, compat fit fits its constants on CUDA
+    records where there are any and takes the measured context, and says both; without them it
+    says the figures are predicted."""
+    import copy
+
+    from conftest import ROOT
+
+    lines = (ROOT / "results" / "records.jsonl").read_text().splitlines()
+    cpu = [json.loads(line) for line in lines]
+    sweep = [r for r in cpu if r["outcome"] == "pass" and r["axes"].get("model", "").startswith("fit_w")
+             and r["axes"]["strategy"] == "single" and r["memory"][0].get("train_peak_rss_bytes")]
+    assert len(sweep) >= 32
+    relabelled = []
+    for r in sweep:
+        g = copy.deepcopy(r)
+        g["cell"] = "sm_90" + r["cell"][3:]
+        g["axes"]["hardware"] = "sm_90"
+        m = r["memory"][0]
+        g["memory"] = [{"rank": 0, "device": "cuda:0", "non_torch_after_train_bytes": 500 * 2**20,
+                        "train_max_allocated_bytes": m["train_peak_rss_bytes"] - m["rss_before_train_bytes"]}]
+        relabelled.append(g)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "records.jsonl").write_text("\n".join(lines + [json.dumps(g) for g in relabelled]) + "\n")
+
+    def evidence(results_dir):
+        proc = compat("fit", "--model-size", "7B", "--gpu", "H100", "--results", str(results_dir), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        return {e["rule"]: e for e in json.loads(proc.stdout)["evidence"]}
+
+    on_gpu = evidence(results)
+    assert "fitted on 32 CUDA records of matrix/fit-gpu.toml (CUDA training-phase max allocated per rank, on sm_90)" in on_gpu["fit-terms"]["says"]
+    assert on_gpu["cuda-context"]["kind"] == "measured" and on_gpu["cuda-context"]["says"].startswith(
+        "CUDA context and library workspaces: 500 MiB per process, the median of")
+    assert "no-gpu-records" not in on_gpu
+    on_cpu = evidence(ROOT / "results")
+    assert "CPU records of matrix/fit-cpu.toml" in on_cpu["fit-terms"]["says"]
+    assert on_cpu["cuda-context"]["kind"] == "predicted" and on_cpu["cuda-context"]["says"] == "CUDA context and runtime buffers: 450 MiB per process"
+    assert on_cpu["no-gpu-records"]["kind"] == "predicted"

@@ -77,4 +77,5 @@ def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
         assert len(commands) == 1 and commands[0].split()[:2] == ["compat", "run"], commands
         assert [w.strip("'\"") for w in commands[0].split() if w.strip("'\"").startswith("matrix/")] == grids
     gpu_grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
-    assert [p.name for p in gpu_grids] == ["gpu-alloc.toml", "gpu-dist.toml", "gpu-quant.toml", "gpu.toml"]
+    assert [p.name for p in gpu_grids] == ["gpu-alloc.toml", "gpu-dist.toml", "gpu-quant.toml", "gpu-size-alloc.toml",
+                                           "gpu-size-dist.toml", "gpu-size-quant.toml", "gpu-size.toml", "gpu.toml"]
