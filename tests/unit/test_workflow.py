@@ -79,3 +79,18 @@ def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
     gpu_grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
     assert [p.name for p in gpu_grids] == ["gpu-alloc.toml", "gpu-dist.toml", "gpu-quant.toml", "gpu-size-alloc.toml",
                                            "gpu-size-dist.toml", "gpu-size-quant.toml", "gpu-size.toml", "gpu.toml"]
+
+
+def test_a_gpu_runner_hands_its_nccl_settings_to_cells_and_runs_a_grid_in_ten_minute_steps():
+    """NCCL_* / TORCH_NCCL_* (the interface or P2P setting a host needs so 2-card cells do not
+    hang) reach the cells through tox; no GPU cell may hold a step of `--stop-after` past ten
+    minutes (its time limit plus the step's budget)."""
+    import tomllib
+
+    section = (ROOT / "tox.ini").read_text().split("[testenv:gpu-matrix]")[1].split("\n[")[0]
+    pass_env = next(line for line in section.splitlines() if line.startswith("pass_env"))
+    assert "NCCL_*" in pass_env and "TORCH_NCCL_*" in pass_env and "CUDA_*" in pass_env
+    for path in sorted((ROOT / "matrix").glob("gpu*.toml")):
+        doc = tomllib.loads(path.read_text())
+        if "product" in doc:
+            assert doc["settings"]["timeout_s"] <= 300, path.name
