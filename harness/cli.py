@@ -397,7 +397,7 @@ def cmd_run(args) -> int:
     recorded = {rec["cell"] for rec in done}
     left = [c for c in cells if c.id not in recorded]
     if left:
-        print(f"--stop-after {args.stop_after:g} s: {len(left)} cell(s) not started; the same command with --resume runs them")
+        print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
         return STOPPED_EARLY
     return 1 if fail_on & set(counts) else 0
 

@@ -162,9 +162,7 @@ def run_all(
 
     stack_envs: dict[str, StackEnv | InstallError] = {}
     ops_built: dict[tuple, dict] = {}  # (stack, hardware, ops) -> how DeepSpeed's ops were built
-
-    def ops_key(cell: Cell) -> tuple:
-        return cell.stack, cell.hardware, tuple(deepspeed_ops(deepspeed_config_path(cell, ctx)))
+    ops_of: dict[str, dict] = {}  # cell id -> that, for its record
 
     def prepare(cell: Cell) -> None:  # in this thread, while other cells may be running
         if cell.stack not in stack_envs:
@@ -173,10 +171,12 @@ def run_all(
             except InstallError as exc:
                 stack_envs[cell.stack] = exc
         env = stack_envs[cell.stack]
-        if cell.strategy in DEEPSPEED and isinstance(env, StackEnv):
-            key = ops_key(cell)
-            if key[2] and key not in ops_built:
-                ops_built[key] = build_deepspeed_ops(cell, ctx, env, list(key[2]))
+        ops = deepspeed_ops(deepspeed_config_path(cell, ctx)) if cell.strategy in DEEPSPEED and isinstance(env, StackEnv) else []
+        if ops:
+            key = (cell.stack, cell.hardware, tuple(ops))
+            if key not in ops_built:
+                ops_built[key] = build_deepspeed_ops(cell, ctx, env, ops)
+            ops_of[cell.id] = ops_built[key]
 
     def execute(cell: Cell, slots: tuple) -> dict:
         got = stack_envs[cell.stack]
@@ -184,8 +184,7 @@ def run_all(
             return unsupported_record(cell, ctx, str(got))
         if isinstance(got, InstallError):
             return install_error_record(cell, ctx, got)
-        ops = ops_built.get(ops_key(cell)) if cell.strategy in DEEPSPEED else None
-        return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots), ops=ops)
+        return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots), ops=ops_of.get(cell.id))
 
     try:
         schedule.run_jobs(
@@ -337,7 +336,8 @@ def _base_record(cell: Cell, ctx: RunContext) -> dict:
 
 def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -> tuple[str, list[str]]:
     """The launcher users reach for, and the command: the deepspeed launcher for DeepSpeed
-    strategies (any rank count), torchrun for other multi-rank cells, plain python for one."""
+    strategies (any rank count), torchrun for other multi-rank cells and for the torch-native
+    path (native.py, which makes its process group even for one rank), plain python for one."""
     script = [str(NATIVE_WORKLOAD if cell.strategy in NATIVE else WORKLOAD), str(spec_path), str(result_dir)]
     if cell.strategy in DEEPSPEED:
         # `deepspeed` is this module's console script. On GPU it takes its cards from

@@ -228,12 +228,14 @@ def run(spec: dict, result: dict) -> None:
     if device == "cuda":
         cuda_phase(torch, result["_cuda"], "before_train", reset=True)
     sampler.start()
+    trained_ok = False
     try:
         trainer.train()
+        trained_ok = True
     finally:
         result["_train_rss"] = sampler.stop()
         if device == "cuda":
-            cuda_phase(torch, result["_cuda"], "train")
+            end_cuda_phase(torch, result["_cuda"], "train", trained_ok)
     durations["train"] = time.perf_counter() - t
     if device == "cuda":
         check_allocator(torch, spec, result["_cuda"], result["checks"])
@@ -666,9 +668,13 @@ def memory_report(device: str | None, train_rss: dict | None = None, cuda: dict 
 
     d = cuda["index"]
     entry["device"] = f"cuda:{d}"
-    # the peaks since the last reset (the start of training) and the ones before it
-    entry["torch_max_allocated_bytes"] = max(torch.cuda.max_memory_allocated(d), cuda.get("before_train_max_allocated", 0))
-    entry["torch_max_reserved_bytes"] = max(torch.cuda.max_memory_reserved(d), cuda.get("before_train_max_reserved", 0))
+    # the peaks since the last reset (the start of training) and the ones before it; a card a
+    # CUDA error left unusable answers nothing more, and the result file is written all the same
+    try:
+        entry["torch_max_allocated_bytes"] = max(torch.cuda.max_memory_allocated(d), cuda.get("before_train_max_allocated", 0))
+        entry["torch_max_reserved_bytes"] = max(torch.cuda.max_memory_reserved(d), cuda.get("before_train_max_reserved", 0))
+    except Exception as exc:
+        entry["cuda_memory_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     for key in ("train_max_allocated", "train_max_reserved", "cuda_context", "non_torch_after_train"):
         if cuda.get(key) is not None:
             entry[f"{key}_bytes"] = cuda[key]
@@ -745,6 +751,17 @@ def cuda_phase(torch, cuda: dict, phase: str, reset: bool = False) -> None:
         torch.cuda.reset_peak_memory_stats(d)
     else:  # a quiet point after a phase: the context plus the libraries' workspaces (cuBLAS, NCCL)
         cuda[f"non_torch_after_{phase}"] = non_torch_bytes(torch, cuda)[0]
+
+
+def end_cuda_phase(torch, cuda: dict, phase: str, ok: bool) -> None:
+    """cuda_phase at the end of a phase that may have failed: after an out-of-memory error its
+    peaks are the news and are kept; after an error that left the card unusable (a device-side
+    assert) the phase's own error is what the record must say, so a failing reading is dropped."""
+    try:
+        cuda_phase(torch, cuda, phase)
+    except Exception:
+        if ok:
+            raise
 
 
 def check_allocator(torch, spec: dict, cuda: dict, checks: dict) -> None:

@@ -148,6 +148,7 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
         common.cuda_phase(torch, result["_cuda"], "before_train", reset=True)
     t = time.perf_counter()
     sampler.start()
+    trained_ok = False
     try:
         cursor = 0
         for step in range(1, steps + 1):
@@ -169,10 +170,11 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
             timeline.append(memory_point(torch, step, width, device))
             if step == 1:
                 common.fault_point(spec["cell"])
+        trained_ok = True
     finally:
         result["_train_rss"] = sampler.stop()
         if device == "cuda":
-            common.cuda_phase(torch, result["_cuda"], "train")
+            common.end_cuda_phase(torch, result["_cuda"], "train", trained_ok)
     durations["train"] = time.perf_counter() - t
     if device == "cuda":
         common.check_allocator(torch, spec, result["_cuda"], checks)

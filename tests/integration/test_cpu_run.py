@@ -354,7 +354,7 @@ def test_stop_after_starts_no_cell_once_the_time_is_spent_and_resume_runs_the_re
     env = {"COMPAT_HOME": str(home)}
     proc = run_compat(*args, "--stop-after", "0.001", env=env)
     assert proc.returncode == 75, proc.stdout + proc.stderr
-    assert "2 cell(s) not started; the same command with --resume runs them" in proc.stdout
+    assert "--stop-after: 2 cell(s) not started; the same command with --resume runs them" in proc.stdout
     recs = load(tmp_path / "r" / "records.jsonl")  # the CPU host's `es` cells are recorded at once
     assert sorted(r["outcome"] for r in recs) == ["unsupported", "unsupported"]
     proc = run_compat(*args, "--resume", env=env)

@@ -92,3 +92,21 @@ def test_the_trainers_fsdp_saves_whole_weights(monkeypatch):
     import os
 
     assert os.environ["FSDP_STATE_DICT_TYPE"] == "FULL_STATE_DICT"  # for releases that read only that
+
+
+def test_a_card_a_cuda_error_left_unusable_still_gets_its_result_written(monkeypatch):
+    """After a device-side assert every CUDA call raises; the rank's memory entry says so and the
+    result file is still written (it used to be the first thing lost)."""
+    def broken(*args):
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    torch = fake_torch()
+    torch.cuda.max_memory_allocated = torch.cuda.max_memory_reserved = broken
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    (entry,) = finetune.memory_report("cuda", {}, {"index": 0, "nvml": None, "train_max_allocated": 123})
+    assert entry["device"] == "cuda:0" and entry["train_max_allocated_bytes"] == 123
+    assert entry["cuda_memory_error"] == "RuntimeError: CUDA error: device-side assert triggered"
+    with pytest.raises(RuntimeError):
+        finetune.end_cuda_phase(torch, {"index": 0}, "train", ok=True)  # a good phase's reading must not fail silently
+    torch.cuda.synchronize = broken
+    finetune.end_cuda_phase(torch, {"index": 0}, "train", ok=False)  # a failed phase's error is the news
