@@ -1,5 +1,5 @@
 """compat wheelhouse's target and its refusals, without the network (the wheels themselves:
-tests/integration/test_wheelhouse.py)."""
+tests/integration/test_wheelhouse_offline.py)."""
 
 import pytest
 
