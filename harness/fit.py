@@ -151,6 +151,7 @@ class Calibration:
     baseline: dict[str, float]  # stack -> bytes the process holds before the model (CPU RSS)
     records: list[str]
     quantity: str = "cpu training-phase peak RSS per rank"
+    device: str = "cpu"  # "gpu" when fitted on CUDA records
 
     def baseline_for(self, stack: str | None) -> float:
         if stack in self.baseline:
@@ -282,6 +283,7 @@ def calibrate(records: list[dict]) -> Calibration:
         baseline={s: solved[f"baseline:{s}"] for s in stacks},
         records=sorted(r["id"] for r in records),
         quantity=f"CUDA training-phase max allocated per rank, on {', '.join(archs)}" if archs else Calibration.quantity,
+        device="gpu" if archs else "cpu",
     )
 
 
@@ -468,7 +470,7 @@ class Report:
 
     @property
     def on_cuda_records(self) -> bool:
-        return self.calibration.quantity.startswith("CUDA")
+        return self.calibration.device == "gpu"
 
     def evidence(self) -> list[dict]:
         sweep = "CUDA records of matrix/fit-gpu.toml" if self.on_cuda_records else "CPU records of matrix/fit-cpu.toml"

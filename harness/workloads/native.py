@@ -212,7 +212,8 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
         dtype = torch.bfloat16 if bf16 else torch.float32
         tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
         checks["reload_max_abs_diff"], checks["reload_tolerance"] = diff, tolerance
-        checks["trained_weights_dtype"] = "float32"  # FSDP2 keeps fp32 shards; mixed precision casts for compute
+        # FSDP2 keeps fp32 shards and casts them for compute; DDP keeps fp32 under autocast
+        checks["trained_weights_dtype"] = str(next(trained.parameters()).dtype).replace("torch.", "")
         if not diff <= tolerance:
             raise CheckFailed(f"reloaded model differs from the trained one: max |logit diff| {diff:.3g}")
     dist.barrier()
