@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import html
+import os
+import tempfile
 from pathlib import Path
 
 from harness import merge
@@ -240,12 +242,24 @@ def write(results_dir: Path, records: list[dict], command: str, bad_lines: int =
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` whole, or leave it as it was (a full disk, a read-only folder)."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Replace `path` with `text` whole, or leave it as it was (a full disk, a read-only folder).
+    The text goes to a temporary file of a unique name made in the same folder (mkstemp: created
+    new, so a link planted in the folder is never followed), then os.replace puts it in place in
+    one step: two writers at once each replace the file whole, and a reader sees one or the other."""
+    fd, tmp = None, None
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = None  # the file object owns it now
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None

@@ -213,6 +213,6 @@ def _write_manifest(made: Made) -> None:
         "target": dataclasses.asdict(made.target), "resolved": made.resolved, "skipped": made.skipped,
         "files": made.files, "total_bytes": made.total_bytes,
     }
-    tmp = made.directory / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, made.directory / MANIFEST)
+    from harness.table import write_atomic
+
+    write_atomic(made.directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
