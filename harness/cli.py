@@ -498,7 +498,7 @@ def cmd_wheelhouse(args) -> int:
 
 
 def cmd_envs(args) -> int:
-    import shutil
+    import math
     import time
 
     from harness import envs
@@ -506,14 +506,14 @@ def cmd_envs(args) -> int:
     root = args.env_dir or envs.default_root()
     found = envs.list_envs(root)
     if args.prune:
-        if args.older_than < 0:
+        if not math.isfinite(args.older_than) or args.older_than < 0:
             raise UsageError(f"--older-than must be 0 or more days, not {args.older_than}")
         cutoff = time.time() - args.older_than * 86400
-        gone = [e for e in found if e["last_used"] <= cutoff]
-        for e in gone:
-            shutil.rmtree(e["path"], ignore_errors=True)
+        old = [e for e in found if e["last_used"] <= cutoff]
+        gone = [e for e in old if envs.remove_env(Path(e["path"]))]
         freed = sum(e["own_bytes"] for e in gone)
-        print(f"pruned {len(gone)} of {len(found)} env(s) in {root}, {freed / 2**20:,.0f} MiB")
+        busy = f"; {len(old) - len(gone)} in use by a running compat, kept" if len(gone) < len(old) else ""
+        print(f"pruned {len(gone)} of {len(found)} env(s) in {root}, {freed / 2**20:,.0f} MiB{busy}")
         return 0
     if args.json:
         print(json.dumps(found, indent=1))
@@ -526,7 +526,7 @@ def cmd_envs(args) -> int:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"]))
         print(
             f"  {Path(e['path']).name:<24} {e['size_bytes'] / 2**20:>6,.0f} MiB ({e['own_bytes'] / 2**20:,.0f} MiB its own)"
-            f"  last used {used}  torch {e['torch']}  {' '.join(e['requirements'])}"
+            f"  last used {used}  torch {e['torch']}  {' '.join(e['requirements']) if e['complete'] else '(half-made: a run was stopped while making it)'}"
         )
     return 0
 

@@ -34,6 +34,7 @@ compile`) and is keyed by what that resolved to: unchanged releases reuse the en
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -108,6 +109,7 @@ class EnvManager:
     def __post_init__(self) -> None:
         self._base: dict | None = None
         self._uv = find_uv()
+        self._held: dict[Path, int] = {}  # env -> the shared lock this process holds on it until it ends
 
     # -- public ------------------------------------------------------------------------------
 
@@ -139,14 +141,29 @@ class EnvManager:
         path = self.root / f"{stack.name}-{key}"
         python = str(path / "bin" / "python")
         marker = path / MARKER
-        reused = marker.is_file() and Path(python).exists()
-        if not reused:
-            try:
-                self._create(stack, path, base, stack.requirements(resolved), key_src)
-            except BaseException:
-                shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
-                raise
-        os.utime(marker)  # last used
+        # one compat at a time makes an env: a second run that wants it waits, then reuses what
+        # the first one made; every run that uses it holds it shared until it ends, so prune
+        # never removes an env a run is using or making
+        if path in self._held:  # this process holds it already (a preflight's second variant)
+            lock = None
+        else:
+            lock = env_lock(path, self.log)
+        try:
+            reused = marker.is_file() and Path(python).exists()
+            if not reused:
+                try:
+                    self._create(stack, path, base, stack.requirements(resolved), key_src)
+                except BaseException:
+                    shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
+                    raise
+            os.utime(marker)  # last used
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_SH)  # made: from now on only in use
+            self._held[path] = lock
         info = {
             "name": stack.name,
             "provider": "env",
@@ -358,6 +375,20 @@ print(json.dumps({"env": env, "requires": requires}))
 """
 
 
+def env_lock(path: Path, log=print) -> int:
+    """An open descriptor holding the exclusive lock of the env `path` (flock on a lock file
+    beside it: released when the process ends, however it ends), waiting for it where another
+    compat is making the env or removing it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log(f"  env {path.name}: another compat is making it; waiting, then using it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
 def find_uv() -> str | None:
     exe = shutil.which("uv")
     if exe:
@@ -378,26 +409,46 @@ def default_root() -> Path:
 
 
 def list_envs(root: Path) -> list[dict]:
+    """Every env folder under `root`: the made ones (a marker), and the half-made ones a killed
+    run left (no marker; `complete` false, last used when the folder last changed), which prune
+    removes like any old env unless a compat is making them right now."""
     out = []
     if not root.is_dir():
         return out
     for path in sorted(root.iterdir()):
-        marker = path / MARKER
-        if not marker.is_file():
+        if not path.is_dir() or path.name.startswith("."):
             continue
+        marker = path / MARKER
         try:
-            meta = json.loads(marker.read_text(encoding="utf-8"))
+            meta = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
         except (OSError, ValueError):
             meta = {}
         out.append({
             "path": str(path),
-            "stack": meta.get("stack", "?"),
+            "complete": marker.is_file(),
+            "stack": meta.get("stack", path.name.rsplit("-", 1)[0]),
             "requirements": meta.get("requirements", []),
             "torch": meta.get("key_source", {}).get("torch", "?"),
             **tree_size(path),
-            "last_used": marker.stat().st_mtime,
+            "last_used": (marker if marker.is_file() else path).stat().st_mtime,
         })
     return out
+
+
+def remove_env(path: Path) -> bool:
+    """Delete an env unless a compat is making it or running cells in it now (its lock is held);
+    True when it was removed."""
+    fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def tree_size(path: Path) -> dict:

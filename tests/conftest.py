@@ -73,3 +73,31 @@ def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
                "nvml_baseline_used_bytes": 0, "nvml_peak_used_bytes": 700 * 2**20, "nvml_processes_max": 1}]
     cell = base["cell"].replace(base["axes"]["hardware"] + "-", "sm_61-", 1)
     return second_runner(base, runner, axes=axes, fingerprint=fp, memory=memory, cell=cell)
+
+
+def make_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
+    """A pure-Python wheel whose metadata requires `requires`: a test input standing in for a
+    package such as bitsandbytes 0.48 (which requires torch >= 2.4), built here."""
+    import base64
+    import hashlib
+    import zipfile
+
+    module = name.replace("-", "_")
+    dist = f"{module}-{version}"
+    files = {
+        f"{module}/__init__.py": "",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                      + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: compat-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{dist}.dist-info/RECORD"] = "\n".join(record + [f"{dist}.dist-info/RECORD,,"]) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return wheel

@@ -3,16 +3,14 @@ wheels only: no network. What a GPU runner looks like is rebuilt on this CPU: a 
 --system-site-packages whose torch comes from somewhere else, packages that require another torch
 than the runner's, a stack pinned to older Pythons."""
 
-import base64
-import hashlib
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
+from conftest import make_wheel
 from harness.envs import INHERIT_PTH, EnvManager, Stack, StackUnsupported
 
 torch = pytest.importorskip("torch")
@@ -23,30 +21,6 @@ TORCH_VERSION = torch.__version__
 def stack(name="bare", packages=(), python="", python_why=""):
     return Stack(name=name, description="", current=False, canary=False, torch="inherit", packages=tuple(packages),
                  python=python, python_why=python_why)
-
-
-def make_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
-    """A pure-Python wheel whose metadata requires `requires`: a test input standing in for a
-    package such as bitsandbytes 0.48 (which requires torch >= 2.4), built here."""
-    module = name.replace("-", "_")
-    dist = f"{module}-{version}"
-    files = {
-        f"{module}/__init__.py": "",
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                                      + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: compat-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    files[f"{dist}.dist-info/RECORD"] = "\n".join(record + [f"{dist}.dist-info/RECORD,,"]) + "\n"
-    folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        for path, text in files.items():
-            z.writestr(path, text)
-    return wheel
 
 
 def python_of(venv: Path) -> str:
