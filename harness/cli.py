@@ -24,6 +24,7 @@ This module and everything it imports stay free of torch, so listing and plannin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import errno
@@ -31,7 +32,9 @@ import glob
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -171,19 +174,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI job cancelled, a scheduler's time limit): handled as Ctrl-C is, so no cell
+    outlives compat, no half-made env is left, every record written is kept."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+class _ReaderMayLeave:
+    """stdout that a reader who left (`compat run | head -1`) cannot stop: the first write to a
+    closed pipe turns the rest of the output into nothing, and compat goes on with its work."""
+
+    def __init__(self, stream):
+        self._stream, self._gone = stream, False
+
+    def _call(self, name, *args):
+        if self._gone:
+            return len(args[0]) if args else None
+        try:
+            return getattr(self._stream, name)(*args)
+        except BrokenPipeError:
+            self._gone = True
+            with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit either
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+            return len(args[0]) if args else None
+
+    def write(self, text):
+        return self._call("write", text)
+
+    def flush(self):
+        return self._call("flush")
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _check_single_values(parser, args)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    old_handler = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    stdout, sys.stdout = sys.stdout, _ReaderMayLeave(sys.stdout)
     try:
         return {"list": cmd_list, "run": cmd_run, "wheelhouse": cmd_wheelhouse, "envs": cmd_envs, "table": cmd_table, "merge": cmd_merge,
                 "recommend": cmd_recommend, "explain": cmd_explain, "fit": cmd_fit, "preflight": cmd_preflight}[args.command](args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:  # `compat list | head`: the reader left; not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # written to stdout some other way than print: the reader left
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
         return 0
+    except Terminated:
+        print("compat: terminated (SIGTERM); every record written so far is kept, and no cell or half-made env is left",
+              file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("compat: interrupted; every record written so far is kept", file=sys.stderr)
         return 130
@@ -195,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         return ResultsWriteError.exit_code
     except Exception as exc:
         return _internal_error(exc)
+    finally:
+        sys.stdout = stdout
+        if in_main_thread and old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
 
 
 def _check_single_values(parser: argparse.ArgumentParser, args) -> None:
@@ -423,6 +475,8 @@ def _resume(results: Path, planned: list) -> tuple[str, set[str]] | None:
     for journal in sorted((results / "logs").glob("*/run.json")):
         try:
             j = json.loads(journal.read_text(encoding="utf-8"))
+            if not re.match(records.RUN_ID, j["run_id"]) or journal.parent.name != j["run_id"]:
+                raise ValueError("a run id of another shape, or another folder's")  # it would name where logs go
             if j["runner"] == name and wanted & set(j["cells"]):
                 last[j["run_id"]] = max(last.get(j["run_id"], ""), j["started_at"])
         except (OSError, ValueError, KeyError, TypeError):

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import os
 import platform
+import re
 import shutil
 import subprocess
 
@@ -75,12 +76,22 @@ class Host:
 def runner_identity(environ=os.environ) -> dict:
     """Who made a record, kept in it so merged results say where each came from: the name
     $COMPAT_RUNNER_NAME gives, else the GitHub Actions runner's name, else the host name; and
-    the CI run's address when GitHub Actions ran it."""
-    name = environ.get("COMPAT_RUNNER_NAME") or environ.get("RUNNER_NAME") or platform.node() or "unnamed"
-    out = {"name": name[:200]}
+    the CI run's address when GitHub Actions ran it. A name that is not plain text (not UTF-8,
+    markup, a path) is a UsageError before any cell runs: its records could not be written, or
+    would carry it into every table."""
+    from harness.records import CI_RUN, RUNNER_NAME
+
+    source = next((k for k in ("COMPAT_RUNNER_NAME", "RUNNER_NAME") if environ.get(k)), None)
+    name = environ[source] if source else (platform.node() or "unnamed")
+    if not re.match(RUNNER_NAME, name):
+        where = f"${source}" if source else "this host's name (set COMPAT_RUNNER_NAME to another)"
+        raise UsageError(f"{where} = {name.encode('utf-8', 'backslashreplace').decode()!r} is not a runner name compat "
+                         "records: 1 to 100 letters, digits, spaces and ._@+()-, starting with a letter or digit")
+    out = {"name": name}
     server, repo, run = (environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    if server and repo and run:
-        out["ci_run"] = f"{server}/{repo}/actions/runs/{run}"
+    ci_run = f"{server}/{repo}/actions/runs/{run}"
+    if server and repo and run and re.match(CI_RUN, ci_run):
+        out["ci_run"] = ci_run
     return out
 
 

@@ -19,6 +19,11 @@ from pathlib import Path
 from harness.errors import ResultsWriteError
 
 SCHEMA_VERSION = 1
+# Names that go into paths, table cells and lookups: strict patterns, the same for what compat
+# writes and what a contributor sends (the schema takes them from here)
+RUN_ID = r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$"  # 20261124T233806Z-02f0ef; joined into results/logs/RUN/
+RUNNER_NAME = r"^[A-Za-z0-9][A-Za-z0-9 ._@+()-]{0,99}$"  # a host or runner name: text, never markup or a path
+CI_RUN = r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/[0-9]{1,20}$"
 OUTCOMES = ("pass", "fail", "oom", "unsupported", "timeout", "crash", "install-error", "infra")
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 MAX_LINE_BYTES = 4 * 2**20  # a record is a few KiB; a longer "line" is some other file
@@ -113,7 +118,7 @@ def validate(rec) -> str | None:
     import fastjsonschema  # here, not at the top: listing cells never reads records
 
     if _validator is None:
-        _validator = fastjsonschema.compile(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+        _validator = fastjsonschema.compile(schema())
     try:
         _validator(rec)
     except fastjsonschema.JsonSchemaValueException as exc:
@@ -122,6 +127,16 @@ def validate(rec) -> str | None:
             why += f", not {repr(exc.value)[:60]}"
         return why
     return None
+
+
+def schema() -> dict:
+    """harness/record.schema.json, with the name patterns of this module put in."""
+    doc = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    props = doc["properties"]
+    props["run_id"]["pattern"] = RUN_ID
+    props["runner"]["properties"]["name"]["pattern"] = RUNNER_NAME
+    props["runner"]["properties"]["ci_run"]["pattern"] = CI_RUN
+    return doc
 
 
 def record_files(results: Path) -> list[Path]:

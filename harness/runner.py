@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -128,6 +129,8 @@ class RunContext:
 
     @property
     def log_dir(self) -> Path:
+        if not re.match(records.RUN_ID, self.run_id):  # it names a folder: never a path of its own
+            raise ValueError(f"run id {self.run_id!r} is not of compat's shape")
         return self.results_dir / "logs" / self.run_id
 
 

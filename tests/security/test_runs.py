@@ -1,0 +1,115 @@
+"""A run's own work is never lost and never reported as success when it was not done (issue 18,
+findings 1 and 7): a record's run id cannot steer where a resumed run writes; a reader that
+leaves the pipe does not stop the cells; SIGTERM is handled as Ctrl-C is; a runner name that is
+not plain text is refused before any cell runs."""
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT, compat_home, real_records
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+GRID = """
+[product]
+hardware = ["cpu"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["full", "lora"]
+strategy = ["single"]
+"""
+FULL, LORA = "cpu-local-fp32-none-full-single", "cpu-local-fp32-none-lora-single"
+
+
+@pytest.fixture
+def home(tmp_path):
+    return compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', GRID)
+
+
+def compat(home, *args, env=None, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT,
+                            env={**os.environ, "COMPAT_HOME": str(home), **(env or {})}, **kwargs)
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_merged_records_run_id_cannot_steer_where_a_resumed_run_writes(home, tmp_path):
+    """TEST INPUT: the project's first real record, rewritten as an attacker would send it: this
+    runner's name, a date far ahead, and a run id that is a path out of results/."""
+    results = tmp_path / "results"
+    results.mkdir()
+    target = tmp_path / "escaped"
+    hostile = copy.deepcopy(real_records(1)[0])
+    hostile.update(id=uuid.uuid4().hex, cell=FULL, runner={"name": "evil-runner"}, finished_at="2099-01-01T00:00:00+00:00",
+                   run_id=f"../../../../{target}")
+    hostile["axes"].update(hardware="cpu", stack="local", precision="fp32", quantization="none", method="full", strategy="single")
+    (results / "records.jsonl").write_text(json.dumps(hostile) + "\n")
+    journal = results / "logs" / "evil" / "run.json"
+    journal.parent.mkdir(parents=True)
+    journal.write_text(json.dumps({"run_id": f"../../{target.name}", "runner": "evil-runner", "cells": [FULL],
+                                   "started_at": "2099-01-01T00:00:00+00:00"}))
+    proc = compat(home, "run", "--matrix", str(home / "grid.toml"), "--results", str(results), "--no-table", "--resume",
+                  "--select", FULL, env={"COMPAT_RUNNER_NAME": "evil-runner"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert "records.jsonl:1: " in err and "run_id" in err  # the hostile line is named and skipped
+    assert "is not a run journal of compat; left out" in out
+    assert not target.exists()  # nothing written where the run id pointed
+    mine = [r for r in lines(results / "records.jsonl") if r["id"] != hostile["id"]]
+    assert [(r["cell"], r["outcome"]) for r in mine] == [(FULL, "pass")]  # the cell it claimed ran
+    assert (results / "logs" / mine[0]["run_id"] / f"{FULL}.log").is_file()
+
+
+def test_a_reader_that_leaves_does_not_stop_the_cells(home, tmp_path):
+    """`compat run ... | head -1` used to exit 0 having run no cell."""
+    proc = compat(home, "run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table",
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"compat run ")
+    proc.stdout.close()  # what head does after its line
+    proc.wait(timeout=600)
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    assert sorted(r["cell"] for r in lines(tmp_path / "r" / "records.jsonl")) == [FULL, LORA]
+
+
+def test_sigterm_is_handled_as_ctrl_c(home, tmp_path):
+    """A cancelled CI job: compat says so, stops the running cell and everything it started, keeps
+    every record written; it used to end with exit 143 and nothing said."""
+    results = tmp_path / "r"
+    proc = compat(home, "run", "--matrix", str(home / "grid.toml"), "--results", str(results), "--no-table",
+                  env={"COMPAT_INJECT_FAULT": f"hang@{LORA}"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    give_up = time.monotonic() + 300  # a guard against a run that never gets there, not a timing
+    while not lines(results / "records.jsonl") and time.monotonic() < give_up:
+        time.sleep(0.2)
+    time.sleep(8)  # the second cell is started and hangs after its first step
+    before = (results / "records.jsonl").read_bytes()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "compat: terminated (SIGTERM); every record written so far is kept" in err
+    assert (results / "records.jsonl").read_bytes() == before
+    assert [r["cell"] for r in lines(results / "records.jsonl")] == [FULL]
+    hung = subprocess.run(["pgrep", "-f", f"compat-injected-hang {LORA}"], capture_output=True, text=True)
+    assert hung.stdout == ""  # the cell's child that would have outlived it is gone
+
+
+def test_a_runner_name_that_is_not_plain_text_is_refused_before_any_cell_runs(home, tmp_path):
+    env = {k.encode(): v.encode() for k, v in os.environ.items()}
+    for name in (b"lab-\xff", b"<img src=x>", b"../../etc"):
+        proc = subprocess.run([sys.executable, "-m", "harness", "run", "--matrix", str(home / "grid.toml"),
+                               "--results", str(tmp_path / "r"), "--no-table"], cwd=ROOT, capture_output=True,
+                              env={**env, b"COMPAT_HOME": str(home).encode(), b"COMPAT_RUNNER_NAME": name}, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(b"compat: error: $COMPAT_RUNNER_NAME = ") and b"Traceback" not in proc.stderr
+        assert not (tmp_path / "r" / "records.jsonl").exists()
