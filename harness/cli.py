@@ -28,6 +28,7 @@ import contextlib
 import copy
 import dataclasses
 import errno
+import functools
 import glob
 import json
 import os
@@ -464,8 +465,7 @@ def _resume(results: Path, planned: list) -> tuple[str, set[str]] | None:
     its first record was written (the harness killed, a full disk) is the one resumed."""
     name = hardware.runner_identity()["name"]
     wanted = {p.cell.id for p in planned}
-    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
-    _print_skipped(bad)
+    recs = _read_results(results)
     last: dict[str, str] = {}  # run id -> when it was last heard of
     have: dict[str, set[str]] = {}
     for r in recs:
@@ -598,7 +598,7 @@ def cmd_merge(args) -> int:
     from harness import merge
 
     into = args.into or project_root() / "results"
-    reports = merge.merge(args.files, into)
+    reports = merge.merge(args.files, into, check=_rules().check)
     skipped = 0
     for r in reports:
         print(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
@@ -609,9 +609,26 @@ def cmd_merge(args) -> int:
         recs = _render(results=into, matrix_dir=matrix_dir, base=_known_issues(matrix_dir))
         clashes = merge.conflicts(recs, table.key)
         for (label, cell, _), c in sorted(clashes.items()):
-            said = ", ".join(f"{r['outcome']} on {merge.runner_name(r)}" for r in c.records)
+            said = ", ".join(f"{r['outcome']} on {c.who(r)}" for r in c.records)
             print(f"conflict: {cell} on {label}: {said}")
     return 1 if skipped else 0
+
+
+def _read_results(results: Path) -> list[dict]:
+    """The records of a results folder that are evidence (harness/trust.py), the others named on
+    stderr and left out; none where the folder is missing."""
+    if not results.is_dir():
+        return []
+    recs, bad = records.read_records(records.record_files(results), _rules().check)
+    _print_skipped(bad)
+    return recs
+
+
+@functools.cache
+def _rules():
+    from harness.trust import Rules
+
+    return Rules.load(project_root() / "matrix")
 
 
 def _print_skipped(bad: list, limit: int = 20) -> None:
@@ -626,7 +643,7 @@ def _render(results: Path, matrix_dir: Path, base) -> list[dict]:
     from harness import page
 
     files = records.record_files(results)
-    recs, bad = records.read_records(files)
+    recs, bad = records.read_records(files, _rules().check)
     _print_skipped(bad)
     tag = base.tag if base else None
     path = table.write(results, recs, "compat table", len(bad), tag)
@@ -645,8 +662,7 @@ def cmd_recommend(args) -> int:
     if args.gpus < 1:
         raise UsageError(f"--gpus {args.gpus}: a count of cards is 1 or more")
     results = args.results or root / "results"
-    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
-    _print_skipped(bad)
+    recs = _read_results(results)
     method, chosen = args.method or "qlora", None
     if args.model_size:
         from harness import models
@@ -722,8 +738,7 @@ def fit_report(root: Path, known, entry, gpu_name: str | None, gpu_memory: float
     if precision == "auto":
         precision = "fp32" if gpu is None else resolve.precision_for(gpu)
     results = results or root / "results"
-    recs, bad = records.read_records(records.record_files(results)) if results.is_dir() else ([], [])
-    _print_skipped(bad)
+    recs = _read_results(results)
     cal = known.calibrate(recs, gpu=gpu is not None)
     run = fit.Run(precision=precision, quantization="nf4" if run_fields["method"] == "qlora" else "none", **run_fields)
     context = known.cuda_context(recs) if gpu is not None else None

@@ -33,7 +33,8 @@ class FileReport:
 
 
 def _content(rec: dict) -> str:
-    """A record's content apart from where it was merged from, for telling duplicates apart."""
+    """A record's content apart from where it was merged from, for telling duplicates apart (a
+    record merged into one folder and then from it into another keeps its id and content)."""
     return json.dumps({k: v for k, v in rec.items() if k != "provenance"}, sort_keys=True, default=str)
 
 
@@ -45,8 +46,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def merge(sources: list[Path], into: Path, now: str | None = None) -> list[FileReport]:
-    """Append the new valid records of `sources` to into/records.jsonl, one atomic line each."""
+def merge(sources: list[Path], into: Path, now: str | None = None, check=None) -> list[FileReport]:
+    """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
+    `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
+    record is refused like a malformed line. A record's provenance is compat's to write: what a
+    contributor put there is replaced by where this merge found it."""
     for path in sources:
         if not path.is_file():
             raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
@@ -54,7 +58,7 @@ def merge(sources: list[Path], into: Path, now: str | None = None) -> list[FileR
         raise UsageError(f"--into {into}: is a file, not a results folder")
     into.mkdir(parents=True, exist_ok=True)
     target = into / "records.jsonl"
-    existing, _ = records.read_records(records.record_files(into))
+    existing, _ = records.read_records(records.record_files(into))  # every stored id, evidence or not
     known = {rec["id"]: _content(rec) for rec in existing}
     now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     reports = []
@@ -66,7 +70,7 @@ def merge(sources: list[Path], into: Path, now: str | None = None) -> list[FileR
             continue
         digest = _sha256(path)
         with open(path, "rb") as f:
-            for number, item in records.read_lines(f):
+            for number, item in records.read_lines(f, check):
                 if isinstance(item, str):
                     report.bad.append(records.BadLine(path, number, item))
                     continue
@@ -78,8 +82,7 @@ def merge(sources: list[Path], into: Path, now: str | None = None) -> list[FileR
                         report.bad.append(records.BadLine(
                             path, number, f"record id {item['id']} is already merged with different content; the merged copy is kept"))
                     continue
-                prov = list(item.get("provenance") or [])
-                prov.append({"file": path.name, "line": number, "sha256": digest, "merged_at": now})
+                prov = [{"file": path.name, "line": number, "sha256": digest, "merged_at": now}]
                 records.append(target, {**item, "provenance": prov})
                 known[item["id"]] = content
                 report.added += 1
@@ -96,6 +99,14 @@ def runner_name(rec: dict) -> str:
     return f"from {prov[0]['file']}" if prov else "unnamed runner"
 
 
+def identity(rec: dict) -> str:
+    """Whose evidence a record is: its runner, and whether it was made here or merged from a file.
+    A merged record that names a runner whose records were made here is another source than them:
+    it never overrides them silently (the table keeps this host's own; a different outcome is a
+    conflict, shown)."""
+    return runner_name(rec) + (" (merged)" if rec.get("provenance") else "")
+
+
 @dataclasses.dataclass(frozen=True)
 class Conflict:
     key: tuple  # (hardware label, cell, versions)
@@ -105,6 +116,12 @@ class Conflict:
     def outcomes(self) -> set[str]:
         return {r["outcome"] for r in self.records}
 
+    def who(self, rec: dict) -> str:
+        """How a record's runner is named in this conflict: by name, and as "(merged)" where a
+        record made here names the same runner."""
+        same = sum(runner_name(r) == runner_name(rec) for r in self.records) > 1
+        return identity(rec) if same else runner_name(rec)
+
 
 def conflicts(recs: list[dict], key) -> dict[tuple, Conflict]:
     """key(record) -> (hardware label, cell, versions); a conflict where the newest records of two
@@ -113,7 +130,7 @@ def conflicts(recs: list[dict], key) -> dict[tuple, Conflict]:
     newest: dict[tuple, dict[str, dict]] = {}
     for rec in recs:
         per_runner = newest.setdefault(key(rec), {})
-        name = runner_name(rec)
+        name = identity(rec)
         if name not in per_runner or rec.get("finished_at", "") >= per_runner[name].get("finished_at", ""):
             per_runner[name] = rec
     out = {}

@@ -62,7 +62,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "reason": rec.get("reason") or "",
         "known_issues": table.known_issues_of(rec, tag),
         "log": rec.get("log") or "",
-        "conflict": [{"runner": merge.runner_name(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
+        "conflict": [{"runner": conflict.who(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
                      for r in conflict.records] if conflict else None,
     }
 

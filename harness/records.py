@@ -71,12 +71,14 @@ class BadLine:
         return f"{self.path}:{self.line}: {self.reason}"
 
 
-def read_records(paths: list[Path]) -> tuple[list[dict], list[BadLine]]:
+def read_records(paths: list[Path], check=None) -> tuple[list[dict], list[BadLine]]:
+    """Every valid record of `paths`, and a BadLine for every other line. `check(record)` (e.g.
+    trust.Rules.check) may name a reason to leave a schema-valid record out as well."""
     records: list[dict] = []
     bad: list[BadLine] = []
     for path in paths:
         with open(path, "rb") as f:
-            for number, item in read_lines(f):
+            for number, item in read_lines(f, check):
                 if isinstance(item, str):
                     bad.append(BadLine(path, number, item))
                 else:
@@ -84,9 +86,9 @@ def read_records(paths: list[Path]) -> tuple[list[dict], list[BadLine]]:
     return records, bad
 
 
-def read_lines(f):
+def read_lines(f, check=None):
     """(line number, record) for each valid line of an open binary file, (line number, why not)
-    for each other non-blank line."""
+    for each other non-blank line: not JSON, not a record of this schema, or refused by `check`."""
     for number, raw in enumerate(f, 1):
         if not raw.strip():
             continue
@@ -94,15 +96,20 @@ def read_lines(f):
             yield number, f"a line of {len(raw):,} bytes: longer than any record (is this a results file?)"
             continue
         try:
-            rec = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            rec = json.loads(raw.decode("utf-8"), parse_constant=_not_finite)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: JSON errors, an
+            # integer past Python's digit limit, NaN/Infinity (which JSON does not have)
             yield number, f"not a JSON record ({type(exc).__name__}: {exc})"[:300]
             continue
-        problem = validate(rec)
+        problem = validate(rec) or (check(rec) if check else None)
         yield number, (problem if problem else rec)
 
 
 _validator = None
+
+
+def _not_finite(name: str):
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def validate(rec) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import html
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -40,40 +41,61 @@ def versions(rec: dict) -> tuple[str, ...]:
 
 
 def latest(records: list[dict]) -> list[dict]:
-    """The newest record for each (hardware, cell, versions)."""
+    """The record shown for each (hardware, cell, versions): this host's own newest, else the
+    newest merged one. A merged record never displaces one made here, whatever its date; where
+    they disagree the conflict is shown (merge.conflicts)."""
     best: dict[tuple, dict] = {}
+
+    def rank(rec: dict) -> tuple:
+        return (not rec.get("provenance"), rec.get("finished_at", ""))
+
     for rec in records:
         key = (hardware_label(rec), rec["cell"], versions(rec))
-        if key not in best or rec.get("finished_at", "") >= best[key].get("finished_at", ""):
+        if key not in best or rank(rec) >= rank(best[key]):
             best[key] = rec
     return sorted(best.values(), key=lambda r: (hardware_label(r), r["cell"], versions(r)))
 
 
+def _number(n) -> bool:
+    """A number a renderer can format: a bool is not one, nor an integer too big for a float."""
+    return isinstance(n, (int, float)) and not isinstance(n, bool) and abs(n) < 1e300
+
+
 def mib(n) -> str:
-    return f"{n / 2**20:,.0f} MiB" if isinstance(n, (int, float)) and n else "—"
+    return f"{n / 2**20:,.0f} MiB" if _number(n) and n else "—"
 
 
 def peak_memory(rec: dict) -> str:
     """Per rank: CPU peak RSS; CUDA torch max allocated / reserved."""
     parts = []
     for m in rec.get("memory") or []:
+        if not isinstance(m, dict):
+            continue
         if "torch_max_allocated_bytes" in m:
-            parts.append(f"{cell_text(m['device'])}: {mib(m['torch_max_allocated_bytes'])} alloc / {mib(m.get('torch_max_reserved_bytes'))} reserved")
+            parts.append(f"{cell_text(m.get('device', '?'))}: {mib(m['torch_max_allocated_bytes'])} alloc / {mib(m.get('torch_max_reserved_bytes'))} reserved")
         else:
-            parts.append(f"rank {m.get('rank', 0)}: {mib(m.get('peak_rss_bytes'))} RSS")
+            parts.append(f"rank {cell_text(m.get('rank', 0))}: {mib(m.get('peak_rss_bytes'))} RSS")
     return "<br>".join(parts) or "—"
 
 
 def losses(rec: dict) -> str:
-    lo = rec.get("losses")
-    if not lo or lo.get("first") is None:
+    lo = rec.get("losses") or {}
+    if not (_number(lo.get("first")) and _number(lo.get("last"))):
         return "—"
     return f"{lo['first']:.3f} → {lo['last']:.3f}"
 
 
+_MARKDOWN = re.compile(r"([\\`\[\]|])")  # code spans, link and image brackets, cell breaks
+
+
 def cell_text(text: str) -> str:
-    """Untrusted text (error messages) made safe for a Markdown table cell."""
-    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|").replace("`", "'")
+    """Untrusted text (error messages, runner and card names) made plain text in a Markdown table
+    cell: HTML escaped, the characters that open code, links and images or end a cell
+    backslash-escaped, and what a forge would turn into a link by itself (an address, www., an
+    e-mail) broken up with an entity, so it reads the same and links nowhere."""
+    text = html.escape(" ".join(str(text).split()), quote=False)
+    text = _MARKDOWN.sub(r"\\\1", text)
+    return text.replace("://", "&#58;//").replace("www.", "www&#46;").replace("@", "&#64;")
 
 
 def known_issues_of(rec: dict, tag=None) -> list[str]:
@@ -160,7 +182,7 @@ def render(records: list[dict], command: str, bad_lines: int = 0, tag=None) -> s
                 "different runners (each runner's newest record). Both are shown; neither is hidden.", ""]
         for (label, cell, vers), c in sorted(clashes.items()):
             said = "; ".join(
-                f"{SYMBOL.get(r['outcome'], r['outcome'])} on {cell_text(merge.runner_name(r))} "
+                f"{SYMBOL.get(r['outcome'], r['outcome'])} on {cell_text(c.who(r))} "
                 f"({r.get('finished_at', '')[:10]}, `{r['id'][:12]}`)" for r in c.records)
             vtext = ", ".join(f"{n} {v}" for n, v in zip(VERSION_COLUMNS, vers) if v != "—")
             out.append(f"- `{cell}` on {cell_text(label)} ({cell_text(vtext)}): {said}")

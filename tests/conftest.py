@@ -67,7 +67,8 @@ def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
     torch/NVML memory figures in the shape the workload and the harness write them."""
     axes = dict(base["axes"], hardware="sm_61")
     fp = dict(base["fingerprint"], hardware={"cpu": "Test CPU", "driver": "550.54", "cuda_driver": "12.4", "gpus": [
-        {"index": 0, "name": "Tesla P4", "compute_capability": "6.1", "memory_bytes": 8 * 2**30, "arch": "sm_61"}]})
+        {"index": 0, "name": "Tesla P4", "compute_capability": "6.1", "memory_bytes": 8 * 2**30, "arch": "sm_61"}]},
+              torch={"version": "2.6.0+cu124", "cuda": "12.4"})  # a GPU record's torch is a CUDA build
     memory = [{"rank": 0, "device": "cuda:0", "physical_index": 0, "peak_rss_bytes": 900 * 2**20,
                "torch_max_allocated_bytes": 300 * 2**20, "torch_max_reserved_bytes": 420 * 2**20,
                "nvml_baseline_used_bytes": 0, "nvml_peak_used_bytes": 700 * 2**20, "nvml_processes_max": 1}]

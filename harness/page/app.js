@@ -8,7 +8,8 @@
   const FILTERS = ["hardware", "stack", "model", "precision", "quantization", "method", "strategy", "outcome"];
   const FIGURES = { rss: "peak RSS", allocated: "torch max allocated", reserved: "torch max reserved", nvml_used: "NVML peak used" };
   const rows = DATA.rows;
-  const state = { sort: "cell", dir: 1, selected: null };
+  const PAGE = 1000;  // rows listed at a time: a page of 100k rows stays quick to open and to filter
+  const state = { sort: "cell", dir: 1, selected: null, limit: PAGE };
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -29,6 +30,20 @@
       return el("a", { href: url, rel: "noopener noreferrer" }, text || url);
     }
     return document.createTextNode(text || String(url));
+  }
+  // A record's own address (its CI run) is a link only to a forge or CI service, parsed as the
+  // browser parses it: https://github.com@evil.example/ is evil.example's, and stays text.
+  const RECORD_LINK_HOSTS = ["github.com", "gitlab.com", "codeberg.org", "bitbucket.org", "dev.azure.com", "app.circleci.com", "buildkite.com"];
+  function recordLink(url, text) {
+    let host = "";
+    try { host = new URL(url).hostname; } catch (e) { host = ""; }
+    const allowed = /^https:\/\//.test(String(url)) && RECORD_LINK_HOSTS.some((h) => host === h || host.endsWith("." + h));
+    return allowed ? link(url, text) : document.createTextNode(String(url));
+  }
+  function maxOf(values, floor) {  // Math.max(...values) overflows the call stack past ~100k values
+    let m = floor;
+    for (const v of values) if (v > m) m = v;
+    return m;
   }
   function mib(n) { return n ? Math.round(n / 1048576).toLocaleString("en-US") + " MiB" : "—"; }
   function badge(outcome) { return el("span", { class: "badge o-" + outcome }, outcome); }
@@ -100,9 +115,10 @@
     for (const th of document.querySelectorAll("#cells th[data-sort]")) {
       th.setAttribute("aria-sort", th.getAttribute("data-sort") === state.sort ? (state.dir > 0 ? "ascending" : "descending") : "none");
     }
-    const scale = Math.max(1, ...shown.map((r) => r.peak || 0));
+    const scale = maxOf(shown.map((r) => r.peak || 0), 1);
+    const listed = shown.slice(0, state.limit);
     tbody.replaceChildren();
-    for (const r of shown) {
+    for (const r of listed) {
       const outcome = el("td", {}, badge(r.outcome));
       if (r.conflict) outcome.append(" ", el("span", { class: "badge conflict", title: "runners disagree" }, "conflict"));
       const tr = el("tr", { "data-id": r.id, "data-outcome": r.outcome, "data-hardware": r.hardware },
@@ -119,7 +135,14 @@
       tr.addEventListener("click", () => { state.selected = r.id; render(); showDetail(r); });
       tbody.append(tr);
     }
-    document.getElementById("shown").textContent = shown.length + " of " + rows.length + " rows shown";
+    const note = document.getElementById("shown");
+    if (listed.length === shown.length) {
+      note.textContent = shown.length + " of " + rows.length + " rows shown";
+    } else {
+      const more = el("button", { id: "more", type: "button" }, "list " + Math.min(PAGE, shown.length - listed.length) + " more");
+      more.addEventListener("click", () => { state.limit += PAGE; render(); });
+      note.replaceChildren(listed.length + " of " + shown.length + " matching rows listed (" + rows.length + " rows in all) ", more);
+    }
     outcomeChart(shown);
     writeHash(q);
   }
@@ -158,7 +181,7 @@
     const dl = el("dl", {});
     const add = (k, ...v) => dl.append(el("dt", {}, k), el("dd", {}, ...v));
     add("evidence", el("span", { class: "kind measured" }, "measured"), " record ", el("code", {}, r.id), " on ", r.date);
-    add("runner", r.runner, ...(r.ci_run ? [" · ", link(r.ci_run, "CI run")] : []));
+    add("runner", r.runner, ...(r.ci_run ? [" · ", recordLink(r.ci_run, "CI run")] : []));
     add("hardware", r.hardware);
     for (const p of r.provenance || []) add("merged from", p.file + ":" + p.line + " (sha256 " + p.sha256.slice(0, 12) + "…) on " + p.merged_at);
     add("versions", Object.entries(r.versions).map(([k, v]) => k + " " + v).join(", ") + ", python " + r.python);
@@ -178,7 +201,7 @@
     if (r.message && r.message !== r.error) parts.push(el("pre", {}, r.message));
     if (r.excerpt) parts.push(el("h3", {}, "Log excerpt (last lines)"), el("pre", { class: "excerpt" }, r.excerpt));
     for (const k of r.known_issues || []) {
-      const issue = DATA.known_issues[k];
+      const issue = Object.prototype.hasOwnProperty.call(DATA.known_issues, k) ? DATA.known_issues[k] : null;
       parts.push(el("h3", {}, "Known issue: " + k));
       if (!issue) { parts.push(el("p", { class: "muted" }, "not in this page's known-issue base")); continue; }
       const fixes = el("ul", {}, ...issue.fix.map((f) => el("li", {}, f)));
@@ -193,7 +216,7 @@
     const cards = r.cards;
     if (!cards.length) return el("p", { class: "muted" }, "no memory figures in this record");
     const kinds = Object.keys(FIGURES).filter((k) => cards.some((c) => c[k]));
-    const scale = Math.max(...cards.flatMap((c) => kinds.map((k) => c[k] || 0)));
+    const scale = maxOf(cards.flatMap((c) => kinds.map((k) => c[k] || 0)), 0);
     const barH = 12, left = 70, width = 420;
     const groupH = kinds.length * (barH + 2) + 8;
     const box = svg("svg", { width: left + width + 110, height: cards.length * groupH + 24, id: "card-chart", role: "img" });

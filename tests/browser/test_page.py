@@ -131,3 +131,51 @@ def test_hostile_record_text_is_shown_as_text_and_never_runs(browser, page):
     assert "ci-cpu-2" in conflicts.text and "from a.jsonl" in conflicts.text
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == [], severe  # no script error, no blocked inline script
+
+
+def _render_page(tmp_path, rows_data):
+    """A page rendered straight from page data (no merge, so no validation in front of it): the
+    page itself must hold whatever its data says."""
+    from harness import page as page_module
+
+    data = page_module.page_data([], 0, None, [])
+    data["rows"] = rows_data
+    path = tmp_path / "index.html"
+    path.write_text(page_module.render(data, "compat table"), encoding="utf-8")
+    return path.as_uri()
+
+
+def _row_of(rec):
+    from harness import page as page_module
+
+    return page_module.row(rec, None, None)
+
+
+def test_a_row_naming_a_known_issue_constructor_and_a_disguised_ci_link_is_shown_as_text(browser, tmp_path):
+    """TEST INPUT built from the project's first real record: known issue id "constructor" (an
+    object lookup found Object's own constructor and the detail panel threw) and a CI run address
+    whose host is evil.example behind a github.com userinfo."""
+    row = _row_of(real_records(1)[0])
+    row.update(known_issues=["constructor"], ci_run="https://github.com@evil.example/o/r/actions/runs/1")
+    browser.get(_render_page(tmp_path, [row]))
+    browser.find_element("css selector", f"#cells tbody tr[data-id='{row['id']}']").click()
+    detail = browser.find_element("id", "detail")
+    assert "Known issue: constructor" in detail.text and "not in this page's known-issue base" in detail.text
+    assert "https://github.com@evil.example/o/r/actions/runs/1" in detail.text
+    assert detail.find_elements("css selector", "a[href*='evil.example']") == []
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe
+
+
+def test_a_page_of_130k_rows_lists_them_a_thousand_at_a_time(browser, tmp_path):
+    """Math.max(...rows) overflowed the call stack at this size and the page showed nothing; it
+    lists the first thousand matching rows and more on request."""
+    base = _row_of(real_records(1)[0])
+    rows = [dict(base, id=f"{i:032x}", cell=f"{base['cell']}-{i}") for i in range(130_000)]
+    browser.get(_render_page(tmp_path, rows))
+    assert browser.find_element("id", "shown").text == "1000 of 130000 matching rows listed (130000 rows in all) list 1000 more"
+    assert len(visible_rows(browser)) == 1000
+    browser.find_element("id", "more").click()
+    assert len(visible_rows(browser)) == 2000
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe

@@ -170,8 +170,8 @@ def test_the_strategy_check_on_two_cpu_ranks_is_shown_as_measured_evidence(compa
 
 def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path, compat):
     """TEST INPUT, NOT MEASUREMENTS: real CPU records of matrix/fit-cpu.toml relabelled as sm_90
-    records, each with a training-phase max allocated (its RSS rise while training) and a CUDA
-    context of 500 MiB. Only a check that, for a GPU, compat fit fits its constants on CUDA
+    records (an H100 and a CUDA torch in their fingerprint, as a GPU record has), each with a
+    training-phase max allocated (its RSS rise while training) and a CUDA context of 500 MiB. Only a check that, for a GPU, compat fit fits its constants on CUDA
     records where there are any and takes the measured context, and says both; without them it
     says the figures are predicted."""
     import copy
@@ -189,8 +189,11 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
         g["cell"] = "sm_90" + r["cell"][3:]
         g["axes"]["hardware"] = "sm_90"
         m = r["memory"][0]
+        allocated = m["train_peak_rss_bytes"] - m["rss_before_train_bytes"]
         g["memory"] = [{"rank": 0, "device": "cuda:0", "non_torch_after_train_bytes": 500 * 2**20,
-                        "train_max_allocated_bytes": m["train_peak_rss_bytes"] - m["rss_before_train_bytes"]}]
+                        "train_max_allocated_bytes": allocated, "torch_max_allocated_bytes": allocated}]
+        g["fingerprint"] = dict(g["fingerprint"], torch={"version": "2.11.0+cu128", "cuda": "12.8"},
+                                hardware={"gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "arch": "sm_90"}]})
         relabelled.append(g)
     results = tmp_path / "results"
     results.mkdir()

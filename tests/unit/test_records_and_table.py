@@ -64,7 +64,7 @@ def test_invalid_records_are_named_by_file_and_line(tmp_path):
         json.dumps(dict(good, outcome="maybe")),
         json.dumps(dict(good, schema_version=99)),
         json.dumps(dict(good, axes=dict(good["axes"], ranks="two"))),
-        json.dumps(dict(good, memory=[{"rank": 0, "peak_rss_bytes": "lots"}])),
+        json.dumps(dict(good, memory=[{"rank": 0, "device": "cpu", "peak_rss_bytes": "lots"}])),
         json.dumps(dict(good, cell="<script>alert(1)</script>")),
         json.dumps({"level": "info", "msg": "a line of some other tool's JSON log"}),
         '{"schema_version": 1, "id": "0123',
@@ -78,7 +78,7 @@ def test_invalid_records_are_named_by_file_and_line(tmp_path):
         f"{path}:5: schema_version 99; this compat reads 1",
         f"{path}:6: axes.ranks must be integer, not 'two'",
         f"{path}:7: memory[0].peak_rss_bytes must be integer or number or null, not 'lots'",
-        f"{path}:8: cell must match pattern ^[A-Za-z0-9][A-Za-z0-9_.+-]{{0,199}}$, not '<script>alert(1)</script>'",
+        f"{path}:8: cell must match pattern ^[a-z0-9][a-z0-9_.+-]{{0,199}}$, not '<script>alert(1)</script>'",
         f"{path}:9: the record must contain ['axes', 'cell', 'evidence', 'fingerprint', 'finished_at', 'id', 'outcome', 'schema_version'] properties",
         f"{path}:10: not a JSON record (JSONDecodeError: Invalid control character at: line 1 column 34 (char 33))",
     ]
@@ -98,7 +98,7 @@ def test_table_keeps_latest_per_cell_and_versions_and_escapes_error_text():
     by_version = {("4.33.0" in r): r for r in rows}
     assert "✅ pass" in by_version[False] and "2026-11-22" in by_version[False]
     assert "rank 0: 400 MiB RSS" in by_version[False] and "4.800 → 4.100" in by_version[False]
-    assert "ValueError: a\\|b &lt;script&gt;x&lt;/script&gt; 'c'" in by_version[True]
+    assert "ValueError: a\\|b &lt;script&gt;x&lt;/script&gt; \\`c\\`" in by_version[True]
     assert "<script>" not in text
     assert "## cpu — Test CPU" in text
     # in each table, header, separator and every row have the same number of columns (escaped

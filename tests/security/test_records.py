@@ -1,0 +1,145 @@
+"""Records a contributor sends (issue 18, findings 2, 3 and 10): what is not evidence is refused
+at merge, named by file and line, and changes nothing that compat publishes or answers; what is
+evidence is shown as the contributor's, never in place of this host's own; contributor text is
+text in the Markdown. Every hostile record here is a TEST INPUT built from one of the project's
+real records, changed as an attacker would."""
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import ROOT, real_records
+
+H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_bytes": 80 * 2**30, "arch": "sm_90"}
+
+
+def base_pass() -> dict:
+    rec = next(r for r in real_records(10_000) if r["outcome"] == "pass" and r.get("runner") and r["axes"]["ranks"] == 1)
+    return copy.deepcopy(rec)
+
+
+def variant(rec: dict, **changes) -> dict:
+    out = copy.deepcopy(rec)
+    out["id"] = uuid.uuid4().hex
+    for path, value in changes.items():
+        node = out
+        *parents, leaf = path.split("__")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    return out
+
+
+def hostile_lines() -> list[tuple[str, str]]:
+    """(what, the line as a contributor's file holds it)."""
+    rec = base_pass()
+    gpu = variant(rec, cell="sm_90" + rec["cell"][3:], runner={"name": "ci-gpu-h100"})
+    gpu["axes"]["hardware"] = "sm_90"
+    gpu["fingerprint"]["hardware"] = {"cpu": "x", "gpus": [H100]}  # an H100 named, but the torch is +cpu
+    cases = [
+        ("an sm_90 measurement made by a CPU-only torch", gpu),
+        ("this runner's name and a date far ahead", variant(rec, outcome="fail", finished_at="2099-01-01T00:00:00+00:00")),
+        ("a stack compat does not have", variant(rec, axes__stack="hf1999", cell=rec["cell"].replace("-local-", "-hf1999-").replace(f"-{rec['axes']['stack']}-", "-hf1999-"))),
+        ("an architecture no GPU has", variant(rec, axes__hardware="sm_999", cell="sm_999" + rec["cell"][3:])),
+        ("a cell id that is not its axes", variant(rec, axes__method="lora" if rec["axes"]["method"] == "full" else "full")),
+        ("a pass with no last loss", variant(rec, losses__last=None)),
+        ("a memory entry with no device", variant(rec, memory=[{"rank": 0, "peak_rss_bytes": 1}])),
+        ("a peak of 10**400 bytes", variant(rec, memory=[{"rank": 0, "device": "cpu", "peak_rss_bytes": 10**400}])),
+        ("a compute capability as a number", variant(rec, fingerprint__hardware={"gpus": [dict(H100, compute_capability=7.5)]})),
+        ("a sequence length that is text", variant(rec, settings__train__seq_len_max="long")),
+        ("a known issue named constructor", variant(rec, outcome="fail", losses=None, known_issues=["constructor"])),
+        ("a CI run behind a github.com userinfo", variant(rec, runner={"name": "vm", "ci_run": "https://github.com@evil.example/a/b/actions/runs/1"})),
+        ("a run id that is a path", variant(rec, run_id="../../../../tmp/x")),
+    ]
+    lines = [(what, json.dumps(r)) for what, r in cases]
+    lines.append(("an integer of 5,000 digits", json.dumps(variant(rec)).replace('"duration_s": ', '"duration_s": ' + "9" * 5000 + ", \"x\": ", 1)))
+    lines.append(("a NaN", json.dumps(variant(rec)).replace('"duration_s": ', '"duration_s": NaN, "x": ', 1)))
+    return lines
+
+
+def compat(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture
+def results(tmp_path):
+    out = tmp_path / "results"
+    out.mkdir()
+    shutil.copy(ROOT / "results" / "records.jsonl", out / "records.jsonl")  # the project's real records
+    assert compat("table", "--results", str(out)).returncode == 0
+    return out
+
+
+def answers(results) -> dict:
+    out = {name: (results / name).read_text() for name in ("COMPATIBILITY.md", "index.html", "records.jsonl")}
+    for args in (("recommend", "--gpu", "H100", "--format", "json"), ("recommend", "--gpu", "T4", "--model-size", "7B", "--format", "json"),
+                 ("fit", "--model-size", "7B", "--gpu", "H100", "--format", "json")):
+        proc = compat(*args, "--results", str(results))
+        assert proc.returncode == 0, proc.stderr
+        out[" ".join(args)] = proc.stdout
+    return out
+
+
+def test_a_hostile_file_is_refused_line_by_line_and_changes_nothing_published(results, tmp_path):
+    lines = hostile_lines()
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_text("".join(text + "\n" for _, text in lines))
+    before = answers(results)
+    proc = compat("merge", str(hostile), "--into", str(results))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{hostile}: 0 record(s) added, 0 already in {results}, {len(lines)} line(s) skipped" in proc.stdout
+    for n, (what, _) in enumerate(lines, 1):
+        assert f"compat: skipped {hostile}:{n}: " in proc.stderr, what
+    after = answers(results)
+    for name in before:
+        assert after[name] == before[name], name
+
+
+def test_a_contributed_record_never_displaces_this_hosts_own(results, tmp_path):
+    """The same runner name, a plausible date, the other outcome: shown as a conflict beside this
+    host's own record, which stays the row."""
+    own = base_pass()
+    contributed = variant(own, outcome="fail", losses=None, finished_at="2026-11-24T12:00:00+00:00",
+                          error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"})
+    path = tmp_path / "contributed.jsonl"
+    path.write_text(json.dumps(contributed) + "\n")
+    proc = compat("merge", str(path), "--into", str(results))
+    assert proc.returncode == 0, proc.stderr
+    md = (results / "COMPATIBILITY.md").read_text()
+    (row,) = [line for line in md.splitlines() if line.startswith(f"| `{own['cell']}` |") and own["id"][:12] in line]
+    assert "✅ pass ⚠️ conflict" in row
+    (conflict,) = [line for line in md.splitlines() if line.startswith(f"- `{own['cell']}`")]
+    assert f"on {own['runner']['name']} (merged)" in conflict and f"on {own['runner']['name']} (" in conflict
+    stored = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
+    (merged,) = [r for r in stored if r["id"] == contributed["id"]]
+    assert [p["file"] for p in merged["provenance"]] == ["contributed.jsonl"]
+
+
+def test_a_contributors_provenance_is_replaced_by_compats(results, tmp_path):
+    rec = variant(base_pass(), finished_at="2026-11-24T12:00:00+00:00")
+    rec["provenance"] = [{"file": "official-runner.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": "2026-11-01T00:00:00+00:00"}]
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    assert compat("merge", str(path), "--into", str(results), "--no-table").returncode == 0
+    stored = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
+    (merged,) = [r for r in stored if r["id"] == rec["id"]]
+    assert [(p["file"], p["line"]) for p in merged["provenance"]] == [("mine.jsonl", 1)]
+
+
+def test_contributor_text_is_text_in_the_markdown(results, tmp_path):
+    text = "RuntimeError: ![pixel](https://evil.example/p.png) [click](https://evil.example) www.evil.example me@evil.example"
+    rec = variant(base_pass(), outcome="fail", losses=None, finished_at="2026-11-24T12:00:00+00:00",
+                  error={"type": "RuntimeError", "message": text, "signature": text, "excerpt": text})
+    rec["fingerprint"]["python"] = "[3.11](https://evil.example)"
+    rec["fingerprint"]["packages"] = dict(rec["fingerprint"]["packages"], transformers="4.40.2")  # a row of its own
+    path = tmp_path / "text.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    assert compat("merge", str(path), "--into", str(results)).returncode == 0
+    (row,) = [line for line in (results / "COMPATIBILITY.md").read_text().splitlines() if "evil" in line]  # there, as text
+    assert "![" not in row.replace("!\\[", "") and "](" not in row.replace("\\](", "")  # no image, no link
+    assert "https://evil" not in row and "www.evil" not in row and "@evil" not in row  # nothing a forge links by itself
