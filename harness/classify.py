@@ -53,8 +53,8 @@ def signature(error_type: str, message: str) -> str:
     'RuntimeError: CUDA out of memory. Tried to allocate <n> MiB (GPU <n>; ...)': the exception's
     short type and the first non-empty line of its message with numbers, addresses, hashes and
     paths replaced, so the same failure on another run, host or card has the same signature."""
-    short = error_type.rsplit(".", 1)[-1]
-    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    short = error_type.rsplit(".", 1)[-1][:200]
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")[:2000]  # the signature keeps 300
     for pattern, repl in _NORMALIZE:
         first = pattern.sub(repl, first)
     return f"{short}: {first.strip()}"[:300]

@@ -11,7 +11,7 @@ An entry:
     id = "torch-bf16-triu"                  # lower-case words joined by '-'
     title = "..."                           # one line
     cause = "..."                           # why it happens
-    signatures = ['regex', ...]             # Python regexes searched in the log (MULTILINE)
+    signatures = ['regex', ...]             # RE2 regexes searched in the log (multi-line; no lookaround)
     example = '''...'''                     # a realistic log excerpt, from a cited report
     fix = ["...", ...]                      # what to do, most direct first
     pins = { torch = ">=2.1" }              # optional: specifiers the fix amounts to
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+
+import re2
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -53,7 +55,7 @@ class Issue:
     id: str
     title: str
     cause: str
-    signatures: tuple[re.Pattern, ...]
+    signatures: tuple  # RE2 patterns (compile_signature)
     example: str
     fix: tuple[str, ...]
     pins: dict[str, SpecifierSet]
@@ -153,9 +155,26 @@ class KnownIssues:
         return [m.issue.id for m in hits]
 
 
+def compile_signature(pattern: str):
+    """A signature as RE2 compiles it: matching takes time linear in the text, whatever the text
+    (Python's re backtracks: near-miss lines made `compat explain` run for minutes). Multi-line:
+    ^ and $ match at line ends, as the signatures are written."""
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is reported with its file and line, not on stderr
+    return re2.compile(f"(?m){pattern}", options)
+
+
+MAX_LINE = 4096  # characters of a line that are matched: an error line is shorter; a longer one is data
+
+
 def clean(text: str) -> str:
-    """A log as a person would read it: no colour codes, progress-bar redraws as new lines."""
-    return ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    """A log as a person would read it: no colour codes, progress-bar redraws as new lines, and
+    every line cut to its first MAX_LINE characters (a megabyte-long line of progress output or a
+    tensor dump is not where an error message is, and would cost every signature a pass)."""
+    text = ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    if len(text) > MAX_LINE and any(len(line) > MAX_LINE for line in text.split("\n")):
+        text = "\n".join(line[:MAX_LINE] for line in text.split("\n"))
+    return text
 
 
 LOG_HEAD = 256 * 1024  # bytes of a log's start kept by read_log: the command and versions
@@ -230,9 +249,11 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     else:
         for s in table["signatures"]:
             try:
-                signatures.append(re.compile(s, re.MULTILINE))
-            except (re.error, TypeError) as exc:
-                problems.append(at("signatures", f"{s!r} is not a valid regex: {exc}"))
+                signatures.append(compile_signature(s))
+            except (re2.error, TypeError) as exc:
+                why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+                why = why.replace("(?m)", "", 1)  # the flag compile_signature adds is not the entry's
+                problems.append(at("signatures", f"{s!r} is not a regex RE2 takes (no lookaround, no backreference): {why}"))
                 ok = False
     for key in ("fix", "sources"):
         if not isinstance(table[key], list) or not table[key] or not all(isinstance(x, str) and x.strip() for x in table[key]):

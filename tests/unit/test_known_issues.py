@@ -204,7 +204,7 @@ def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
     p = str(path)
     assert err.value.problems == [
         f"{p}:11: [[issue]] #2 (Bad Id).id: 'Bad Id': an id is lower-case words joined by '-'",
-        f"{p}:14: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a valid regex: missing ), unterminated subpattern at position 8",
+        f"{p}:14: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a regex RE2 takes (no lookaround, no backreference): missing ): unclosed(",
         f"{p}:17: [[issue]] #2 (Bad Id).sources: 'not a url' is not a URL",
         f"{p}:19: [[issue]] #2 (Bad Id).when.torch: '=>2' is not a version specifier",
         f"{p}:20: [[issue]] #2 (Bad Id).when.precison: unknown condition (did you mean 'precision'?)",
