@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import re
 
 from harness.errors import UsageError
@@ -119,9 +120,20 @@ class Cell:
         return cell
 
 
-def expand_braces(pattern: str) -> list[str]:
+MAX_ALTERNATIVES = 1024  # globs one --select may expand to
+
+
+def expand_braces(pattern: str, limit: int = MAX_ALTERNATIVES) -> list[str]:
     """'cpu-*-{fp32,bf16}-*' -> ['cpu-*-fp32-*', 'cpu-*-bf16-*']; nested braces work. An
-    unbalanced brace is taken literally."""
+    unbalanced brace is taken literally. A pattern expanding to more than `limit` globs is a
+    UsageError ('{a,b}' twenty times is a million)."""
+    out = _expand(pattern)
+    if len(out) > limit:
+        raise UsageError(f"--select/--skip {pattern[:80]!r}: its braces expand to more than {limit} patterns")
+    return out
+
+
+def _expand(pattern: str) -> list[str]:
     start = pattern.find("{")
     if start < 0:
         return [pattern]
@@ -135,7 +147,12 @@ def expand_braces(pattern: str) -> list[str]:
             if depth == 0:
                 alts.append(pattern[begin:i])
                 head, tail = pattern[:start], pattern[i + 1 :]
-                return [x for alt in alts for x in expand_braces(head + alt + tail)]
+                out: list[str] = []
+                for alt in alts:
+                    out += _expand(head + alt + tail)
+                    if len(out) > MAX_ALTERNATIVES:  # stop early: the caller refuses it
+                        return out
+                return out
         elif ch == "," and depth == 1:
             alts.append(pattern[begin:i])
             begin = i + 1
@@ -150,10 +167,12 @@ class Selector:
     select: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
 
-    def __call__(self, cell_id: str) -> bool:
-        def hit(patterns: tuple[str, ...]) -> bool:
-            return any(
-                fnmatch.fnmatchcase(cell_id, p) for pat in patterns for p in expand_braces(pat)
-            )
+    @functools.cached_property
+    def _globs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The select and skip globs with their braces expanded, once (UsageError past the bound)."""
+        return tuple(p for pat in self.select for p in expand_braces(pat)), tuple(p for pat in self.skip for p in expand_braces(pat))
 
-        return (not self.select or hit(self.select)) and not hit(self.skip)
+    def __call__(self, cell_id: str) -> bool:
+        select, skip = self._globs
+        return (not select or any(fnmatch.fnmatchcase(cell_id, p) for p in select)) and not any(
+            fnmatch.fnmatchcase(cell_id, p) for p in skip)

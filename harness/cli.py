@@ -606,8 +606,7 @@ def cmd_merge(args) -> int:
         skipped += len(r.bad)
     if not args.no_table:
         matrix_dir = project_root() / "matrix"
-        recs = _render(results=into, matrix_dir=matrix_dir, base=_known_issues(matrix_dir))
-        clashes = merge.conflicts(recs, table.key)
+        clashes = _render(results=into, matrix_dir=matrix_dir, base=_known_issues(matrix_dir)).conflicts()
         for (label, cell, _), c in sorted(clashes.items()):
             said = ", ".join(f"{r['outcome']} on {c.who(r)}" for r in c.records)
             print(f"conflict: {cell} on {label}: {said}")
@@ -619,7 +618,7 @@ def _read_results(results: Path) -> list[dict]:
     stderr and left out; none where the folder is missing."""
     if not results.is_dir():
         return []
-    recs, bad = records.read_records(records.record_files(results), _rules().check)
+    recs, bad = records.read_records(records.record_files(results), _rules().check, records.reader_view)
     _print_skipped(bad)
     return recs
 
@@ -638,21 +637,22 @@ def _print_skipped(bad: list, limit: int = 20) -> None:
         print(f"compat: ... and {len(bad) - limit} more skipped line(s)", file=sys.stderr)
 
 
-def _render(results: Path, matrix_dir: Path, base) -> list[dict]:
-    """COMPATIBILITY.md and index.html from every record in `results`; the records read."""
+def _render(results: Path, matrix_dir: Path, base):
+    """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
+    reader's view of each: records.reader_view); the table.Summary they made."""
     from harness import page
 
     files = records.record_files(results)
-    recs, bad = records.read_records(files, _rules().check)
+    summary, bad = records.reduce_records(files, table.Summary, _rules().check, records.reader_view)
     _print_skipped(bad)
     tag = base.tag if base else None
-    path = table.write(results, recs, "compat table", len(bad), tag)
+    path = table.write(results, summary, "compat table", len(bad), tag)
     predicted = []
     if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
-        predicted = page.predicted_cards(resolve.ResolverData.load(matrix_dir), recs)
-    html_path = page.write(results, page.page_data(recs, len(bad), base, predicted), "compat table")
-    print(f"wrote {path} and {html_path.name} ({len(recs)} records from {len(files)} file(s))")
-    return recs
+        predicted = page.predicted_cards(resolve.ResolverData.load(matrix_dir), summary.rows())
+    html_path = page.write(results, page.page_data(summary, len(bad), base, predicted), "compat table")
+    print(f"wrote {path} and {html_path.name} ({summary.count} records from {len(files)} file(s))")
+    return summary
 
 
 def cmd_recommend(args) -> int:

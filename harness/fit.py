@@ -347,12 +347,16 @@ def _error_row(cal: Calibration, rec: dict, measured: float, predicted: float) -
 
 
 def load_json_config(path: Path) -> dict:
+    from harness.tomldata import NotAFile, read_regular
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_regular(path).decode("utf-8"))
+    except NotAFile as exc:
+        raise UsageError(f"{path}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a JSON config.json ({exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise UsageError(f"{path}: not a JSON config.json ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import functools
 import itertools
+import math
 import re
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -39,6 +40,7 @@ from harness.errors import MatrixError
 from harness.tomldata import Locator, did_you_mean, read_toml
 
 AXIS_KEYS = AXES + OPTIONS
+MAX_PRODUCT = 100_000  # cells a grid's product may expand to; the project's largest has under 1,000
 TOP_KEYS = ("description", "product", "exclude", "settings")
 
 
@@ -181,8 +183,12 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     if problems:
         raise MatrixError(problems)
 
-    cells = []
     keys = [k for k in AXIS_KEYS if k in axes_values]
+    size = math.prod(len(axes_values[k]) for k in keys)
+    if size > MAX_PRODUCT:
+        raise MatrixError([where("product", "[product]", f"expands to {size:,} cells before excludes; a grid holds at most "
+                                 f"{MAX_PRODUCT:,} (split it into several grid files)", table="product")])
+    cells = []
     for combo in itertools.product(*(axes_values[k] for k in keys)):
         fields = dict(zip(keys, combo))
         if any(all(fields.get(k) in vs for k, vs in rule.items()) for rule in checked_excludes):

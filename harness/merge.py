@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from harness import records
@@ -58,15 +59,16 @@ def merge(sources: list[Path], into: Path, now: str | None = None, check=None) -
         raise UsageError(f"--into {into}: is a file, not a results folder")
     into.mkdir(parents=True, exist_ok=True)
     target = into / "records.jsonl"
-    existing, _ = records.read_records(records.record_files(into))  # every stored id, evidence or not
-    known = {rec["id"]: _content(rec) for rec in existing}
+    stored = _stored_ids(into)  # every stored id, evidence or not; read streaming, ids only
     now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    added: dict[str, str] = {}  # id -> content of each record this merge appended
+    clashes: dict[str, list[tuple[FileReport, int, str]]] = {}  # stored id -> (report, line, content) met again
     reports = []
     for path in sources:
         report = FileReport(path)
         reports.append(report)
         if path.resolve() == target.resolve():
-            report.duplicates = len(known)
+            report.duplicates = len(stored)
             continue
         digest = _sha256(path)
         with open(path, "rb") as f:
@@ -75,18 +77,68 @@ def merge(sources: list[Path], into: Path, now: str | None = None, check=None) -
                     report.bad.append(records.BadLine(path, number, item))
                     continue
                 content = _content(item)
-                if item["id"] in known:
-                    if known[item["id"]] == content:
-                        report.duplicates += 1
-                    else:
-                        report.bad.append(records.BadLine(
-                            path, number, f"record id {item['id']} is already merged with different content; the merged copy is kept"))
-                    continue
-                prov = [{"file": path.name, "line": number, "sha256": digest, "merged_at": now}]
-                records.append(target, {**item, "provenance": prov})
-                known[item["id"]] = content
-                report.added += 1
+                if item["id"] in stored:  # told apart below, in one more reading of the stored records
+                    clashes.setdefault(item["id"], []).append((report, number, content))
+                elif item["id"] in added:
+                    _same_or_refused(report, path, number, item["id"], added[item["id"]] == content)
+                else:
+                    prov = [{"file": path.name, "line": number, "sha256": digest, "merged_at": now}]
+                    records.append(target, {**item, "provenance": prov})
+                    added[item["id"]] = content
+                    report.added += 1
+    for narrow in (True, False):  # the lines that name a clashing id, then (rarely) every line
+        if not clashes:
+            break
+        for rec in _stored_records(into, clashes if narrow else None):
+            if rec["id"] in clashes:
+                content = _content(rec)
+                for report, number, theirs in clashes.pop(rec["id"]):
+                    _same_or_refused(report, report.path, number, rec["id"], theirs == content)
+    for report in reports:
+        report.bad.sort(key=lambda b: b.line)
     return reports
+
+
+class _Ids:
+    """The ids of records, gathered by records.reduce_records."""
+
+    def __init__(self):
+        self.ids: set[str] = set()
+
+    def add(self, rec: dict) -> None:
+        self.ids.add(rec["id"])
+
+    def merge(self, other: "_Ids") -> None:
+        self.ids |= other.ids
+
+
+def _stored_ids(into: Path) -> set[str]:
+    """The id of every valid record in a results folder, read a line at a time (in parallel
+    parts for a large folder): memory grows with the ids, not with the records."""
+    ids, _ = records.reduce_records(records.record_files(into), _Ids, parse=records.reader_view)
+    return ids.ids
+
+
+_ID = re.compile(rb'"id": ?"([0-9A-Za-z_.-]{1,128})"')
+
+
+def _stored_records(into: Path, ids=None):
+    """The valid records of a results folder; with `ids`, only lines that spell one of them as
+    `"id": "..."` are parsed (a line that writes its id with escapes is found by the full pass)."""
+    for path in records.record_files(into):
+        with open(path, "rb") as f:
+            lines = f if ids is None else (raw for raw in f if any(m.decode() in ids for m in _ID.findall(raw)))
+            for _, rec in records.read_lines(lines):
+                if not isinstance(rec, str):
+                    yield rec
+
+
+def _same_or_refused(report: FileReport, path: Path, number: int, rec_id: str, same: bool) -> None:
+    if same:
+        report.duplicates += 1
+    else:
+        report.bad.append(records.BadLine(
+            path, number, f"record id {rec_id} is already merged with different content; the merged copy is kept"))
 
 
 def runner_name(rec: dict) -> str:
@@ -129,10 +181,20 @@ def conflicts(recs: list[dict], key) -> dict[tuple, Conflict]:
     conflict with its newer ones: a fix or a flake on one runner is history, not disagreement."""
     newest: dict[tuple, dict[str, dict]] = {}
     for rec in recs:
-        per_runner = newest.setdefault(key(rec), {})
-        name = identity(rec)
-        if name not in per_runner or rec.get("finished_at", "") >= per_runner[name].get("finished_at", ""):
-            per_runner[name] = rec
+        note_newest(newest, key(rec), rec)
+    return conflicts_among(newest)
+
+
+def note_newest(newest: dict[tuple, dict[str, dict]], k: tuple, rec: dict) -> None:
+    """Keep `rec` as its source's newest record under key `k` if it is."""
+    per_source = newest.setdefault(k, {})
+    who = identity(rec)
+    if who not in per_source or rec.get("finished_at", "") >= per_source[who].get("finished_at", ""):
+        per_source[who] = rec
+
+
+def conflicts_among(newest: dict[tuple, dict[str, dict]]) -> dict[tuple, Conflict]:
+    """The conflicts in key -> source -> that source's newest record there."""
     out = {}
     for k, per_runner in newest.items():
         if len({r["outcome"] for r in per_runner.values()}) > 1:

@@ -67,10 +67,12 @@ def row(rec: dict, conflict, tag) -> dict:
     }
 
 
-def page_data(recs: list[dict], bad_lines: int = 0, issues=None, predicted: list[dict] | None = None) -> dict:
+def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None) -> dict:
+    """The page's data from a table.Summary (or a list of records)."""
+    summary = recs if isinstance(recs, table.Summary) else table.Summary(recs)
     tag = issues.tag if issues else None
-    clashes = merge.conflicts(recs, table.key)
-    rows = [row(r, clashes.get(table.key(r)), tag) for r in table.latest(recs)]
+    clashes = summary.conflicts()
+    rows = [row(r, clashes.get(table.key(r)), tag) for r in summary.rows()]
     known = {}
     for r in rows:
         for k in r["known_issues"]:
@@ -79,8 +81,8 @@ def page_data(recs: list[dict], bad_lines: int = 0, issues=None, predicted: list
                 known[k] = {"title": issue.title, "cause": issue.cause, "fix": list(issue.fix), "sources": list(issue.sources)}
     return {
         "rows": rows,
-        "record_count": len(recs),
-        "runners": sorted({merge.runner_name(r) for r in recs}),
+        "record_count": summary.count,
+        "runners": sorted(summary.runners),
         "bad_lines": bad_lines,
         "outcomes": list(records.OUTCOMES),
         "known_issues": known,
@@ -90,7 +92,8 @@ def page_data(recs: list[dict], bad_lines: int = 0, issues=None, predicted: list
 
 def predicted_cards(resolver_data, recs: list[dict]) -> list[dict]:
     """For each card in the GPU database, `compat recommend --gpu CARD --method qlora`'s answer
-    and its evidence, with the number of records of the card's architecture."""
+    and its evidence, with the number of records of the card's architecture. `recs`: the rows
+    the page shows (a cell run many times counts once)."""
     from harness import resolve
 
     out = []

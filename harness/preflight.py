@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 
 from harness.errors import MatrixError, UsageError
-from harness.tomldata import Locator, did_you_mean, load_data, read_toml
+from harness.tomldata import Locator, NotAFile, did_you_mean, load_data, read_regular, read_toml
 
 KINDS = ("llamafactory", "deepspeed", "accelerate", "training_args")
 TITLES = {"llamafactory": "LLaMA-Factory training YAML", "deepspeed": "DeepSpeed JSON",
@@ -80,7 +80,9 @@ class Request:
 def read(path: Path) -> Source:
     """Parse one config file (JSON or YAML by its suffix; YAML also reads JSON) and tell its kind."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
+    except NotAFile as exc:
+        raise UsageError(f"{path}: {exc}") from None
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:

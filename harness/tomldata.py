@@ -3,18 +3,51 @@
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 
 from harness.errors import MatrixError
 
 
+MAX_DATA_BYTES = 8 * 2**20  # a matrix, a config, a data file: kilobytes; a bigger "file" is something else
+
+
+class NotAFile(ValueError):
+    """Not a regular file of at most the bytes allowed (a device, a FIFO, a socket, too large)."""
+
+
+def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Anything else is NotAFile, at once:
+    /dev/zero is not read for ever, a FIFO is not waited on (opened without blocking)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other"
+            raise NotAFile(f"is {kind}, not a regular file")
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise NotAFile(f"is larger than {limit // 2**20} MiB: not a file compat reads")
+        return data
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def read_toml(path: Path, problems: list[str]) -> dict:
     """The parsed file, or {} with the reason appended to `problems`."""
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(read_regular(path).decode("utf-8"))
+    except NotAFile as exc:
+        problems.append(f"{path}: {exc}")
     except FileNotFoundError:
         problems.append(f"{path}: no such file")
     except IsADirectoryError:
@@ -23,6 +56,8 @@ def read_toml(path: Path, problems: list[str]) -> dict:
         problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
     except tomllib.TOMLDecodeError as exc:
         problems.append(f"{path}: not valid TOML: {exc}")
+    except RecursionError:
+        problems.append(f"{path}: nested too deeply to be compat's data")
     except OSError as exc:
         problems.append(f"{path}: cannot be read: {exc.strerror}")
     return {}

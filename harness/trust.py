@@ -28,6 +28,7 @@ class Rules:
     hardware: str  # the hardware axis pattern
     known_issues: frozenset[str] | None  # ids of the known-issue base; None: not checked
     now: dt.datetime
+    memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # (cell, axes) -> _cell's answer
 
     @classmethod
     def load(cls, matrix_dir: Path, now: dt.datetime | None = None) -> "Rules":
@@ -45,19 +46,14 @@ class Rules:
 
     def check(self, rec: dict) -> str | None:
         """Why `rec` (a record the schema accepts) is not evidence compat can use, or None."""
-        axes = rec["axes"]
-        for axis, allowed in self.values.items():
-            value = axes.get(axis, Cell.__dataclass_fields__[axis].default if axis in Cell.__dataclass_fields__ else None)
-            if not any(type(value) is type(a) and value == a for a in allowed):
-                return f"axes.{axis} {str(value)[:60]!r} is not one of this compat's (matrix/axes.toml, stacks.toml, models.toml)"
-        if not re.match(self.hardware, str(axes["hardware"])):
-            return f"axes.hardware {str(axes['hardware'])[:60]!r} is not cpu or sm_XY"
-        try:
-            own = Cell(**{k: axes[k] for k in Cell.__dataclass_fields__ if k in axes}).id
-        except (TypeError, ValueError) as exc:
-            return f"axes do not make a cell: {exc}"[:200]
-        if own != rec["cell"]:
-            return f"cell {rec['cell']!r} is not the id of its own axes ({own!r})"
+        memo_key = (rec["cell"], tuple(sorted((k, repr(v)) for k, v in rec["axes"].items())))
+        problem = self.memo.get(memo_key, self)  # a results folder is the same cells again and again
+        if problem is self:
+            problem = self._cell(rec["cell"], rec["axes"])
+            if len(self.memo) < 65536:
+                self.memo[memo_key] = problem
+        if problem:
+            return problem
         when = _time(rec["finished_at"])
         if when is None:
             return f"finished_at {rec['finished_at'][:40]!r} is not a date and time"
@@ -76,6 +72,22 @@ class Rules:
                 return "a pass without its losses (first, last, eval_before, eval_after): it says it trained and shows nothing"
         if rec["outcome"] in RAN and rec["axes"]["hardware"] != "cpu":
             return self._gpu_evidence(rec)
+        return None
+
+    def _cell(self, cell: str, axes: dict) -> str | None:
+        """Why axes are not this compat's, or not the cell id's, or None."""
+        for axis, allowed in self.values.items():
+            value = axes.get(axis, Cell.__dataclass_fields__[axis].default if axis in Cell.__dataclass_fields__ else None)
+            if not any(type(value) is type(a) and value == a for a in allowed):
+                return f"axes.{axis} {str(value)[:60]!r} is not one of this compat's (matrix/axes.toml, stacks.toml, models.toml)"
+        if not re.match(self.hardware, str(axes["hardware"])):
+            return f"axes.hardware {str(axes['hardware'])[:60]!r} is not cpu or sm_XY"
+        try:
+            own = Cell(**{k: axes[k] for k in Cell.__dataclass_fields__ if k in axes}).id
+        except (TypeError, ValueError) as exc:
+            return f"axes do not make a cell: {exc}"[:200]
+        if own != cell:
+            return f"cell {cell!r} is not the id of its own axes ({own!r})"
         return None
 
     @staticmethod

@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, assert_clean_error
 from harness import classify, records, table
 from harness.cell import Cell
@@ -80,7 +82,7 @@ def test_invalid_records_are_named_by_file_and_line(tmp_path):
         f"{path}:7: memory[0].peak_rss_bytes must be integer or number or null, not 'lots'",
         f"{path}:8: cell must match pattern ^[a-z0-9][a-z0-9_.+-]{{0,199}}$, not '<script>alert(1)</script>'",
         f"{path}:9: the record must contain ['axes', 'cell', 'evidence', 'fingerprint', 'finished_at', 'id', 'outcome', 'schema_version'] properties",
-        f"{path}:10: not a JSON record (JSONDecodeError: Invalid control character at: line 1 column 34 (char 33))",
+        f"{path}:10: not a JSON record (DecodeError: JSON is malformed: invalid character (byte 33))",
     ]
 
 
@@ -193,3 +195,79 @@ def test_a_crash_excerpt_starts_at_faulthandlers_report():
     excerpt = classify.crash_excerpt(log)
     assert excerpt.startswith("Fatal Python error: Segmentation fault")
     assert classify.crash_excerpt("no report\nKilled") == "no report\nKilled"
+
+
+def _slow_view(raw: bytes):
+    """What reader_view must give: the line parsed whole by the standard library (JSON has no NaN
+    or Infinity), cut (slim), then validated by the schema: (view, None) or (None, why not)."""
+    try:
+        rec = records.slim(json.loads(raw, parse_constant=_not_json))
+    except (ValueError, RecursionError):
+        return None, "not JSON"
+    why = records.validate(rec)
+    return (None, why) if why else (rec, None)
+
+
+def _not_json(name):
+    raise ValueError(name)
+
+
+def _fast_view(raw: bytes):
+    try:
+        return records.reader_view(raw), None
+    except records.NotARecord as exc:
+        return None, "not JSON" if str(exc).startswith("not a JSON record") else str(exc)
+
+
+def _leaves(obj, path=()):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield path + (k,), v
+            yield from _leaves(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield path + (i,), v
+            yield from _leaves(v, path + (i,))
+
+
+def _replaced(rec, path, value):
+    rec = json.loads(json.dumps(rec))
+    node = rec
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return rec
+
+
+def test_reader_view_is_the_whole_record_cut_and_validated():
+    """reader_view decodes a line straight into a reader's view with types made from the schema;
+    it must give what parsing the line whole, cutting it (slim) and validating it give: the same
+    view for every real record in results/, and for every value of every real record replaced by
+    a hostile one, the same view or the same reason to refuse it. The fast types taking a value
+    the schema refuses would publish it."""
+    lines = [raw for path in records.record_files(ROOT / "results") for raw in path.read_bytes().splitlines() if raw.strip()]
+    assert len(lines) > 100  # the project's real records
+    for raw in lines:
+        assert _fast_view(raw) == _slow_view(raw) and _fast_view(raw)[0] is not None
+    # a real record with two memory items, settings and a runner: every value of it replaced
+    rec = next(r for r in map(json.loads, lines) if len(r.get("memory") or []) == 2 and "settings" in r and r.get("runner"))
+    rec["memory"][0]["timeline"] = [[0.0, 1]]
+    rec["losses"] = {**(rec.get("losses") or {}), "steps": [1.0, 0.5]}
+    rec["a_later_key"] = {"x": 1}
+    hostile = [None, True, 0, -1, 2.0, 1.5, 10**19, 1e300, "", "x", "a\n", "<b>", "ä" * 300, [], [1], {}, {"x": 1}]
+    tried = 0
+    for path, original in list(_leaves(rec)):
+        near = [original + "\n", original + "<", original * 40] if isinstance(original, str) else []  # a pattern's end
+        for value in hostile + near:
+            raw = json.dumps(_replaced(rec, path, value)).encode()
+            assert _fast_view(raw) == _slow_view(raw), (path, value)
+            tried += 1
+    assert tried > 1000
+    rec["axes"]["an_axis_not_in_the_schema"] = "x"  # the fast types refuse it, the schema takes it
+    view, _ = _fast_view(json.dumps(rec).encode())
+    assert "timeline" not in view["memory"][0] and "steps" not in view["losses"] and "a_later_key" not in view
+    assert view["axes"]["an_axis_not_in_the_schema"] == "x"
+    assert set(view["fingerprint"]["packages"]) <= {"torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed"}
+    for raw in (b"[1, 2]", b'"text"', b"{}", b'{"id": NaN}', b"\xff", b"[" * 100000):
+        assert _fast_view(raw) == _slow_view(raw)
+    assert _fast_view(b'{"id": NaN}')[1] == "not JSON"
