@@ -31,6 +31,7 @@ import errno
 import functools
 import glob
 import json
+import math
 import os
 import re
 import signal
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def selection(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--matrix", action="append", default=[], metavar="PATH",
+        p.add_argument("--matrix", action="append", type=path_value, default=[], metavar="PATH",
                        help="a grid file, or a glob of them ('matrix/gpu*.toml'); repeatable: the cells of every grid are "
                             "one plan (default: matrix/gpu*.toml on a host with a GPU, else matrix/cpu.toml)")
         p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
@@ -79,19 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
     selection(p)
-    p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
-    p.add_argument("--python", default=sys.executable, help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = \"inherit\" (default: this one)")
-    p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--results", type=path_value, help="results folder (default: results/ in the checkout)")
+    p.add_argument("--python", type=text_value, default=sys.executable, help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = \"inherit\" (default: this one)")
+    p.add_argument("--env-dir", type=path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
     p.add_argument("--offline", action="store_true", help="install stacks only from --find-links folders, never from an index")
-    p.add_argument("--find-links", action="append", default=[], metavar="DIR", help="a folder of wheels to install stacks from; repeatable")
-    p.add_argument("--timeout", type=float, metavar="S", help="per-cell time limit in seconds (default: the matrix's timeout_s)")
+    p.add_argument("--find-links", action="append", type=text_value, default=[], metavar="DIR", help="a folder of wheels to install stacks from; repeatable")
+    p.add_argument("--timeout", type=positive, metavar="S", help="per-cell time limit in seconds (default: the matrix's timeout_s)")
     p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
-    p.add_argument("--fail-on", default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
+    p.add_argument("--fail-on", type=text_value, default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
     p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
-    p.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
+    p.add_argument("--junit", type=path_value, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
     p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
-    p.add_argument("--stop-after", type=float, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
+    p.add_argument("--stop-after", type=non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
                    "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
                    "S = N*60 less the largest cell time limit)")
 
@@ -100,74 +101,74 @@ def build_parser() -> argparse.ArgumentParser:
                        "wheel the chosen stacks, the requirements files and compat itself need on a target interpreter and "
                        "platform, torch left out (the runner's is inherited). On the host: pip install --no-index "
                        "--find-links DIR compat -r requirements/gpu-stack.txt, then compat run --offline --find-links DIR.")
-    p.add_argument("dir", type=Path, metavar="DIR", help="the folder to fill (made if missing; wheels in it are kept)")
-    p.add_argument("--stacks", metavar="A,B", help="stacks of matrix/stacks.toml (default: every stack the GPU grids use)")
-    p.add_argument("-r", "--requirement", action="append", type=Path, metavar="FILE",
+    p.add_argument("dir", type=path_value, metavar="DIR", help="the folder to fill (made if missing; wheels in it are kept)")
+    p.add_argument("--stacks", type=text_value, metavar="A,B", help="stacks of matrix/stacks.toml (default: every stack the GPU grids use)")
+    p.add_argument("-r", "--requirement", action="append", type=path_value, metavar="FILE",
                    help="a requirements file to include; repeatable (default: requirements/gpu-stack.txt, the local stack's)")
-    p.add_argument("--python", metavar="X.Y", help="the target's Python (default: this one's)")
-    p.add_argument("--platform", metavar="ARCH-manylinux_X_Y", help="the target's platform, as uv names it (default: this "
+    p.add_argument("--python", type=text_value, metavar="X.Y", help="the target's Python (default: this one's)")
+    p.add_argument("--platform", type=text_value, metavar="ARCH-manylinux_X_Y", help="the target's platform, as uv names it (default: this "
                    "machine's architecture, x86_64-manylinux_2_28 on most)")
     p.add_argument("--no-compat", action="store_true", help="leave out compat's own wheel and what it needs to run")
 
     p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
-    p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--env-dir", type=path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
     p.add_argument("--json", action="store_true", help="one JSON array of envs")
     p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
-    p.add_argument("--older-than", type=float, default=30.0, metavar="DAYS", help="with --prune: age of last use in days (default 30; 0 deletes every env)")
+    p.add_argument("--older-than", type=non_negative, default=30.0, metavar="DAYS", help="with --prune: age of last use in days (default 30; 0 deletes every env)")
 
     p = sub.add_parser("table", help="render results/COMPATIBILITY.md and results/index.html from the records")
-    p.add_argument("--results", type=Path, help="results folder (default: results/ in the checkout)")
+    p.add_argument("--results", type=path_value, help="results folder (default: results/ in the checkout)")
 
     p = sub.add_parser("merge", help="add other runners' records to a results folder (validated, de-duplicated, with provenance)",
                        description="Add the records of FILEs (other runners' records.jsonl) to DIR/records.jsonl: every line is "
                        "validated (a bad one is reported with file:line and skipped), records already in DIR are left out, "
                        "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "
                        "Exit code 1 when a line was skipped (the valid ones are merged all the same), 2 for bad usage.")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
-    p.add_argument("--into", type=Path, help="results folder to merge into (default: results/ in the checkout)")
+    p.add_argument("files", nargs="+", type=path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
+    p.add_argument("--into", type=path_value, help="results folder to merge into (default: results/ in the checkout)")
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards")
 
     p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
-    p.add_argument("--gpu", required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
-    p.add_argument("--gpus", type=int, default=1, metavar="N", help="cards per node (default 1)")
+    p.add_argument("--gpu", type=text_value, required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
+    p.add_argument("--gpus", type=count, default=1, metavar="N", help="cards per node (default 1)")
     p.add_argument("--method", choices=resolve.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
-    p.add_argument("--model-size", metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (7B, 8B, 9B, 13B, 70B, 72B)")
-    p.add_argument("--seq-len", type=int, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
+    p.add_argument("--model-size", type=text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (7B, 8B, 9B, 13B, 70B, 72B)")
+    p.add_argument("--seq-len", type=count, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
     p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
-    p.add_argument("--results", type=Path, help="results folder whose records count as measurements (default: results/ in the checkout)")
+    p.add_argument("--results", type=path_value, help="results folder whose records count as measurements (default: results/ in the checkout)")
 
     p = sub.add_parser("fit", help="predicted peak memory per card for a real model, term by term, for each strategy",
                        description="Predicted peak memory per card (weights, gradients, optimizer states, activations, logits, "
                        "overhead) for fine-tuning a model on N cards of a GPU, for each strategy, and whether it fits. The "
                        "per-element constants are fitted on the harness's records of matrix/fit-cpu.toml.")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model-size", metavar="SIZE", help="a size compat ships a config for: 7B, 8B, 9B, 13B, 70B, 72B")
-    which.add_argument("--model", metavar="NAME|CONFIG.json", help="a model of matrix/model_configs.toml (llama2_7b, qwen2_72b, ...) or a config.json")
-    p.add_argument("--gpu", metavar="NAME", help='the card ("P4", "4090", "A100 80GB"); without it, sizes only')
-    p.add_argument("--gpu-memory", type=float, metavar="GIB", help="the card's memory in GiB (default: from matrix/gpus.toml, its smallest variant)")
-    p.add_argument("--gpus", type=int, default=1, metavar="N", help="cards (default 1)")
+    which.add_argument("--model-size", type=text_value, metavar="SIZE", help="a size compat ships a config for: 7B, 8B, 9B, 13B, 70B, 72B")
+    which.add_argument("--model", type=text_value, metavar="NAME|CONFIG.json", help="a model of matrix/model_configs.toml (llama2_7b, qwen2_72b, ...) or a config.json")
+    p.add_argument("--gpu", type=text_value, metavar="NAME", help='the card ("P4", "4090", "A100 80GB"); without it, sizes only')
+    p.add_argument("--gpu-memory", type=positive, metavar="GIB", help="the card's memory in GiB (default: from matrix/gpus.toml, its smallest variant)")
+    p.add_argument("--gpus", type=count, default=1, metavar="N", help="cards (default 1)")
     p.add_argument("--method", choices=("full", "lora", "qlora"), default="lora")
     p.add_argument("--strategy", choices=("all", *fit_strategies()), default="all", help="one strategy, or all that apply (default)")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto", help="auto: bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32")
-    p.add_argument("--seq-len", type=int, default=2048, metavar="L")
-    p.add_argument("--batch", type=int, default=1, metavar="B", help="sequences per card per step (default 1)")
+    p.add_argument("--seq-len", type=count, default=2048, metavar="L")
+    p.add_argument("--batch", type=count, default=1, metavar="B", help="sequences per card per step (default 1)")
     p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing on")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--results", type=Path, help="results folder with the calibration records (default: results/ in the checkout)")
+    p.add_argument("--results", type=path_value, help="results folder with the calibration records (default: results/ in the checkout)")
 
     p = sub.add_parser("preflight", help="read your training configs (LLaMA-Factory, DeepSpeed, accelerate, TrainingArguments) and map them to a cell",
                        description="Read the training configs you have (a LLaMA-Factory YAML, a DeepSpeed JSON, an accelerate config, "
                        "TrainingArguments as JSON or YAML), map them to the cell they amount to on this host, and list every "
                        "field: used, not modelled, or unknown.")
-    p.add_argument("configs", nargs="*", type=Path, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
-    p.add_argument("--preset", metavar="NAME", help="instead of your configs, a shipped setup users reported trouble with (matrix/presets/NAME), each variant a cell")
-    p.add_argument("--gpu", metavar="NAME", help="the card the configs are for, for the fit prediction of the real model (default: the preset's, else this host's)")
-    p.add_argument("--model-size", metavar="SIZE", help="the real model's size for the fit prediction (7B, 8B, 9B, 13B, 70B, 72B; default: read from model_name_or_path)")
-    p.add_argument("--gpus", type=int, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
-    p.add_argument("--stack", default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
+    p.add_argument("configs", nargs="*", type=path_value, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
+    p.add_argument("--preset", type=text_value, metavar="NAME", help="instead of your configs, a shipped setup users reported trouble with (matrix/presets/NAME), each variant a cell")
+    p.add_argument("--gpu", type=text_value, metavar="NAME", help="the card the configs are for, for the fit prediction of the real model (default: the preset's, else this host's)")
+    p.add_argument("--model-size", type=text_value, metavar="SIZE", help="the real model's size for the fit prediction (7B, 8B, 9B, 13B, 70B, 72B; default: read from model_name_or_path)")
+    p.add_argument("--gpus", type=count, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
+    p.add_argument("--stack", type=text_value, default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
     p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
-    p.add_argument("--results", type=Path, help="where its record goes (default: results/preflight/ in the checkout, apart from the published table)")
-    p.add_argument("--env-dir", type=Path, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--results", type=path_value, help="where its record goes (default: results/preflight/ in the checkout, apart from the published table)")
+    p.add_argument("--env-dir", type=path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
 
     p = sub.add_parser("explain", help="match a log or traceback against the known issues")
     p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
@@ -263,6 +264,24 @@ def _check_single_values(parser: argparse.ArgumentParser, args) -> None:
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
+def _writable(folder: Path, flag: str) -> Path:
+    """`folder`, made if missing, once a file could be made in it; else ResultsWriteError (exit
+    74) naming the flag, before any work: a results folder that is a file, or one this user
+    cannot write (read-only, another user's), is found before a cell runs, not after."""
+    import tempfile
+
+    if folder.exists() and not folder.is_dir():
+        raise ResultsWriteError(f"{flag} {folder}: is a file, not a results folder; nothing was run or written")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".compat-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ResultsWriteError(f"{flag} {folder}: cannot be written ({exc.strerror}); nothing was run or written") from None
+    return folder
+
+
 def _internal_error(exc: Exception) -> int:
     if os.environ.get("COMPAT_TRACEBACK"):
         raise exc
@@ -336,6 +355,51 @@ def matrix_paths(given: list[Path], root: Path, host: hardware.Host) -> list[Pat
     return out
 
 
+def count(text: str) -> int:
+    """A whole number of 1 or more (cards, tokens, sequences)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be 1 or more")
+    return n
+
+
+def _number(text: str, least: float, strict: bool) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(x) or x < least or (strict and x == least):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number {'above' if strict else 'of at least'} {least:g}")
+    return x
+
+
+def positive(text: str) -> float:
+    """A finite number above 0 (seconds, GiB)."""
+    return _number(text, 0, strict=True)
+
+
+def non_negative(text: str) -> float:
+    """A finite number of 0 or more (days, seconds)."""
+    return _number(text, 0, strict=False)
+
+
+def text_value(text: str) -> str:
+    """Text that is not empty (a card's name, a model size, a stack)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def path_value(text: str) -> Path:
+    """A path that is not empty: `--results ''` would be the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (for the current folder, write .)")
+    return Path(text)
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -398,7 +462,7 @@ def cmd_run(args) -> int:
             f"none of the {len(planned)} selected cells of {names} runs on this host "
             f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
         )
-    results = args.results or root / "results"
+    results = _writable(args.results or root / "results", "--results")
     base = _known_issues(data.dir)
     resumed = _resume(results, planned) if args.resume else None
     if resumed:
@@ -552,7 +616,6 @@ def cmd_wheelhouse(args) -> int:
 
 
 def cmd_envs(args) -> int:
-    import math
     import time
 
     from harness import envs
@@ -560,8 +623,6 @@ def cmd_envs(args) -> int:
     root = args.env_dir or envs.default_root()
     found = envs.list_envs(root)
     if args.prune:
-        if not math.isfinite(args.older_than) or args.older_than < 0:
-            raise UsageError(f"--older-than must be 0 or more days, not {args.older_than}")
         cutoff = time.time() - args.older_than * 86400
         old = [e for e in found if e["last_used"] <= cutoff]
         gone = [e for e in old if envs.remove_env(Path(e["path"]))]
@@ -587,8 +648,9 @@ def cmd_envs(args) -> int:
 
 def cmd_table(args) -> int:
     results = args.results or project_root() / "results"
-    if not results.is_dir():
+    if not results.exists():
         raise UsageError(f"{results}: no such folder")
+    _writable(results, "--results")
     matrix_dir = project_root() / "matrix"
     _render(results, matrix_dir, _known_issues(matrix_dir))
     return 0
@@ -597,7 +659,8 @@ def cmd_table(args) -> int:
 def cmd_merge(args) -> int:
     from harness import merge
 
-    into = args.into or project_root() / "results"
+    merge.check_sources(args.files)
+    into = _writable(args.into or project_root() / "results", "--into")
     reports = merge.merge(args.files, into, check=_rules().check)
     skipped = 0
     for r in reports:
@@ -659,8 +722,6 @@ def cmd_recommend(args) -> int:
     root = project_root()
     data = resolve.ResolverData.load(root / "matrix")
     gpu = data.gpus.find(args.gpu)
-    if args.gpus < 1:
-        raise UsageError(f"--gpus {args.gpus}: a count of cards is 1 or more")
     results = args.results or root / "results"
     recs = _read_results(results)
     method, chosen = args.method or "qlora", None
@@ -700,8 +761,6 @@ def cmd_fit(args) -> int:
     from harness import fit, models
 
     root = project_root()
-    if args.gpus < 1 or args.seq_len < 1 or args.batch < 1:
-        raise UsageError("--gpus, --seq-len and --batch are whole numbers of 1 or more")
     known = models.ModelConfigs.load(root / "matrix")
     if args.model_size:
         entry = known.by_size(args.model_size)
@@ -752,8 +811,6 @@ def cmd_preflight(args) -> int:
     from harness import preflight
     from harness.matrix import MatrixData
 
-    if args.gpus is not None and args.gpus < 1:
-        raise UsageError(f"--gpus must be 1 or more, not {args.gpus}")
     if bool(args.configs) == bool(args.preset):
         raise UsageError("give your config files, or --preset NAME (one of the setups in matrix/presets/), not both"
                          if args.configs else "nothing to read: give your config files, or --preset NAME")
@@ -787,7 +844,7 @@ def cmd_preflight(args) -> int:
         return 0
     from harness import envs, runner
 
-    results = args.results or root / "results" / "preflight"
+    results = _writable(args.results or root / "results" / "preflight", "--results")
     manager = envs.EnvManager(root=args.env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
     issues = _known_issues(data.dir)
     print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)

@@ -86,28 +86,43 @@ class Shape:
                     return cfg[k]
             return default
 
+        def whole(*keys, default=None) -> int | None:
+            """The first of `keys` the config has, as a whole number: a JSON integer (4096.0 too),
+            never true/false or text (`"hidden_size": true` is not a size of 1)."""
+            key = next((k for k in keys if k in cfg and cfg[k] is not None), None)
+            value = default if key is None else cfg[key]
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(f"{key or keys[0]} = {json.dumps(value)[:40]} is not a whole number")
+            return int(value)
+
         try:
-            hidden = int(first("hidden_size", "n_embd", "d_model"))
-            heads = int(first("num_attention_heads", "n_head"))
-            kv = first("num_key_value_heads", default=None)
+            hidden = whole("hidden_size", "n_embd", "d_model")
+            heads = whole("num_attention_heads", "n_head")
+            kv = whole("num_key_value_heads")
             if kv is None and cfg.get("multi_query_attention"):
-                kv = cfg.get("multi_query_group_num")
+                kv = whole("multi_query_group_num")
             shape = cls(
                 name=name,
                 hidden=hidden,
-                intermediate=int(first("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)),
-                layers=int(first("num_hidden_layers", "num_layers", "n_layer")),
+                intermediate=whole("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden if isinstance(hidden, int) else None),
+                layers=whole("num_hidden_layers", "num_layers", "n_layer"),
                 heads=heads,
-                kv_heads=int(kv if kv is not None else heads),
-                vocab=int(first("vocab_size", "padded_vocab_size")),
+                kv_heads=kv if kv is not None else heads,
+                vocab=whole("vocab_size", "padded_vocab_size"),
                 tied=bool(first("tie_word_embeddings", default=False)),
-                head_dim=first("head_dim", "kv_channels", default=None),
+                head_dim=whole("head_dim", "kv_channels"),
                 qkv_bias=bool(first("attention_bias", "add_qkv_bias", default=cfg.get("model_type") == "qwen2")),
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{name}: not a decoder config compat can read ({exc}); it needs hidden_size, "
                              "num_attention_heads, num_hidden_layers and vocab_size") from None
-        if min(shape.hidden, shape.heads, shape.kv_heads, shape.layers, shape.vocab, shape.intermediate) < 1:
+        sizes = (shape.hidden, shape.heads, shape.kv_heads, shape.layers, shape.vocab, shape.intermediate)
+        if None in sizes:
+            raise UsageError(f"{name}: not a decoder config compat can read; it needs hidden_size, "
+                             "num_attention_heads, num_hidden_layers and vocab_size")
+        if min(sizes) < 1 or (shape.head_dim is not None and shape.head_dim < 1):
             raise UsageError(f"{name}: sizes must be positive")
         return shape
 

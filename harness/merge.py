@@ -47,14 +47,19 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_sources(sources: list[Path]) -> None:
+    """UsageError unless every source is a file."""
+    for path in sources:
+        if not path.is_file():
+            raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
+
+
 def merge(sources: list[Path], into: Path, now: str | None = None, check=None) -> list[FileReport]:
     """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
     `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
     record is refused like a malformed line. A record's provenance is compat's to write: what a
     contributor put there is replaced by where this merge found it."""
-    for path in sources:
-        if not path.is_file():
-            raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
+    check_sources(sources)
     if into.exists() and not into.is_dir():
         raise UsageError(f"--into {into}: is a file, not a results folder")
     into.mkdir(parents=True, exist_ok=True)
