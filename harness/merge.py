@@ -31,6 +31,7 @@ class FileReport:
     added: int = 0
     duplicates: int = 0
     bad: list[records.BadLine] = dataclasses.field(default_factory=list)
+    accepted: list[dict] = dataclasses.field(default_factory=list)  # with dry_run: what would be added
 
 
 def _content(rec: dict) -> str:
@@ -54,15 +55,17 @@ def check_sources(sources: list[Path]) -> None:
             raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
 
 
-def merge(sources: list[Path], into: Path, now: str | None = None, check=None) -> list[FileReport]:
+def merge(sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False) -> list[FileReport]:
     """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
     `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
     record is refused like a malformed line. A record's provenance is compat's to write: what a
-    contributor put there is replaced by where this merge found it."""
+    contributor put there is replaced by where this merge found it. With `dry_run`, nothing is
+    written: each report's `accepted` holds the records that would be added (compat review)."""
     check_sources(sources)
     if into.exists() and not into.is_dir():
         raise UsageError(f"--into {into}: is a file, not a results folder")
-    into.mkdir(parents=True, exist_ok=True)
+    if not dry_run:
+        into.mkdir(parents=True, exist_ok=True)
     target = into / "records.jsonl"
     stored = _stored_ids(into)  # every stored id, evidence or not; read streaming, ids only
     now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -88,7 +91,10 @@ def merge(sources: list[Path], into: Path, now: str | None = None, check=None) -
                     _same_or_refused(report, path, number, item["id"], added[item["id"]] == content)
                 else:
                     prov = [{"file": path.name, "line": number, "sha256": digest, "merged_at": now}]
-                    records.append(target, {**item, "provenance": prov})
+                    if dry_run:
+                        report.accepted.append({**item, "provenance": prov})
+                    else:
+                        records.append(target, {**item, "provenance": prov})
                     added[item["id"]] = content
                     report.added += 1
     for narrow in (True, False):  # the lines that name a clashing id, then (rarely) every line

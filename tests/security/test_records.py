@@ -85,10 +85,15 @@ def answers(results) -> dict:
     return out
 
 
-def test_a_hostile_file_is_refused_line_by_line_and_changes_nothing_published(results, tmp_path):
+@pytest.fixture
+def hostile(tmp_path):
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("".join(text + "\n" for _, text in hostile_lines()))
+    return path
+
+
+def test_a_hostile_file_is_refused_line_by_line_and_changes_nothing_published(results, hostile):
     lines = hostile_lines()
-    hostile = tmp_path / "hostile.jsonl"
-    hostile.write_text("".join(text + "\n" for _, text in lines))
     before = answers(results)
     proc = compat("merge", str(hostile), "--into", str(results))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -143,3 +148,51 @@ def test_contributor_text_is_text_in_the_markdown(results, tmp_path):
     (row,) = [line for line in (results / "COMPATIBILITY.md").read_text().splitlines() if "evil" in line]  # there, as text
     assert "![" not in row.replace("!\\[", "") and "](" not in row.replace("\\](", "")  # no image, no link
     assert "https://evil" not in row and "www.evil" not in row and "@evil" not in row  # nothing a forge links by itself
+
+
+def folder_bytes(results) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(results.iterdir())}
+
+
+def test_review_names_every_refused_line_and_writes_nothing(results, hostile):
+    lines = hostile_lines()
+    before = folder_bytes(results)
+    proc = compat("review", str(hostile), "--results", str(results))
+    assert proc.returncode == 1 and not proc.stderr, proc.stderr
+    assert f"{hostile}: 0 record(s) would be added, 0 already in {results}, {len(lines)} refused" in proc.stdout
+    for n, (what, _) in enumerate(lines, 1):
+        assert f"  refused {hostile}:{n}: " in proc.stdout, what
+    assert f"{results / 'COMPATIBILITY.md'} would not change." in proc.stdout
+    assert folder_bytes(results) == before
+
+
+def test_review_shows_the_rows_a_merge_then_writes(results, tmp_path):
+    """A plausible contributed record (a TEST INPUT made from a real record): review exits 0,
+    writes nothing, and the lines it says would be added and removed are the ones `compat merge`
+    then adds to and removes from COMPATIBILITY.md."""
+    own = base_pass()
+    contributed = variant(own, outcome="fail", losses=None, finished_at="2026-11-24T12:00:00+00:00",
+                          error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"})
+    path = tmp_path / "contributed.jsonl"
+    path.write_text(json.dumps(contributed) + "\n" + json.dumps(own) + "\n")  # one new, one already merged
+    before = folder_bytes(results)
+    proc = compat("review", str(path), "--results", str(results))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{path}: 1 record(s) would be added, 1 already in {results}, 0 refused" in proc.stdout
+    assert folder_bytes(results) == before
+    added = [line[4:] for line in proc.stdout.splitlines() if line.startswith("  + ")]
+    removed = [line[4:] for line in proc.stdout.splitlines() if line.startswith("  - ")]
+    assert any(own["cell"] in line and "conflict" in line for line in added)
+    old = (results / "COMPATIBILITY.md").read_text().splitlines()
+    assert compat("merge", str(path), "--into", str(results)).returncode == 0
+    new = (results / "COMPATIBILITY.md").read_text().splitlines()
+    assert sorted(set(new) - set(old)) == sorted(set(line for line in added if line))
+    assert sorted(set(old) - set(new)) == sorted(set(removed))
+
+
+def test_review_of_what_is_not_a_records_file_is_a_usage_error(results, tmp_path):
+    for args, message in [((str(tmp_path / "missing.jsonl"),), "missing.jsonl: no such file"),
+                          ((str(tmp_path),), "is a folder, not a records file"),
+                          ((str(ROOT / "results" / "records.jsonl"), "--results", str(results / "records.jsonl")), "is a file, not a results folder")]:
+        proc = compat("review", *args)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -1,8 +1,10 @@
-"""The GitHub Actions template for self-hosted GPU runners: valid YAML, valid against GitHub's
-workflow schema (vendored in check-jsonschema, no network), and wired the way the README says."""
+"""The GitHub Actions templates (the GPU grid on self-hosted runners; the review of pull requests
+that touch results/): valid YAML, valid against GitHub's workflow schema (vendored in
+check-jsonschema, no network), and wired the way the README says."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -94,3 +96,62 @@ def test_a_gpu_runner_hands_its_nccl_settings_to_cells_and_runs_a_grid_in_ten_mi
         doc = tomllib.loads(path.read_text())
         if "product" in doc:
             assert doc["settings"]["timeout_s"] <= 300, path.name
+
+
+REVIEW = ROOT / "ci" / "github-actions" / "review-records.yml"
+
+
+def test_the_review_template_is_a_valid_workflow_run_on_pull_requests_with_the_base_branchs_code():
+    proc = check_workflow(REVIEW)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = yaml.safe_load(REVIEW.read_text())
+    assert doc[True]["pull_request"]["paths"] == ["results/**"]  # YAML reads the key `on` as true
+    assert doc["permissions"] == {"contents": "read"}
+    steps = doc["jobs"]["review"]["steps"]
+    checkouts = [s["with"] for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert [(c["ref"], c["path"]) for c in checkouts] == [("${{ github.event.pull_request.base.sha }}", "base"),
+                                                          ("${{ github.event.pull_request.head.sha }}", "pr")]
+    assert any(s.get("run") == "python -m pip install ./base" for s in steps)
+
+
+def _review_step(tmp_path, pr_lines: list[str]) -> subprocess.CompletedProcess:
+    """The template's review step, run by bash as the runner would, in base/ (this checkout's
+    matrix and a copy of its real records) with the pull request's records in pr/results/."""
+    import os
+    import shutil
+
+    doc = yaml.safe_load(REVIEW.read_text())
+    step = next(s for s in doc["jobs"]["review"]["steps"] if s.get("working-directory") == "base")
+    base, pr = tmp_path / "base", tmp_path / "pr"
+    (base / "results").mkdir(parents=True)
+    (pr / "results").mkdir(parents=True)
+    (base / "matrix").symlink_to(ROOT / "matrix")
+    shutil.copy(ROOT / "results" / "records.jsonl", base / "results" / "records.jsonl")
+    (pr / "results" / "records.jsonl").write_text("".join(line + "\n" for line in pr_lines))
+    env = dict(os.environ, GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env.pop("COMPAT_HOME", None)
+    return subprocess.run(["bash", "-e", "-c", step["run"]], cwd=base, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(tmp_path):
+    """TEST INPUT: the project's real records, one of them sent again with a new id and another
+    runner's name (a plausible contribution), one with a run id that is a path (refused)."""
+    import json
+    import uuid
+
+    published = [line for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
+    rec = json.loads(published[0])
+    added = json.dumps(dict(rec, id=uuid.uuid4().hex, runner={"name": "contributor-box"}))
+    hostile = json.dumps(dict(rec, id=uuid.uuid4().hex, run_id="../../../../tmp/x"))
+
+    ok = _review_step(tmp_path / "ok", published + [added])
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "1 record(s) would be added" in ok.stdout and "```" in (tmp_path / "ok" / "summary.md").read_text()
+
+    removed = _review_step(tmp_path / "removed", published[1:] + [added])
+    assert removed.returncode == 1 and "::error file=results/records.jsonl::1 published record line(s) removed or edited" in removed.stdout
+
+    refused = _review_step(tmp_path / "refused", published + [hostile])
+    assert refused.returncode == 1
+    assert f"refused ../pr/results/records.jsonl:{len(published) + 1}: run_id must match pattern" in refused.stdout
