@@ -62,6 +62,35 @@ def second_runner(rec: dict, runner: str, **changes) -> dict:
     return out
 
 
+def slow_view(raw: bytes):
+    """What records.reader_view must give for a line: the line parsed whole by the standard
+    library (JSON has no NaN or Infinity), cut (records.slim), then validated by the schema:
+    (view, None) or (None, why not)."""
+    import json
+
+    from harness import records
+
+    def not_json(name):
+        raise ValueError(name)
+
+    try:
+        rec = records.slim(json.loads(raw, parse_constant=not_json))
+    except (ValueError, RecursionError):
+        return None, "not JSON"
+    why = records.validate(rec)
+    return (None, why) if why else (rec, None)
+
+
+def fast_view(raw: bytes):
+    """records.reader_view's answer for a line, in slow_view's terms."""
+    from harness import records
+
+    try:
+        return records.reader_view(raw), None
+    except records.NotARecord as exc:
+        return None, "not JSON" if str(exc).startswith("not a JSON record") else str(exc)
+
+
 def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
     """`base` moved onto a Tesla P4 (sm_61) for rendering tests: GPU fingerprint and per-card
     torch/NVML memory figures in the shape the workload and the harness write them."""

@@ -2,9 +2,7 @@ import json
 import subprocess
 import sys
 
-import pytest
-
-from conftest import ROOT, assert_clean_error
+from conftest import ROOT, assert_clean_error, fast_view, slow_view
 from harness import classify, records, table
 from harness.cell import Cell
 
@@ -197,28 +195,6 @@ def test_a_crash_excerpt_starts_at_faulthandlers_report():
     assert classify.crash_excerpt("no report\nKilled") == "no report\nKilled"
 
 
-def _slow_view(raw: bytes):
-    """What reader_view must give: the line parsed whole by the standard library (JSON has no NaN
-    or Infinity), cut (slim), then validated by the schema: (view, None) or (None, why not)."""
-    try:
-        rec = records.slim(json.loads(raw, parse_constant=_not_json))
-    except (ValueError, RecursionError):
-        return None, "not JSON"
-    why = records.validate(rec)
-    return (None, why) if why else (rec, None)
-
-
-def _not_json(name):
-    raise ValueError(name)
-
-
-def _fast_view(raw: bytes):
-    try:
-        return records.reader_view(raw), None
-    except records.NotARecord as exc:
-        return None, "not JSON" if str(exc).startswith("not a JSON record") else str(exc)
-
-
 def _leaves(obj, path=()):
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -248,7 +224,7 @@ def test_reader_view_is_the_whole_record_cut_and_validated():
     lines = [raw for path in records.record_files(ROOT / "results") for raw in path.read_bytes().splitlines() if raw.strip()]
     assert len(lines) > 100  # the project's real records
     for raw in lines:
-        assert _fast_view(raw) == _slow_view(raw) and _fast_view(raw)[0] is not None
+        assert fast_view(raw) == slow_view(raw) and fast_view(raw)[0] is not None
     # a real record with two memory items, settings and a runner: every value of it replaced
     rec = next(r for r in map(json.loads, lines) if len(r.get("memory") or []) == 2 and "settings" in r and r.get("runner"))
     rec["memory"][0]["timeline"] = [[0.0, 1]]
@@ -260,14 +236,14 @@ def test_reader_view_is_the_whole_record_cut_and_validated():
         near = [original + "\n", original + "<", original * 40] if isinstance(original, str) else []  # a pattern's end
         for value in hostile + near:
             raw = json.dumps(_replaced(rec, path, value)).encode()
-            assert _fast_view(raw) == _slow_view(raw), (path, value)
+            assert fast_view(raw) == slow_view(raw), (path, value)
             tried += 1
     assert tried > 1000
     rec["axes"]["an_axis_not_in_the_schema"] = "x"  # the fast types refuse it, the schema takes it
-    view, _ = _fast_view(json.dumps(rec).encode())
+    view, _ = fast_view(json.dumps(rec).encode())
     assert "timeline" not in view["memory"][0] and "steps" not in view["losses"] and "a_later_key" not in view
     assert view["axes"]["an_axis_not_in_the_schema"] == "x"
     assert set(view["fingerprint"]["packages"]) <= {"torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed"}
     for raw in (b"[1, 2]", b'"text"', b"{}", b'{"id": NaN}', b"\xff", b"[" * 100000):
-        assert _fast_view(raw) == _slow_view(raw)
-    assert _fast_view(b'{"id": NaN}')[1] == "not JSON"
+        assert fast_view(raw) == slow_view(raw)
+    assert fast_view(b'{"id": NaN}')[1] == "not JSON"
