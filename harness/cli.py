@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 import harness
-from harness import hardware, known_issues, records, resolve, table
+from harness import hardware, known_issues, records, resolve, strategies, table
 from harness.errors import CompatError, MatrixError, NoHardwareError, ResultsWriteError, UsageError
 from harness.tomldata import did_you_mean
 
@@ -807,9 +807,7 @@ def cmd_recommend(args) -> int:
 
 
 def fit_strategies() -> tuple[str, ...]:
-    from harness.fit import STRATEGIES
-
-    return STRATEGIES
+    return strategies.fit_models()
 
 
 def cmd_fit(args) -> int:
@@ -823,20 +821,20 @@ def cmd_fit(args) -> int:
         entry = models.ModelConfig.from_file(Path(args.model))
     else:
         entry = known.by_name(args.model)
-    strategies = [args.strategy] if args.strategy != "all" else (
-        ["single"] if args.gpus == 1 else [s for s in fit.STRATEGIES if s != "single"])
-    if args.gpus == 1 and any(s in ("ddp", "fsdp") for s in strategies):
-        raise UsageError(f"--strategy {args.strategy} needs --gpus 2 or more")
-    if args.gpus > 1 and strategies == ["single"]:
-        raise UsageError("--strategy single is one card: use --gpus 1, or another strategy")
-    report = fit_report(root, known, entry, args.gpu, args.gpu_memory, args.precision, strategies, args.results,
+    chosen = [args.strategy] if args.strategy != "all" else list(strategies.fit_models(args.gpus))
+    one = strategies.get(chosen[0])
+    if args.gpus < one.min_ranks:
+        raise UsageError(f"--strategy {args.strategy} needs --gpus {one.min_ranks} or more")
+    if one.max_ranks is not None and args.gpus > one.max_ranks:
+        raise UsageError(f"--strategy {one.name} is one card: use --gpus 1, or another strategy")
+    report = fit_report(root, known, entry, args.gpu, args.gpu_memory, args.precision, chosen, args.results,
                         method=args.method, cards=args.gpus, seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
 
 
 def fit_report(root: Path, known, entry, gpu_name: str | None, gpu_memory: float | None, precision: str,
-               strategies: list[str], results: Path | None, **run_fields):
+               names: list[str], results: Path | None, **run_fields):
     """compat fit's predictions for `entry` (a model config) on cards named `gpu_name`, calibrated
     on the records in `results`; precision "auto" follows the card's compute capability."""
     from harness import fit
@@ -857,7 +855,7 @@ def fit_report(root: Path, known, entry, gpu_name: str | None, gpu_memory: float
     run = fit.Run(precision=precision, quantization="nf4" if run_fields["method"] == "qlora" else "none", **run_fields)
     context = known.cuda_context(recs) if gpu is not None else None
     preds = [fit.predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0)
-             for s in strategies]
+             for s in names]
     checks = fit.strategy_error_table(known.calibrate(recs), fit.strategy_records(recs))  # the CPU ranks' check: CPU constants
     return fit.Report(entry, gpu, run, preds, cal, known, checks, context)
 
@@ -914,7 +912,7 @@ def cmd_preflight(args) -> int:
             record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
                                         "configs": [str(source.path) for source in job.sources]}},
         )
-        if req.deepspeed is not None and cell.strategy in runner.DEEPSPEED:
+        if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
             ctx.log_dir.mkdir(parents=True, exist_ok=True)
             ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
             table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
@@ -951,14 +949,14 @@ def _preflight_fit(root: Path, gpu_name: str, jobs: list, gpus: int | None, mode
         return head + f"  no prediction; compat fit says: {exc}\n"
     cells = [job.cell for job in jobs]
     cards = gpus or req.axes.get("ranks") or 1
-    strategies = list(dict.fromkeys(fit.MODELLED_AS.get(c.strategy, c.strategy) for c in cells))
-    strategies = [s for s in strategies if (s == "single") == (cards == 1) and s in fit.STRATEGIES]
-    if not strategies:
+    on_cards = {s.name for s in strategies.for_cards(cards)}
+    modelled = [s for s in dict.fromkeys(strategies.get(c.strategy).fit_as or c.strategy for c in cells) if s in on_cards]
+    if not modelled:
         return head + f"  no prediction: compat fit has no {', '.join(c.strategy for c in cells)} on {cards} card(s)\n"
     first = cells[0]
     method = "qlora" if first.quantization != "none" else first.method
     try:
-        report = fit_report(root, known, entry, gpu_name or None, None, first.precision, strategies, None, method=method,
+        report = fit_report(root, known, entry, gpu_name or None, None, first.precision, modelled, None, method=method,
                             cards=cards, seq_len=req.fit.get("seq_len", 2048), batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt)
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"

@@ -38,6 +38,7 @@ import json
 import math
 from pathlib import Path
 
+from harness import strategies
 from harness.errors import UsageError
 
 LORA_R = 8  # the workload's LoraConfig: r=8 on q_proj, k_proj, v_proj, o_proj
@@ -150,7 +151,7 @@ class Run:
     method: str = "lora"  # full | lora | qlora
     precision: str = "bf16"  # fp32 | bf16 | fp16
     quantization: str = "none"  # none | nf4 | nf4dq | fp4 | fp4dq | int8
-    strategy: str = "single"
+    strategy: str = dataclasses.field(default_factory=lambda: strategies.one_process().name)
     cards: int = 1
     seq_len: int = 2048
     batch: int = 1
@@ -247,7 +248,7 @@ def run_of_record(rec: dict) -> Run:
     train = (rec.get("settings") or {}).get("train") or {}
     method = "qlora" if axes.get("quantization", "none") != "none" else axes["method"]
     return Run(method=method, precision=axes["precision"], quantization=axes.get("quantization", "none"),
-               strategy=MODELLED_AS.get(axes["strategy"], axes["strategy"]), cards=int(axes.get("ranks", 1)),
+               strategy=strategies.modelled_as(axes["strategy"]), cards=int(axes.get("ranks", 1)),
                seq_len=int(train.get("seq_len_max", 64)), batch=int(train.get("batch_size", 4)),
                grad_ckpt=bool(axes.get("grad_ckpt")), lora_base_16bit=train.get("base_dtype", "float32") == "compute")
 
@@ -260,7 +261,7 @@ def sweep_records(records: list[dict], models: set[str] | None = None, device: s
         axes = r.get("axes") or {}
         model = axes.get("model", "default")
         on_gpu = str(axes.get("hardware", "")).startswith("sm_")
-        if r.get("outcome") != "pass" or on_gpu != (device == "gpu") or axes.get("strategy") != "single":
+        if r.get("outcome") != "pass" or on_gpu != (device == "gpu") or axes.get("strategy") != strategies.one_process().name:
             continue
         if (models is not None and model not in models) or (models is None and not model.startswith("fit_")):
             continue
@@ -377,11 +378,7 @@ def load_json_config(path: Path) -> dict:
 # ---------------------------------------------------------------------------------------------
 # prediction for a real model on a named card
 
-STRATEGIES = ("single", "ddp", "zero2", "zero3", "zero3_offload", "fsdp")
-DEEPSPEED = ("zero2", "zero3", "zero3_offload")
-# cell strategies the fit predicts as one of its own: FSDP2 shards as FSDP1's full shard does, and
-# the torch-native paths place memory as the Trainer's strategies they mirror
-MODELLED_AS = {"fsdp2": "fsdp", "fsdp2_native": "fsdp", "ddp_native": "ddp"}
+# what each strategy divides over the cards, offloads or adds is in harness/strategies.py
 
 
 @dataclasses.dataclass
@@ -414,7 +411,10 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     quantized = run.method == "qlora" or run.quantization != "none"
     weights = f["_weights_bytes"] * c["weights"]
     # trainable state in bytes per trainable parameter, as each strategy stores it
-    if run.strategy in DEEPSPEED and sixteen:
+    model = strategies.BY_NAME.get(run.strategy)
+    if model is None or model.fit_as:
+        raise UsageError(f"strategy {run.strategy!r}: one of {', '.join(strategies.fit_models())}")
+    if model.deepspeed and sixteen:
         # ZeRO's mixed-precision accounting: 16-bit parameters and gradients, and an fp32 master
         # copy, momentum and variance in the optimizer (2 + 2 + 12 bytes per parameter)
         if not quantized:
@@ -428,33 +428,21 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     logits = c["logits"] * f["logits"]
     host: dict[str, float] = {}
     extra: dict[str, float] = {}
-    s = run.strategy
-    if s == "single":
-        why = "one card holds everything"
-    elif s == "ddp":
+    if model.buckets:
         extra["gradient buckets"] = grads  # DDP reduces gradients through buckets: a second copy
-        why = (f"DDP keeps the whole model, its gradients and optimizer state on each of the {n} cards; more cards add "
-               "throughput but never lower the per-card peak")
-    elif s == "zero2":
-        grads, optim = grads / n, optim / n
-        why = f"ZeRO-2 divides gradients and optimizer state over {n} cards; every card still holds all weights"
-    elif s in ("zero3", "fsdp"):
-        weights, grads, optim = weights / n, grads / n, optim / n
-        largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
-        extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
-        why = (f"{'ZeRO-3' if s == 'zero3' else 'FSDP full shard'} divides weights, gradients and optimizer state over "
-               f"{n} cards, gathering one layer at a time")
-    elif s == "zero3_offload":
+    if model.offload:
         # ZeRO-Offload: the optimizer step runs on the CPU, so gradients go there too; with
         # offload_param the parameters live there and each layer is gathered onto the card
         host["optimizer"], host["gradients"], host["weights"] = optim / n, grads / n, weights / n
         optim, weights, grads = 0.0, 0.0, 0.0
-        largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
-        extra["gathered layer"] = 2 * largest_layer
-        why = ("ZeRO-3 with offload keeps parameters, gradients and optimizer state in host memory and gathers one layer "
-               "at a time onto the card: least card memory, slowest steps")
     else:
-        raise UsageError(f"strategy {s!r}: one of {', '.join(STRATEGIES)}")
+        weights = weights / n if "weights" in model.shards else weights
+        grads = grads / n if "gradients" in model.shards else grads
+        optim = optim / n if "optimizer" in model.shards else optim
+    if "weights" in model.shards:
+        largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
+        extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
+    why = model.fit_why.format(n=n)
     terms = {"weights": weights, "gradients": grads, "optimizer": optim, "activations": act, "logits": logits,
              **extra, "overhead": context_bytes}
     total = sum(terms.values())
@@ -466,7 +454,7 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
         verdict = "tight"
     else:
         verdict = "does not fit"
-    return Prediction(s, n, terms, host, total, capacity, verdict, why)
+    return Prediction(model.name, n, terms, host, total, capacity, verdict, why)
 
 
 def _gib(n: float) -> str:
@@ -501,7 +489,7 @@ class Report:
             "records": self.calibration.records,
         }]
         for strategy in sorted({p.strategy for p in self.predictions}):
-            rows = [r for r in self.strategy_checks if MODELLED_AS.get(r["strategy"], r["strategy"]) == strategy]
+            rows = [r for r in self.strategy_checks if strategies.modelled_as(r["strategy"]) == strategy]
             if rows:
                 errors = ", ".join(f"{r['method']}{'' if r['strategy'] == strategy else ' (' + r['strategy'] + ')'} "
                                    f"{-r['error']:+.0%}" for r in rows)

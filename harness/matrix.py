@@ -34,6 +34,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pathlib import Path
 from typing import Any
 
+from harness import strategies
 from harness.cell import AXES, DEFAULT_MODEL, OPTIONS, TOKEN, Cell
 from harness.envs import Stack
 from harness.errors import MatrixError
@@ -101,6 +102,8 @@ class MatrixData:
             return sorted(self.stacks)
         if decl.get("from") == "models":
             return [DEFAULT_MODEL, *sorted(self.models)]
+        if decl.get("from") == "strategies":
+            return strategies.names()
         return decl.get("values")
 
 
@@ -197,16 +200,17 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     if not cells:
         raise MatrixError([f"{path}: [[exclude]]: the excludes drop every cell of the product"])
     # each strategy takes the ranks it can run with: name the cells and the exact fix
-    for strategy, (lo, hi) in STRATEGY_RANKS.items():
-        bad = [c for c in cells if c.strategy == strategy and not (lo <= c.ranks <= (hi or c.ranks))]
+    for strategy in strategies.TABLE:
+        bad = [c for c in cells if c.strategy == strategy.name and not strategy.takes(c.ranks)]
         if bad:
             ranks = sorted({c.ranks for c in bad})
-            fix = f'strategy = "{strategy}", ranks = {ranks[0] if len(ranks) == 1 else ranks}'
+            fix = f'strategy = "{strategy.name}", ranks = {ranks[0] if len(ranks) == 1 else ranks}'
+            lo, hi = strategy.min_ranks, strategy.max_ranks
             allowed = f"exactly {lo}" if lo == hi else f"{lo} or more"
             problems.append(where(
                 "product", "[product]",
-                f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {strategy} with "
-                f"{bad[0].ranks} rank(s); {strategy} takes {allowed}: add [[exclude]] {fix}",
+                f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {strategy.name} with "
+                f"{bad[0].ranks} rank(s); {strategy.name} takes {allowed}: add [[exclude]] {fix}",
                 table="product",
             ))
     if problems:
@@ -221,19 +225,6 @@ MEASURED_IN_ID = (
     "the run) and name it in [product].model: the cell ids then carry it (m_NAME)"
 )
 
-
-# ranks each strategy can run with (low, high; None: no limit), as the workload implements them
-STRATEGY_RANKS = {
-    "single": (1, 1),
-    "ddp": (2, None),
-    "fsdp": (2, None),
-    "fsdp2": (2, None),
-    "fsdp2_native": (1, None),  # fully_shard on a mesh of one shards nothing, and measures its cost
-    "ddp_native": (2, None),
-    "zero2": (1, None),
-    "zero3": (1, None),
-    "zero3_offload": (1, None),
-}
 
 STACK_PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
 STACK_KEYS = ("description", "provider", "canary", "torch", "python", "python_why", *STACK_PACKAGES)

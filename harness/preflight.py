@@ -27,6 +27,7 @@ import json
 import re
 from pathlib import Path
 
+from harness import strategies
 from harness.errors import MatrixError, UsageError
 from harness.tomldata import Locator, NotAFile, did_you_mean, load_data, read_regular, read_toml
 
@@ -175,11 +176,15 @@ def _deepspeed_strategy(ds: dict) -> tuple[str | None, str]:
     stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
     offload = [k for k in ("offload_optimizer", "offload_param")
                if isinstance(zero.get(k), dict) and str(zero[k].get("device", "none")).lower() in ("cpu", "nvme")]
-    if stage == 3:
-        return ("zero3_offload" if offload else "zero3"), f"zero_optimization.stage = 3{', ' + ' + '.join(offload) if offload else ''}"
-    if stage == 2:
-        return "zero2", "zero_optimization.stage = 2" + (f" ({' + '.join(offload)} is not a cell of its own: run as zero2)" if offload else "")
-    return None, f"zero_optimization.stage = {stage!r}: compat's cells have ZeRO stage 2 and 3"
+    whole = (isinstance(stage, int) and not isinstance(stage, bool)) or (isinstance(stage, float) and stage.is_integer())
+    found = strategies.for_deepspeed(int(stage), bool(offload)) if whole else None
+    if found is None:
+        stages = " and ".join(str(n) for n in sorted({s.zero_stage for s in strategies.TABLE if s.deepspeed}))
+        return None, f"zero_optimization.stage = {stage!r}: compat's cells have ZeRO stage {stages}"
+    said = f"zero_optimization.stage = {found.zero_stage}"
+    if found.offload or not offload:
+        return found.name, said + (f", {' + '.join(offload)}" if offload else "")
+    return found.name, f"{said} ({' + '.join(offload)} is not a cell of its own: run as {found.name})"
 
 
 def _deepspeed_precision(ds: dict) -> str | None:
@@ -252,13 +257,16 @@ def _apply_deepspeed(ds: dict, name: str, req: Request) -> None:
         req.set("precision", precision, f"{Path(name).name}: {precision}.enabled = true")
 
 
+FSDP_KEY = "fsdp"  # TrainingArguments' own argument (not a strategy's name)
+
+
 def _fsdp_fields(src: Source, req: Request, used: set[str]) -> None:
     d = src.data
-    if d.get("fsdp"):
-        used.add("fsdp")
-        req.fsdp["fsdp"] = d["fsdp"]
+    if d.get(FSDP_KEY):
+        used.add(FSDP_KEY)
+        req.fsdp[FSDP_KEY] = d[FSDP_KEY]
         version = (d.get("fsdp_config") or {}).get("version") if isinstance(d.get("fsdp_config"), dict) else None
-        req.set("strategy", "fsdp2" if version == 2 else "fsdp", f"{src.path.name}: fsdp = {d['fsdp']!r}")
+        req.set("strategy", strategies.for_trainer_fsdp(version).name, f"{src.path.name}: fsdp = {d[FSDP_KEY]!r}")
     if "fsdp_config" in d:
         used.add("fsdp_config")
         req.fsdp["fsdp_config"] = d["fsdp_config"]
@@ -337,12 +345,12 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
     if "distributed_type" in d:
         used.add("distributed_type")
     if kind == "MULTI_GPU" or kind == "MULTI_CPU":
-        req.set("strategy", "ddp", f"{name}: distributed_type = {kind}")
+        req.set("strategy", strategies.data_parallel(2).name, f"{name}: distributed_type = {kind}")
     elif kind == "FSDP":
         fc = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
         used |= {"fsdp_config"} & set(d)
         req.fsdp["accelerate_fsdp_config"] = fc
-        req.set("strategy", "fsdp2" if fc.get("fsdp_version") == 2 else "fsdp", f"{name}: distributed_type = FSDP"
+        req.set("strategy", strategies.for_trainer_fsdp(fc.get("fsdp_version")).name, f"{name}: distributed_type = FSDP"
                 + (", fsdp_version = 2" if fc.get("fsdp_version") == 2 else ""))
     elif kind == "DEEPSPEED":
         dc = d.get("deepspeed_config") if isinstance(d.get("deepspeed_config"), dict) else {}
@@ -395,9 +403,9 @@ def fsdp_args(req: Request) -> dict | None:
             words.append("offload")
         if str(fc.pop("fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")).upper() != "NO_WRAP":
             words.append("auto_wrap")
-        return {"fsdp": " ".join(words), "fsdp_config": fc}
-    if "fsdp" in req.fsdp:
-        return {"fsdp": req.fsdp["fsdp"], **({"fsdp_config": req.fsdp["fsdp_config"]} if "fsdp_config" in req.fsdp else {})}
+        return {FSDP_KEY: " ".join(words), "fsdp_config": fc}
+    if FSDP_KEY in req.fsdp:
+        return {FSDP_KEY: req.fsdp[FSDP_KEY], **({"fsdp_config": req.fsdp["fsdp_config"]} if "fsdp_config" in req.fsdp else {})}
     return None
 
 
@@ -411,22 +419,24 @@ def cell_for(req: Request, hardware: str, stack: str, gpus: int | None, cards_he
 
     notes = []
     ranks = gpus or req.axes.get("ranks") or 1
-    strategy = req.axes.get("strategy") or ("ddp" if ranks > 1 else "single")
+    strategy = req.axes.get("strategy") or strategies.data_parallel(ranks).name
     if hardware == "cpu" and ranks > CPU_RANKS:
         notes.append(f"{ranks} cards asked for: on this CPU host the cell runs {CPU_RANKS} ranks (processes)")
         ranks = CPU_RANKS
     elif hardware != "cpu" and ranks > cards_here >= 1:
         plural = "s" if cards_here > 1 else ""
-        if strategy in ("fsdp", "fsdp2") and cards_here < 2:
-            notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card; FSDP shards over 2 or more, "
-                         "so the cell asks for 2 and is recorded as unsupported here")
-            ranks = 2
+        known = strategies.BY_NAME.get(strategy)
+        least = known.min_ranks if known else 1
+        if known is not None and known.trainer_fsdp and cards_here < least:
+            notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card; FSDP shards over {least} or more, "
+                         f"so the cell asks for {least} and is recorded as unsupported here")
+            ranks = least
         else:
             notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card{plural}, so the cell runs "
                          f"{cards_here} rank{plural}; memory per card is measured at {cards_here}, not {ranks}, ways of sharding")
             ranks = cards_here
-    if strategy == "ddp" and ranks == 1:
-        strategy = "single"
+    if strategy == strategies.data_parallel(2).name:
+        strategy = strategies.data_parallel(ranks).name
     quantization = req.axes.get("quantization", "none")
     method = req.axes.get("method") or ("lora" if quantization != "none" else "full")
     family = req.axes.get("family", "llama")
@@ -456,7 +466,7 @@ def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only:
             out.append(f"  {axis:<20}{'':<15}not set: compat's default")
     if req.deepspeed is not None:
         out.append(f"  DeepSpeed config as given: {req.deepspeed_from}")
-    if fsdp_args(req) and cell.strategy in ("fsdp", "fsdp2"):
+    if fsdp_args(req) and strategies.get(cell.strategy).trainer_fsdp:
         out.append(f"  FSDP settings as given (TrainingArguments form): {json.dumps(fsdp_args(req))}")
     if req.train:
         out.append(f"  tiny run's training settings from the configs: {', '.join(f'{k} = {v}' for k, v in req.train.items())}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from harness import strategies
 from harness.errors import MatrixError
 from harness.gpus import Gpu, GpuDb
 from harness.known_issues import PACKAGES, KnownIssues
@@ -262,17 +263,17 @@ def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: lis
         strategy = chosen[0]
         ev.append(chosen[1])
     elif gpus <= 1:
-        strategy = "single"
+        strategy = strategies.one_process().name
         ev.append(Evidence("strategy", "predicted", "one card: one process", rule="one-card-one-process"))
     elif method == "full":
-        strategy = "zero3"
+        strategy = strategies.full_shard().name
         issue = data.issues.get("ddp-oom-no-sharding")
         ev.append(Evidence("strategy", "predicted",
                            f"{gpus} cards, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
                            "(plain DDP keeps a whole copy on every card)",
                            rule="shard-full-fine-tunes", sources=list(issue.sources[:3]) if issue else []))
     else:
-        strategy = "ddp"
+        strategy = strategies.data_parallel(gpus).name
         ev.append(Evidence("strategy", "predicted",
                            f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
                            "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
@@ -401,8 +402,8 @@ def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, context, 
 
     precision = precision_for(gpu)
     capacity = min(gpu.memory_gb) * fit.GIB
-    on_cards = ["single"] if gpus == 1 else ["ddp", "zero2", "zero3"]
-    candidates = [(m, s) for m in methods for s in on_cards] + [(m, "zero3_offload") for m in methods if m != "qlora"]
+    candidates = ([(m, s) for m in methods for s in strategies.recommendable(gpus, offload=False)]
+                  + [(m, s) for m in methods if m != "qlora" for s in strategies.recommendable(gpus, offload=True)])
     tried = []
     for method, strategy in candidates:
         run = fit.Run(method=method, precision=precision, quantization="nf4" if method == "qlora" else "none",

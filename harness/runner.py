@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 import harness
-from harness import classify, guard, hardware, memory, records, schedule
+from harness import classify, guard, hardware, memory, records, schedule, strategies
 from harness.cell import Cell
 from harness.envs import EnvManager, InstallError, Stack, StackEnv, StackUnsupported
 from harness.errors import ResultsWriteError
@@ -36,17 +36,7 @@ from harness.matrix import cell_settings
 
 WORKLOAD = Path(__file__).parent / "workloads" / "finetune.py"  # the Trainer path
 NATIVE_WORKLOAD = Path(__file__).parent / "workloads" / "native.py"  # the torch-native path
-NATIVE = ("fsdp2_native", "ddp_native")  # strategies trained by NATIVE_WORKLOAD, always under torchrun
-# the Trainer's FSDP strategies: accelerate has no FSDP on a CPU host
-TRAINER_FSDP = ("fsdp", "fsdp2")
-NO_CPU_FSDP = (
-    "accelerate has no FSDP on a CPU host: it turns FSDP on only for GPU-like devices, so the Trainer trains an FSDP "
-    "config as DDP there (accelerate 1.15, state.py, AcceleratorState), and accelerate 1.6's FSDP plugin refuses "
-    "outright (\"There are currently no available devices found\"). The torch-native path, strategy fsdp2_native, "
-    "shards on a CPU"
-)
 MATRIX_DIR = Path(__file__).resolve().parents[1] / "matrix"
-DEEPSPEED = ("zero2", "zero3", "zero3_offload")  # strategies run by DeepSpeed, launched by its launcher
 KILL_GRACE_S = 5.0
 
 # Offline by construction: the tiny model is built from a config and the data is generated.
@@ -87,8 +77,8 @@ def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
         if cell.hardware == "cpu":
             if cell.expandable_segments:
                 out.append(PlannedCell(cell, False, True, "needs CUDA: expandable_segments is a setting of the CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF), which a CPU cell does not use"))
-            elif cell.strategy in TRAINER_FSDP:
-                out.append(PlannedCell(cell, False, True, NO_CPU_FSDP))
+            elif strategies.get(cell.strategy).cpu_unsupported:
+                out.append(PlannedCell(cell, False, True, strategies.get(cell.strategy).cpu_unsupported))
             else:
                 out.append(PlannedCell(cell, True))
             continue
@@ -174,7 +164,7 @@ def run_all(
             except InstallError as exc:
                 stack_envs[cell.stack] = exc
         env = stack_envs[cell.stack]
-        ops = deepspeed_ops(deepspeed_config_path(cell, ctx)) if cell.strategy in DEEPSPEED and isinstance(env, StackEnv) else []
+        ops = deepspeed_ops(deepspeed_config_path(cell, ctx)) if strategies.get(cell.strategy).deepspeed and isinstance(env, StackEnv) else []
         if ops:
             key = (cell.stack, cell.hardware, tuple(ops))
             if key not in ops_built:
@@ -341,17 +331,18 @@ def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -
     """The launcher users reach for, and the command: the deepspeed launcher for DeepSpeed
     strategies (any rank count), torchrun for other multi-rank cells and for the torch-native
     path (native.py, which makes its process group even for one rank), plain python for one."""
-    script = [str(NATIVE_WORKLOAD if cell.strategy in NATIVE else WORKLOAD), str(spec_path), str(result_dir)]
-    if cell.strategy in DEEPSPEED:
+    strategy = strategies.get(cell.strategy)
+    script = [str(NATIVE_WORKLOAD if strategy.workload == strategies.NATIVE else WORKLOAD), str(spec_path), str(result_dir)]
+    launcher = strategy.launcher(cell.ranks)
+    if launcher == "deepspeed":
         # `deepspeed` is this module's console script. On GPU it takes its cards from
         # CUDA_VISIBLE_DEVICES (set per cell); on CPU it is told the process count. Its default
         # port (29500) would collide between cells running side by side: pick a free one.
         count = ["--num_gpus", str(cell.ranks)] if cell.hardware == "cpu" else []
-        return "deepspeed", [python, "-m", "deepspeed.launcher.runner", "--master_port", str(free_port()), *count, *script]
-    if cell.ranks > 1 or cell.strategy in NATIVE:  # the native path makes its process group even for 1
-        return "torchrun", [python, "-m", "torch.distributed.run", "--standalone",
-                            f"--nproc_per_node={cell.ranks}", *script]
-    return "python", [python, *script]
+        return launcher, [python, "-m", "deepspeed.launcher.runner", "--master_port", str(free_port()), *count, *script]
+    if launcher == "torchrun":
+        return launcher, [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={cell.ranks}", *script]
+    return launcher, [python, *script]
 
 
 def cell_environment(cell: Cell, cards: list[Gpu], stack_env: StackEnv) -> dict:
@@ -367,7 +358,7 @@ def cell_environment(cell: Cell, cards: list[Gpu], stack_env: StackEnv) -> dict:
         # the deepspeed launcher reads CUDA_VISIBLE_DEVICES as integers, unsets it and counts every
         # card (deepspeed/launcher/runner.py: parse_node_config, main): it gets indices, which
         # PCI bus order makes NVML's and CUDA's alike
-        ids = [str(card.index) for card in cards] if cell.strategy in DEEPSPEED else [card.cuda_id for card in cards]
+        ids = [str(card.index) for card in cards] if strategies.get(cell.strategy).deepspeed else [card.cuda_id for card in cards]
         env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     # the runner's own allocator setting, under either name, must not leak into a cell
@@ -395,15 +386,10 @@ def _default_gpus(cell: Cell, host: Host) -> list[int]:
 ALLOC_CONF_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 
-def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None, ops: dict | None = None) -> dict:
-    started = now()
-    t0 = time.perf_counter()
-    timeout = ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
-    workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
-    ctx.log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = ctx.log_dir / f"{cell.id}.log"
-    spec_path, result_dir = workdir / "spec.json", workdir / "result"
-    result_dir.mkdir()
+def cell_spec(cell: Cell, ctx: RunContext, workdir: Path, timeout: float) -> tuple[dict, dict]:
+    """What the workload is told (the spec: the cell's axes, its model and run, the strategy's
+    facts from harness/strategies.py, its DeepSpeed config or FSDP settings) and what the record
+    keeps of it (settings)."""
     own = cell_settings(ctx.settings, ctx.models, cell.model)
     spec = {
         "cell": cell.id,
@@ -413,17 +399,31 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
         "train": own["train"],
         "workdir": str(workdir / "work"),
         "host": {"driver": ctx.host.driver, "cuda_driver": ctx.host.cuda_driver},
+        "strategy_facts": strategies.get(cell.strategy).spec(),  # the workload keeps no strategy table
     }
     settings = {"timeout_s": timeout, "model": own["model"], "train": own["train"]}
-    if cell.strategy in DEEPSPEED:
+    if strategies.get(cell.strategy).deepspeed:
         ds_path = deepspeed_config_path(cell, ctx)
         spec["deepspeed_config"] = str(ds_path)
         try:
             settings["deepspeed_config"] = json.loads(ds_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             settings["deepspeed_config"] = f"unreadable: {exc}"  # the workload reports the real error
-    if cell.strategy in ("fsdp", "fsdp2") and ctx.fsdp_args:
+    if strategies.get(cell.strategy).trainer_fsdp and ctx.fsdp_args:
         spec["fsdp_args"] = settings["fsdp_args"] = ctx.fsdp_args
+    return spec, settings
+
+
+def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None, ops: dict | None = None) -> dict:
+    started = now()
+    t0 = time.perf_counter()
+    timeout = ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
+    workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = ctx.log_dir / f"{cell.id}.log"
+    spec_path, result_dir = workdir / "spec.json", workdir / "result"
+    result_dir.mkdir()
+    spec, settings = cell_spec(cell, ctx, workdir, timeout)
     spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
     launcher, command = launch_command(cell, stack_env.python, spec_path, result_dir)
     cards = [] if cell.hardware == "cpu" else gpus if gpus is not None else _default_gpus(cell, ctx.host)

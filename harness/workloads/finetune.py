@@ -255,9 +255,9 @@ def run(spec: dict, result: dict) -> None:
     # the model as the Trainer wrapped it (DDP, FSDP, a DeepSpeed engine even for one rank): with
     # sharded weights every rank must take part in each forward pass, so every rank evaluates;
     # only rank 0 checks the saved copy
-    wrapped = WORLD_SIZE > 1 or spec["strategy"] in DEEPSPEED_STAGES
+    wrapped = WORLD_SIZE > 1 or spec["strategy_facts"]["zero_stage"] is not None
     trained = trainer.model_wrapped if wrapped else model
-    check_strategy(spec["strategy"], trained, result)
+    check_strategy(spec["strategy"], spec["strategy_facts"], trained, result)
     loss_after = eval_loss(trained, eval_batch, amp)
     result["losses"] = {
         "first": losses[0],
@@ -288,7 +288,7 @@ def run(spec: dict, result: dict) -> None:
     if RANK != 0:
         durations["save_reload"] = time.perf_counter() - t
         return
-    if spec["strategy"] in DEEPSPEED_STAGES:
+    if spec["strategy_facts"]["zero_stage"] is not None:
         # while the Trainer's DeepSpeed config is live, from_pretrained builds a ZeRO-3 model
         # under zero.Init, a collective the other ranks (done by now) never join: load plainly
         unset_deepspeed_config()
@@ -314,7 +314,7 @@ def run(spec: dict, result: dict) -> None:
     # the Trainer's own mixed precision keeps them fp32) is reloaded in fp32: their logits differ
     # by half-precision rounding, a few units of its epsilon; a broken reload differs by the logits.
     dtype = next((q.dtype for q in trained.parameters() if q.is_floating_point()), torch.float32)
-    if spec["strategy"] in ("fsdp", "fsdp2") and spec["precision"] in ("bf16", "fp16"):
+    if spec["strategy_facts"]["fsdp_version"] and spec["precision"] in ("bf16", "fp16"):
         # FSDP's mixed precision keeps fp32 shards but computes with parameters cast to 16 bits
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[spec["precision"]]
     tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
@@ -419,11 +419,11 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
         kwargs["use_cpu" if "use_cpu" in fields else "no_cuda"] = True
         if WORLD_SIZE > 1:
             kwargs["ddp_backend"] = "gloo"
-    strategy = spec["strategy"]
-    if strategy in ("fsdp", "fsdp2") and spec.get("fsdp_args"):
+    facts = spec["strategy_facts"]  # harness/strategies.py, as the runner resolved them
+    if facts["fsdp_version"] and spec.get("fsdp_args"):
         # a user's own (compat preflight): TrainingArguments' fsdp and fsdp_config, as given
         kwargs.update(spec["fsdp_args"])
-    elif strategy in ("fsdp", "fsdp2"):
+    elif facts["fsdp_version"]:
         # what users put in their training config; the "fsdp_" prefix is the spelling every
         # transformers version since 4.33 reads (newer ones strip it). The saved model must be
         # whole weights: accelerate's FSDP2 default is a sharded state dict (one file per rank,
@@ -434,14 +434,13 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
         kwargs["fsdp_config"] = {
             "fsdp_transformer_layer_cls_to_wrap": list(layer_classes or ["LlamaDecoderLayer"]),
             "fsdp_state_dict_type": "FULL_STATE_DICT",
-            **({"fsdp_version": 2} if strategy == "fsdp2" else {}),
+            **({"fsdp_version": 2} if facts["fsdp_version"] == 2 else {}),
         }
-    elif strategy in DEEPSPEED_STAGES:
+    elif facts["zero_stage"] is not None:
         # the JSON file users pass as --deepspeed (matrix/deepspeed/<strategy>.json): the Trainer
         # fills its "auto" values from these arguments and hands the model to deepspeed.initialize
         kwargs["deepspeed"] = spec["deepspeed_config"]
-    elif strategy not in ("single", "ddp"):
-        raise ValueError(f"unknown strategy {strategy!r}")
+    # otherwise one process, or DDP, which the Trainer does by itself under torchrun
     missing = sorted(set(kwargs) - fields)
     if missing:
         # never drop a setting silently: the cell would run as something it is not
@@ -449,7 +448,7 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
     return transformers.TrainingArguments(**kwargs)
 
 
-def check_strategy(strategy: str, trained, result: dict) -> None:
+def check_strategy(strategy: str, facts: dict, trained, result: dict) -> None:
     """The cell ran as the strategy it names, not as whatever a library fell back to (an old
     transformers ignores fsdp_config keys it does not know)."""
     wrapper = type(trained).__name__
@@ -463,8 +462,8 @@ def check_strategy(strategy: str, trained, result: dict) -> None:
     }.get(strategy, True)
     if not expect:
         raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters")
-    if strategy in DEEPSPEED_STAGES:
-        stage, offload = DEEPSPEED_STAGES[strategy]
+    if facts["zero_stage"] is not None:
+        stage, offload = facts["zero_stage"], facts["offload"]
         if wrapper != "DeepSpeedEngine":
             raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper}")
         got = (trained.zero_optimization_stage(), offloaded(trained.zero_offload_optimizer()), offloaded(trained.zero_offload_param()))
@@ -475,9 +474,6 @@ def check_strategy(strategy: str, trained, result: dict) -> None:
                 f"but DeepSpeed ran stage {got[0]} (offload optimizer {got[1]}, parameters {got[2]})"
             )
 
-
-# strategy -> (ZeRO stage, optimizer and parameters offloaded to CPU)
-DEEPSPEED_STAGES = {"zero2": (2, False), "zero3": (3, False), "zero3_offload": (3, True)}
 
 
 def unset_deepspeed_config() -> None:

@@ -84,7 +84,9 @@ def test_the_trainers_fsdp_saves_whole_weights(monkeypatch):
     """accelerate's FSDP2 default is a sharded state dict, which from_pretrained cannot reload."""
     pytest.importorskip("transformers")
     monkeypatch.delenv("FSDP_STATE_DICT_TYPE", raising=False)
-    spec = {"hardware": "cpu", "strategy": "fsdp2", "grad_ckpt": False, "precision": "fp32",
+    from harness import strategies
+
+    spec = {"hardware": "cpu", "strategy": "fsdp2", "strategy_facts": strategies.get("fsdp2").spec(), "grad_ckpt": False, "precision": "fp32",
             "train": {"steps": 1, "batch_size": 1, "lr": 0.1, "seed": 0}}
     args = finetune.training_arguments(spec, "/tmp/compat-test-out", ["LlamaDecoderLayer"])
     config = {k.removeprefix("fsdp_"): v for k, v in args.fsdp_config.items()}
