@@ -39,9 +39,10 @@ from packaging.version import InvalidVersion, Version
 
 from harness import classify, records
 from harness.errors import MatrixError
+from harness.packages import TRACKED
 from harness.tomldata import did_you_mean, load_data
 
-PACKAGES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
+PACKAGES = TRACKED  # harness/packages.py
 AXES = ("precision", "quantization", "method", "strategy")
 WHEN_KEYS = (*PACKAGES, "cc", *AXES)
 KEYS = ("id", "title", "cause", "signatures", "example", "fix", "pins", "sources", "when")

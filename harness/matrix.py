@@ -38,6 +38,7 @@ from harness import strategies
 from harness.cell import AXES, DEFAULT_MODEL, OPTIONS, TOKEN, Cell
 from harness.envs import Stack
 from harness.errors import MatrixError
+from harness.packages import STACK
 from harness.tomldata import Locator, did_you_mean, read_toml
 
 AXIS_KEYS = AXES + OPTIONS
@@ -226,7 +227,7 @@ MEASURED_IN_ID = (
 )
 
 
-STACK_PACKAGES = ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
+STACK_PACKAGES = STACK  # harness/packages.py
 STACK_KEYS = ("description", "provider", "canary", "torch", "python", "python_why", *STACK_PACKAGES)
 
 

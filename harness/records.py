@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 
 from harness.errors import ResultsWriteError
+from harness.packages import TRACKED as TRACKED_PACKAGES
 
 SCHEMA_VERSION = 1
 # Names that go into paths, table cells and lookups: strict patterns, the same for what compat
@@ -219,7 +220,6 @@ _any_json = msgspec.json.Decoder().decode
 # packages only the stack's own (a record holds every distribution of its env). The rest (the
 # command, the checks, the stack env's details, anything a later compat adds) stays in the
 # records file; a reader need not build it in memory, nor validate it.
-_READ_PACKAGES = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
 _LEFT_OUT = ("timeline", "steps")
 
 
@@ -227,7 +227,7 @@ def _view_schema(node: dict, name: str = "") -> dict:
     """The schema of a reader's view: the record's schema less what the view leaves out."""
     node = dict(node)
     if name == "packages":
-        node = {"type": "object", "properties": {k: node["additionalProperties"] for k in _READ_PACKAGES}}
+        node = {"type": "object", "properties": {k: node["additionalProperties"] for k in TRACKED_PACKAGES}}
     if "properties" in node:
         node["properties"] = {k: _view_schema(v, k) for k, v in node["properties"].items() if k not in _LEFT_OUT}
     if isinstance(node.get("items"), dict):

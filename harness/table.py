@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness import merge
 from harness.errors import ResultsWriteError
+from harness.packages import TRACKED
 
 SYMBOL = {
     "pass": "✅ pass",
@@ -23,7 +24,7 @@ SYMBOL = {
     "install-error": "📦 install-error",
     "infra": "🔧 infra",
 }
-VERSION_COLUMNS = ("torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
+VERSION_COLUMNS = TRACKED  # harness/packages.py
 
 
 def hardware_label(rec: dict) -> str:

@@ -81,3 +81,13 @@ def test_every_strategy_is_an_axis_value_and_takes_the_ranks_its_cells_have():
         assert s.fit_as == "" or not strategies.get(s.fit_as).fit_as, s.name  # a fit model of its own
         assert s.recommend_rank is None or not s.fit_as, s.name
         assert dataclasses.asdict(s)["workload"] in (strategies.TRAINER, strategies.NATIVE)
+
+
+def test_the_tracked_packages_are_named_once():
+    """harness/packages.py is the one list: the stack keys, the known issues' conditions, the
+    table's columns and a reader's view of a record are it, not copies of it."""
+    from harness import known_issues, matrix, packages, records, table
+
+    assert matrix.STACK_PACKAGES is packages.STACK
+    assert known_issues.PACKAGES is table.VERSION_COLUMNS is packages.TRACKED
+    assert records._view()["properties"]["fingerprint"]["properties"]["packages"]["properties"].keys() == set(packages.TRACKED)
