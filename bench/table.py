@@ -34,9 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE = """
 import sys
 from pathlib import Path
-from harness import cli, page, records, table
+from harness import page, records, table
+from harness.commands.common import rules
 results = Path(sys.argv[1])
-recs, bad = records.read_records(records.record_files(results), cli._rules().check)
+recs, bad = records.read_records(records.record_files(results), rules().check)
 table.write(results, recs, "compat table", len(bad))
 page.write(results, page.page_data(recs, len(bad)), "compat table")
 print(len(recs), "records")

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 from harness import strategies
@@ -243,6 +244,17 @@ def shape_of_record(rec: dict) -> Shape:
     return Shape.from_config(((rec.get("settings") or {}).get("model") or {}), name=rec["cell"])
 
 
+def _shaped(rec: dict) -> bool:
+    """Whether a record carries the model config it trained (settings.model): one without it
+    (from a compat that did not write it, or sent without it) cannot calibrate anything and is
+    left out, never a reason for `compat fit` to stop."""
+    try:
+        shape_of_record(rec)
+    except UsageError:
+        return False
+    return True
+
+
 def run_of_record(rec: dict) -> Run:
     axes = rec["axes"]
     train = (rec.get("settings") or {}).get("train") or {}
@@ -265,7 +277,7 @@ def sweep_records(records: list[dict], models: set[str] | None = None, device: s
             continue
         if (models is not None and model not in models) or (models is None and not model.startswith("fit_")):
             continue
-        if axes.get("quantization", "none") != "none" or not measured_peak(r):
+        if axes.get("quantization", "none") != "none" or not measured_peak(r) or not _shaped(r):
             continue
         out.append(r)
     return out
@@ -336,7 +348,7 @@ def strategy_records(records: list[dict], models: set[str] | None = None) -> lis
         return model in models if models is not None else str(model).startswith("fit_")
 
     return latest([r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == "cpu"
-                   and wanted(r["axes"].get("model")) and r["axes"].get("ranks", 1) > 1 and measured_peak(r)])
+                   and wanted(r["axes"].get("model")) and r["axes"].get("ranks", 1) > 1 and measured_peak(r) and _shaped(r)])
 
 
 def strategy_error_table(cal: Calibration, records: list[dict]) -> list[dict]:
@@ -563,3 +575,32 @@ class Report:
             for s in e.get("sources", [])[:3]:
                 lines.append(f"      {s}")
         return "\n".join(lines) + "\n"
+
+
+def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | None:
+    """Bytes of one card: `gpu_memory_gib` when given, else the size the name gives ("A100 80GB"
+    names one of the card's sizes), else the card's smallest; None without a card."""
+    if gpu_memory_gib:
+        return gpu_memory_gib * GIB
+    if gpu is None:
+        return None
+    named = re.search(r"(\d+)\s*GB", gpu_name, re.IGNORECASE)
+    sizes = [size for size in gpu.memory_gb if named and size == int(named.group(1))]
+    return (sizes[0] if sizes else min(gpu.memory_gb)) * GIB
+
+
+def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict], **run_fields) -> "Report":
+    """compat fit's predictions for `entry` (a model config) under each strategy of `names`, on
+    cards `gpu` (matrix/gpus.toml's, or None) of `capacity` bytes, calibrated on `recs` (the
+    evidence of a results folder); precision "auto" follows the card's compute capability."""
+    from harness import resolve
+
+    if precision == "auto":
+        precision = "fp32" if gpu is None else resolve.precision_for(gpu)
+    cal = known.calibrate(recs, gpu=gpu is not None)
+    run = Run(precision=precision, quantization="nf4" if run_fields["method"] == "qlora" else "none", **run_fields)
+    context = known.cuda_context(recs) if gpu is not None else None
+    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0)
+             for s in names]
+    checks = strategy_error_table(known.calibrate(recs), strategy_records(recs))  # the CPU ranks' check: CPU constants
+    return Report(entry, gpu, run, preds, cal, known, checks, context)

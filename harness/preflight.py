@@ -680,3 +680,37 @@ def summary_text(preset: Preset, runs: list) -> str:
     out = ["", f"Preset {preset.name}: {len(runs)} variant{'s' if len(runs) > 1 else ''}, measured on this host"]
     out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def fit_text(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size: str | None, evidence) -> str:
+    """compat fit's prediction for the real model the configs name (its size `model_size`, else
+    read from the name), for the strategies of the cells, on the cards asked for: a prediction,
+    labelled so. `evidence()` gives the records it is calibrated on."""
+    from harness import fit, models, resolve
+
+    req = jobs[0].req
+    size = model_size or req.model_size
+    if not size:
+        return ""
+    head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size}), not measured: compat fit\n"
+    known = models.ModelConfigs.load(root / "matrix")
+    try:
+        entry = known.by_size(size)
+    except UsageError as exc:
+        return head + f"  no prediction; compat fit says: {exc}\n"
+    cells = [job.cell for job in jobs]
+    cards = gpus or req.axes.get("ranks") or 1
+    on_cards = {s.name for s in strategies.for_cards(cards)}
+    modelled = [s for s in dict.fromkeys(strategies.get(c.strategy).fit_as or c.strategy for c in cells) if s in on_cards]
+    if not modelled:
+        return head + f"  no prediction: compat fit has no {', '.join(c.strategy for c in cells)} on {cards} card(s)\n"
+    first = cells[0]
+    method = "qlora" if first.quantization != "none" else first.method
+    try:
+        gpu = resolve.ResolverData.load(root / "matrix").gpus.find(gpu_name) if gpu_name else None
+        report = fit.report_for(known, entry, gpu, fit.card_capacity(gpu, gpu_name, None), first.precision, modelled, evidence(),
+                                method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048), batch=req.fit.get("batch", 1),
+                                grad_ckpt=first.grad_ckpt)
+    except UsageError as exc:
+        return head + f"  no prediction; compat fit says: {exc}\n"
+    return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())

@@ -212,3 +212,20 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
     assert "CPU records of matrix/fit-cpu.toml" in on_cpu["fit-terms"]["says"]
     assert on_cpu["cuda-context"]["kind"] == "predicted" and on_cpu["cuda-context"]["says"] == "CUDA context and runtime buffers: 450 MiB per process"
     assert on_cpu["no-gpu-records"]["kind"] == "predicted"
+
+
+def test_a_stored_record_without_its_model_config_is_left_out_not_a_reason_to_stop(tmp_path, capsys):
+    """Found by tests/security/test_generated.py: a passing 2-rank record of the fit sweep with
+    `settings` emptied (a TEST INPUT made from a real record) is valid evidence, and `compat fit`
+    stopped on it with exit 2 ("not a decoder config") for as long as it was stored."""
+    import json as json_
+
+    from harness import cli
+
+    recs = [json_.loads(line) for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
+    two_ranks = next(r for r in recs if r["outcome"] == "pass" and r["axes"].get("ranks", 1) > 1
+                     and str(r["axes"].get("model", "")).startswith("fit_"))
+    (tmp_path / "records.jsonl").write_text("".join(json_.dumps(r) + "\n" for r in recs)
+                                             + json_.dumps(dict(two_ranks, id="0" * 32, settings={})) + "\n")
+    assert cli.main(["fit", "--model-size", "7B", "--gpu", "H100", "--format", "json", "--results", str(tmp_path)]) == 0, capsys.readouterr().err
+    assert json_.loads(capsys.readouterr().out)["predictions"]

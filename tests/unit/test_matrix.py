@@ -378,7 +378,7 @@ def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path)
 def test_every_gpu_grid_covers_every_architecture_of_the_gpu_database():
     """A runner with any card compat knows finds cells of its architecture in each GPU grid (it
     used to find none on a P100, sm_60, or an RTX 5090, sm_120)."""
-    from harness.cli import matrix_paths
+    from harness.commands.common import matrix_paths
     from harness.gpus import GpuDb
     from harness.hardware import Host
 

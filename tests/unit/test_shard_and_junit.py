@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT, run_compat
 from harness import junit
-from harness.cli import shard
+from harness.commands.common import shard
 from harness.matrix import MatrixData, load_matrix
 
 CELLS = load_matrix(ROOT / "matrix" / "cpu.toml", MatrixData.load(ROOT / "matrix")).cells

@@ -68,7 +68,7 @@ def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
     grid's exit code cannot stop the others; the GPU glob takes every GPU grid (not gpus.toml)."""
     import configparser
 
-    from harness.cli import matrix_paths
+    from harness.commands.common import matrix_paths
     from harness.hardware import Host
 
     tox = configparser.ConfigParser(interpolation=None)

@@ -1,0 +1,241 @@
+"""What the commands share: where compat's data is, the options' value types, the plan of cells,
+the results folder (writable, read as evidence, rendered), and progress lines."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import functools
+import glob
+import math
+import os
+import sys
+from pathlib import Path
+
+import harness
+from harness import hardware, known_issues, records, resolve, table
+from harness.errors import MatrixError, ResultsWriteError, UsageError
+
+
+def project_root() -> Path:
+    """The folder holding matrix/axes.toml: $COMPAT_HOME, else the current folder or one of its
+    parents, else the checkout this package was imported from."""
+    env = os.environ.get("COMPAT_HOME")
+    candidates = [Path(env)] if env else [Path.cwd(), *Path.cwd().parents, Path(harness.__file__).resolve().parent.parent]
+    for folder in candidates:
+        if (folder / "matrix" / "axes.toml").is_file():
+            return folder
+    where = f"$COMPAT_HOME={env}" if env else f"{Path.cwd()} or its parents"
+    raise UsageError(f"no matrix/axes.toml in {where}: run compat from a compat checkout, or set COMPAT_HOME to one")
+
+
+# a full disk, a quota, a file-size limit, a read-only folder: the host's trouble, not compat's
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def writable(folder: Path, flag: str) -> Path:
+    """`folder`, made if missing, once a file could be made in it; else ResultsWriteError (exit
+    74) naming the flag, before any work: a results folder that is a file, or one this user
+    cannot write (read-only, another user's), is found before a cell runs, not after."""
+    import tempfile
+
+    if folder.exists() and not folder.is_dir():
+        raise ResultsWriteError(f"{flag} {folder}: is a file, not a results folder; nothing was run or written")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".compat-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ResultsWriteError(f"{flag} {folder}: cannot be written ({exc.strerror}); nothing was run or written") from None
+    return folder
+
+
+def count(text: str) -> int:
+    """A whole number of 1 or more (cards, tokens, sequences)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be 1 or more")
+    return n
+
+
+def _number(text: str, least: float, strict: bool) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(x) or x < least or (strict and x == least):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number {'above' if strict else 'of at least'} {least:g}")
+    return x
+
+
+def positive(text: str) -> float:
+    """A finite number above 0 (seconds, GiB)."""
+    return _number(text, 0, strict=True)
+
+
+def non_negative(text: str) -> float:
+    """A finite number of 0 or more (days, seconds)."""
+    return _number(text, 0, strict=False)
+
+
+def text_value(text: str) -> str:
+    """Text that is not empty (a card's name, a model size, a stack)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def path_value(text: str) -> Path:
+    """A path that is not empty: `--results ''` would be the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (for the current folder, write .)")
+    return Path(text)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 1/4") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be between 1 and N")
+    return i, n
+
+
+def shard(cells: list, i: int, n: int) -> list:
+    """The i-th of n shares: cells in id order, dealt round-robin, so shares differ by at most one
+    cell and every cell is in exactly one share, on every runner alike."""
+    ordered = sorted(cells, key=lambda c: c.id)
+    return [c for k, c in enumerate(ordered) if k % n == i - 1]
+
+
+def load_plan(args, host: hardware.Host):
+    """(root, grids, planned cells, matrix data, each cell's grid): the selected cells of every
+    grid `--matrix` names, as one plan. A cell id names one experiment in every grid, so a cell
+    that two of them list runs once; the same id with another time limit is an error."""
+    from harness import runner
+    from harness.cell import Selector
+    from harness.matrix import MatrixData, load_matrix
+
+    root = project_root()
+    data = MatrixData.load(root / "matrix")
+    grids, problems = [], []
+    for path in matrix_paths(args.matrix, root, host):
+        try:
+            grids.append(load_matrix(path, data))
+        except MatrixError as exc:  # every grid's problems, reported at once
+            problems += exc.problems
+    if problems:
+        raise MatrixError(problems)
+    selector = Selector(tuple(args.select), tuple(args.skip))
+    cells, grid_of = [], {}
+    for grid in grids:
+        for cell in grid.cells:
+            if not selector(cell.id):
+                continue
+            first = grid_of.setdefault(cell.id, grid)
+            if first is grid:
+                cells.append(cell)
+            elif first.settings != grid.settings:
+                problems.append(f"{grid.path}: cell {cell.id} is also in {first.path}, with other [settings]: one id is one "
+                                "experiment; give the grids the same timeout_s, or leave the cell out of one of them")
+    if problems:
+        raise MatrixError(problems)
+    names = ", ".join(str(g.path) for g in grids)
+    if not cells:
+        raise UsageError(f"no cell of {names} matches --select {args.select or ['*']} --skip {args.skip}")
+    if args.shard:
+        selected = len(cells)
+        cells = shard(cells, *args.shard)
+        if not cells:
+            raise UsageError(f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({selected} cells selected, fewer than shares)")
+    return root, grids, runner.plan(cells, host), data, grid_of
+
+
+def matrix_paths(given: list[Path], root: Path, host: hardware.Host) -> list[Path]:
+    """The grid files `--matrix` names, each once; a glob takes the grids it matches, in name
+    order (files with a [product] table: matrix/gpu*.toml leaves out the GPU database gpus.toml).
+    By default every matrix/gpu*.toml grid on a host with a GPU, else matrix/cpu.toml."""
+    from harness.matrix import is_grid
+
+    if not given:
+        given = [str(root / "matrix" / ("gpu*.toml" if host.gpus else "cpu.toml"))]
+    out: list[Path] = []
+    for text in map(str, given):
+        found = [Path(text)]
+        if any(ch in text for ch in "*?[") and not Path(text).exists():
+            found = sorted(Path(p) for p in glob.glob(text) if is_grid(Path(p)))
+            if not found:
+                raise UsageError(f"--matrix {text}: no grid file matches")
+        out += [p for p in found if p not in out]
+    return out
+
+
+def known_issues_base(directory: Path):
+    """The known-issue base for tagging failed cells, or None where a compat home has none (a
+    home needs only axes, defaults and stacks to run cells); a malformed one is an error."""
+    if not (directory / "known_issues.toml").exists():
+        return None
+    return known_issues.KnownIssues.load(directory)
+
+
+def report_progress(i: int, n: int, rec: dict) -> None:
+    mem = table.peak_memory(rec).replace("<br>", ", ")
+    detail = rec["error"]["signature"] if rec.get("error") else rec["reason"] if rec["outcome"] == "unsupported" else f"loss {table.losses(rec)}"
+    print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
+
+
+def read_results(results: Path) -> list[dict]:
+    """The records of a results folder that are evidence (harness/trust.py), the others named on
+    stderr and left out; none where the folder is missing."""
+    if not results.is_dir():
+        return []
+    recs, bad = records.read_records(records.record_files(results), rules().check, records.reader_view)
+    print_skipped(bad)
+    return recs
+
+
+@functools.cache
+def rules():
+    from harness.trust import Rules
+
+    return Rules.load(project_root() / "matrix")
+
+
+def print_skipped(bad: list, limit: int = 20) -> None:
+    for b in bad[:limit]:
+        print(f"compat: skipped {b}", file=sys.stderr)
+    if len(bad) > limit:
+        print(f"compat: ... and {len(bad) - limit} more skipped line(s)", file=sys.stderr)
+
+
+def render(results: Path, matrix_dir: Path, base):
+    """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
+    reader's view of each: records.reader_view); the table.Summary they made."""
+    from harness import page
+
+    files = records.record_files(results)
+    summary, bad = records.reduce_records(files, table.Summary, rules().check, records.reader_view)
+    print_skipped(bad)
+    tag = base.tag if base else None
+    path = table.write(results, summary, "compat table", len(bad), tag)
+    predicted = []
+    if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
+        predicted = page.predicted_cards(resolve.ResolverData.load(matrix_dir), summary.rows())
+    html_path = page.write(results, page.page_data(summary, len(bad), base, predicted), "compat table")
+    print(f"wrote {path} and {html_path.name} ({summary.count} records from {len(files)} file(s))")
+    return summary
+
+
+def selection(p: argparse.ArgumentParser) -> None:
+    """The options that choose cells: --matrix, --select, --skip, --shard (list and run)."""
+    p.add_argument("--matrix", action="append", type=path_value, default=[], metavar="PATH",
+                   help="a grid file, or a glob of them ('matrix/gpu*.toml'); repeatable: the cells of every grid are "
+                        "one plan (default: matrix/gpu*.toml on a host with a GPU, else matrix/cpu.toml)")
+    p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
+    p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")
+    p.add_argument("--shard", type=parse_shard, metavar="I/N", help="take the I-th of N equal shares of the selected cells (1/2, 2/2: two runners split a grid)")

@@ -1,0 +1,35 @@
+"""`compat list`: the plan, every cell and whether it runs on this host, without running anything."""
+
+from __future__ import annotations
+
+import json
+
+from harness import hardware
+from harness.commands import common
+from harness.commands.common import load_plan
+
+NAME = "list"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("list", help="print the plan without running anything")
+    common.selection(p)
+    p.add_argument("--json", action="store_true", help="one JSON array of cells")
+
+
+def handle(args) -> int:
+    host = hardware.detect()
+    _, grids, planned, _, grid_of = load_plan(args, host)
+    if args.json:
+        print(json.dumps([{"id": p.cell.id, "grid": str(grid_of[p.cell.id].path), "axes": p.cell.axes(), "runs_here": p.here,
+                           "unsupported": p.unsupported, "reason": p.reason} for p in planned], indent=1))
+        return 0
+    width = max(len(p.cell.id) for p in planned)
+    for grid in grids:
+        mine = [p for p in planned if grid_of[p.cell.id] is grid]
+        if not mine and len(grids) > 1:
+            continue
+        print(f"{grid.path}: {len(mine)} cells, {sum(p.here for p in mine)} run on this host")
+        for p in mine:
+            print(f"  {p.cell.id:<{width}}  {p.status}")
+    return 0

@@ -1,0 +1,39 @@
+"""`compat merge`: other runners' records added to a results folder (validated, de-duplicated, with provenance)."""
+
+from __future__ import annotations
+
+from harness.commands import common
+from harness.commands.common import known_issues_base, print_skipped, project_root, render, rules, writable
+
+NAME = "merge"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("merge", help="add other runners' records to a results folder (validated, de-duplicated, with provenance)",
+                       description="Add the records of FILEs (other runners' records.jsonl) to DIR/records.jsonl: every line is "
+                       "validated (a bad one is reported with file:line and skipped), records already in DIR are left out, "
+                       "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "
+                       "Exit code 1 when a line was skipped (the valid ones are merged all the same), 2 for bad usage.")
+    p.add_argument("files", nargs="+", type=common.path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
+    p.add_argument("--into", type=common.path_value, help="results folder to merge into (default: results/ in the checkout)")
+    p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards")
+
+
+def handle(args) -> int:
+    from harness import merge
+
+    merge.check_sources(args.files)
+    into = writable(args.into or project_root() / "results", "--into")
+    reports = merge.merge(args.files, into, check=rules().check)
+    skipped = 0
+    for r in reports:
+        print(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
+        print_skipped(r.bad)
+        skipped += len(r.bad)
+    if not args.no_table:
+        matrix_dir = project_root() / "matrix"
+        clashes = render(results=into, matrix_dir=matrix_dir, base=known_issues_base(matrix_dir)).conflicts()
+        for (label, cell, _), c in sorted(clashes.items()):
+            said = ", ".join(f"{r['outcome']} on {c.who(r)}" for r in c.records)
+            print(f"conflict: {cell} on {label}: {said}")
+    return 1 if skipped else 0

@@ -1,0 +1,102 @@
+"""`compat preflight`: your training configs mapped to a cell, and run tiny."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from harness import hardware, strategies, table
+from harness.commands import common
+from harness.commands.common import known_issues_base, project_root, read_results, report_progress, writable
+from harness.errors import UsageError
+from harness.tomldata import did_you_mean
+
+NAME = "preflight"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("preflight", help="read your training configs (LLaMA-Factory, DeepSpeed, accelerate, TrainingArguments) and map them to a cell",
+                       description="Read the training configs you have (a LLaMA-Factory YAML, a DeepSpeed JSON, an accelerate config, "
+                       "TrainingArguments as JSON or YAML), map them to the cell they amount to on this host, and list every "
+                       "field: used, not modelled, or unknown.")
+    p.add_argument("configs", nargs="*", type=common.path_value, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
+    p.add_argument("--preset", type=common.text_value, metavar="NAME", help="instead of your configs, a shipped setup users reported trouble with (matrix/presets/NAME), each variant a cell")
+    p.add_argument("--gpu", type=common.text_value, metavar="NAME", help="the card the configs are for, for the fit prediction of the real model (default: the preset's, else this host's)")
+    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="the real model's size for the fit prediction (7B, 8B, 9B, 13B, 70B, 72B; default: read from model_name_or_path)")
+    p.add_argument("--gpus", type=common.count, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
+    p.add_argument("--stack", type=common.text_value, default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
+    p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
+    p.add_argument("--results", type=common.path_value, help="where its record goes (default: results/preflight/ in the checkout, apart from the published table)")
+    p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+
+
+def handle(args) -> int:
+    from harness import preflight
+    from harness.matrix import MatrixData
+
+    if bool(args.configs) == bool(args.preset):
+        raise UsageError("give your config files, or --preset NAME (one of the setups in matrix/presets/), not both"
+                         if args.configs else "nothing to read: give your config files, or --preset NAME")
+    root = project_root()
+    data = MatrixData.load(root / "matrix")
+    fields = preflight.Fields.load(root / "matrix")
+    preset = preflight.load_preset(root / "matrix", args.preset, data) if args.preset else None
+    if args.stack not in data.stacks:
+        raise UsageError(f"--stack: unknown stack {args.stack!r}{did_you_mean(args.stack, list(data.stacks))}; "
+                         f"matrix/stacks.toml has {', '.join(data.stacks)}")
+    host = hardware.detect()
+    arch = sorted(host.archs - {"cpu"})[0] if host.gpus else "cpu"
+    cards_here = sum(1 for g in host.gpus if g.arch == arch)
+    if preset:
+        print(f"Preset {preset.name}: {preset.description}\n  reported on {preset.gpus} card{'s' if preset.gpus > 1 else ''}"
+              f"{' of ' + preset.gpu if preset.gpu else ''}; sources:")
+        print("".join(f"    {url}\n" for url in preset.sources))
+    jobs = preflight.jobs_for(preset, args.configs, fields, arch, args.stack, args.gpus, cards_here)
+    for n, job in enumerate(jobs):
+        if job.variant:
+            print(f"== variant {job.variant.name}" + (f": {job.variant.description}" if job.variant.description else ""))
+        if job.cell.model != "default" and job.cell.model not in data.models:
+            raise UsageError(f"no tiny model of family {job.cell.model!r} in matrix/models.toml")
+        # the first variant lists every field; the others only what they add or change
+        own = {path.name for path in job.variant.configs} if job.variant and n else None
+        print(preflight.plan_text(job.sources, job.req, job.cell, job.notes, own, job.variant.changes if job.variant else ()), flush=True)
+    fit_text = preflight.fit_text(root, args.gpu or (preset.gpu if preset else "") or host_gpu_name(host), jobs,
+                                  args.gpus or (preset.gpus if preset else None), args.model_size,
+                                  evidence=lambda: read_results(root / "results"))
+    if args.plan:
+        print(fit_text, end="")
+        return 0
+    from harness import envs, runner
+
+    results = writable(args.results or root / "results" / "preflight", "--results")
+    manager = envs.EnvManager(root=args.env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
+    issues = known_issues_base(data.dir)
+    print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)
+    recs = []
+    for job in jobs:
+        variant, req, cell = job.variant, job.req, job.cell
+        settings = copy.deepcopy(variant.settings if variant else data.defaults)
+        settings["train"].update(req.train)
+        ctx = runner.RunContext(
+            results_dir=results, records_path=results / "records.jsonl", settings=settings, models=data.models, host=host,
+            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager, fsdp_args=preflight.fsdp_args(req),
+            record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
+                                        "configs": [str(source.path) for source in job.sources]}},
+        )
+        if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
+            ctx.log_dir.mkdir(parents=True, exist_ok=True)
+            ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
+            table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
+        if variant:
+            print(f"== variant {variant.name}: {cell.id}", flush=True)
+        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report_progress)
+        print(preflight.result_text(rec), end="", flush=True)
+        recs.append(rec)
+    if preset:
+        print(preflight.summary_text(preset, [(job.variant, rec) for job, rec in zip(jobs, recs)]), end="")
+    print(fit_text, end="")
+    return 0 if all(r["outcome"] in ("pass", "unsupported") for r in recs) else 1
+
+
+def host_gpu_name(host) -> str:
+    return host.gpus[0].name if host.gpus else ""

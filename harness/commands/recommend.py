@@ -1,0 +1,56 @@
+"""`compat recommend`: a safe stack for a GPU, each part with its evidence."""
+
+from __future__ import annotations
+
+import json
+
+from harness import resolve
+from harness.commands import common
+from harness.commands.common import project_root, read_results
+from harness.errors import CompatError
+
+NAME = "recommend"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
+    p.add_argument("--gpu", type=common.text_value, required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
+    p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards per node (default 1)")
+    p.add_argument("--method", choices=resolve.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
+    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (7B, 8B, 9B, 13B, 70B, 72B)")
+    p.add_argument("--seq-len", type=common.count, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
+    p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
+    p.add_argument("--results", type=common.path_value, help="results folder whose records count as measurements (default: results/ in the checkout)")
+
+
+def handle(args) -> int:
+    root = project_root()
+    data = resolve.ResolverData.load(root / "matrix")
+    gpu = data.gpus.find(args.gpu)
+    results = args.results or root / "results"
+    recs = read_results(results)
+    method, chosen = args.method or "qlora", None
+    if args.model_size:
+        from harness import models
+
+        configs = models.ModelConfigs.load(root / "matrix")
+        entry = configs.by_size(args.model_size)
+        cal = configs.calibrate(recs, gpu=True)
+        picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
+                                       entry, cal, configs.cuda_context(recs), args.seq_len)
+        if picked is None:
+            raise CompatError(f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
+                              "method and strategy compat knows (QLoRA and ZeRO-3 with offload included); try a shorter "
+                              f"--seq-len or more cards. `compat fit --model-size {args.model_size} --gpu {args.gpu} "
+                              f"--gpus {args.gpus} --method qlora --grad-ckpt` shows the terms")
+        method, strategy, evidence = picked
+        chosen = (strategy, evidence)
+    rec = resolve.recommend(gpu, args.gpus, method, data, recs, chosen)
+    if args.format == "json":
+        print(json.dumps(rec.as_json(), indent=1))
+    elif args.format == "constraints":
+        command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
+        print(resolve.render_constraints(rec, command), end="")
+    else:
+        print(resolve.render_text(rec), end="")
+    return 0

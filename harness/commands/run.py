@@ -1,0 +1,120 @@
+"""`compat run`: run the plan's cells on this host, append their records, render the table."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from harness import hardware, records, resume
+from harness.commands import common
+from harness.commands.common import known_issues_base, load_plan, read_results, render, report_progress, writable
+from harness.errors import NoHardwareError, UsageError
+
+NAME = "run"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
+    common.selection(p)
+    p.add_argument("--results", type=common.path_value, help="results folder (default: results/ in the checkout)")
+    p.add_argument("--python", type=common.text_value, default=sys.executable, help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = \"inherit\" (default: this one)")
+    p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--offline", action="store_true", help="install stacks only from --find-links folders, never from an index")
+    p.add_argument("--find-links", action="append", type=common.text_value, default=[], metavar="DIR", help="a folder of wheels to install stacks from; repeatable")
+    p.add_argument("--timeout", type=common.positive, metavar="S", help="per-cell time limit in seconds (default: the matrix's timeout_s)")
+    p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")
+    p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
+    p.add_argument("--fail-on", type=common.text_value, default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
+    p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
+    p.add_argument("--junit", type=common.path_value, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
+    p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
+    p.add_argument("--stop-after", type=common.non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
+                   "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
+                   "S = N*60 less the largest cell time limit)")
+
+
+def handle(args) -> int:
+    from harness import envs, junit, runner
+
+    host = hardware.detect()
+    if args.require_gpu and not host.gpus:
+        raise NoHardwareError(
+            f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
+            "On a CPU-only host run `tox -e cpu-matrix`."
+        )
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a number of seconds greater than 0, not {args.timeout}")
+    fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
+    unknown = fail_on - set(records.OUTCOMES)
+    if unknown:
+        raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
+    if args.stop_after is not None and not args.stop_after > 0:
+        raise UsageError(f"--stop-after must be a number of seconds greater than 0, not {args.stop_after}")
+    if args.offline and not args.find_links:
+        raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
+    root, grids, planned, data, grid_of = load_plan(args, host)
+    names = ", ".join(str(g.path) for g in grids)
+    cells = [p.cell for p in planned if p.here or p.unsupported]
+    if not cells:
+        raise NoHardwareError(
+            f"none of the {len(planned)} selected cells of {names} runs on this host "
+            f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
+        )
+    results = writable(args.results or root / "results", "--results")
+    base = known_issues_base(data.dir)
+    resumed = resume.latest_run(results, planned, read_results(results)) if args.resume else None
+    if resumed:
+        run_id, have = resumed
+        planned = [p for p in planned if p.cell.id not in have]
+        cells = [p.cell for p in planned if p.here or p.unsupported]
+        print(f"resuming run {run_id}: {len(have)} of the selected cells have a record in it; {len(cells)} to run")
+        if not cells:
+            print("nothing left to run")
+            return 0
+    ctx = runner.RunContext(
+        results_dir=results,
+        records_path=results / "records.jsonl",
+        settings=grids[0].settings,  # grids differ only in timeout_s: a grid's [settings] sets nothing else
+        timeouts={cell_id: float(grid.settings["timeout_s"]) for cell_id, grid in grid_of.items()},
+        models=data.models,
+        host=host,
+        stacks=data.stacks,
+        matrix_dir=data.dir,
+        known_issues=base,
+        envs=envs.EnvManager(
+            root=args.env_dir or envs.default_root(),
+            base_python=args.python,
+            offline=args.offline,
+            find_links=tuple(args.find_links),
+            log=lambda line: print(line, flush=True),
+        ),
+        timeout_s=args.timeout,
+        keep_workdirs=args.keep_workdirs,
+        stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
+        **({"run_id": resumed[0]} if resumed else {}),
+    )
+    print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
+    resume.write_journal(ctx, cells)
+    others = [p for p in planned if not p.here and not p.unsupported]
+    if others:
+        archs = ", ".join(sorted({p.cell.hardware for p in others}))
+        print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
+    done = runner.run_all(planned, ctx, report=report_progress)
+    counts: dict[str, int] = {}
+    for rec in done:
+        counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
+    print("done: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + f"; logs in {ctx.log_dir}")
+    if args.junit:
+        junit.write(args.junit, done, f"compat run {ctx.run_id} ({', '.join(g.path.name for g in grids)})")
+        print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
+    if not args.no_table:
+        render(results, data.dir, base)
+    recorded = {rec["cell"] for rec in done}
+    left = [c for c in cells if c.id not in recorded]
+    if left:
+        print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
+        return STOPPED_EARLY
+    return 1 if fail_on & set(counts) else 0
+
+
+STOPPED_EARLY = 75  # EX_TEMPFAIL in sysexits.h: try again (with --resume)

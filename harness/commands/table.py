@@ -1,0 +1,24 @@
+"""`compat table`: results/COMPATIBILITY.md and results/index.html from the records."""
+
+from __future__ import annotations
+
+from harness.commands import common
+from harness.commands.common import known_issues_base, project_root, render, writable
+from harness.errors import UsageError
+
+NAME = "table"
+
+
+def add(sub) -> None:
+    p = sub.add_parser("table", help="render results/COMPATIBILITY.md and results/index.html from the records")
+    p.add_argument("--results", type=common.path_value, help="results folder (default: results/ in the checkout)")
+
+
+def handle(args) -> int:
+    results = args.results or project_root() / "results"
+    if not results.exists():
+        raise UsageError(f"{results}: no such folder")
+    writable(results, "--results")
+    matrix_dir = project_root() / "matrix"
+    render(results, matrix_dir, known_issues_base(matrix_dir))
+    return 0
