@@ -7,7 +7,7 @@ run it before and after a change that should not change behaviour, then `diff -r
 
 What it asks (issue 19): `compat list --json` of every matrix/*.toml (a data file that is not a
 grid answers with its error, which is kept too), `compat recommend --format json` for every GPU
-of matrix/gpus.toml (alone, and with --model-size 7B), the README's `compat fit` examples as JSON,
+of matrix/gpus.toml (alone, and with --model-size 7B), docs/fit.md's `compat fit` examples as JSON,
 `compat explain --format json` on every known issue's example, `compat preflight --plan` for
 every preset, and `compat table` over a copy of results/ (COMPATIBILITY.md and index.html). Each
 file holds the command, its exit code, its stdout and its stderr. Every command runs as users run
@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIT_EXAMPLES = [  # README, "compat fit": the examples it shows (its config.json one with a shipped model)
+FIT_EXAMPLES = [  # docs/fit.md: the examples it shows (its config.json one with a shipped model)
     ["--model-size", "7B", "--gpu", "P4", "--method", "qlora", "--grad-ckpt"],
     ["--model-size", "13B", "--gpu", "4090", "--gpus", "3", "--method", "lora", "--grad-ckpt"],
     ["--model-size", "72B", "--gpu", "4090", "--gpus", "8", "--method", "full", "--grad-ckpt"],

@@ -2,7 +2,7 @@
 
 For every fault: the run goes on or stops cleanly, every record written before is kept byte for
 byte, no process of the run is left behind, and `compat run --resume` runs exactly the cells that
-have no record yet. The README's "When things go wrong" table lists what these tests show.
+have no record yet. docs/troubleshooting.md lists what these tests show.
 
 Processes are found by an environment variable only this test's run carries
 (COMPAT_FAULT_TAG), which every process the harness starts inherits: torchrun's ranks, which
