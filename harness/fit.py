@@ -478,12 +478,12 @@ TERM_ORDER = ("weights", "gradients", "optimizer", "activations", "logits", "gra
 
 @dataclasses.dataclass
 class Report:
-    model: object  # models.ModelConfig
-    gpu: object | None  # gpus.Gpu
+    model: object  # model_configs.ModelConfig
+    gpu: object | None  # gpus.GpuModel
     run: Run
     predictions: list[Prediction]
     calibration: Calibration
-    configs: object  # models.ModelConfigs
+    configs: object  # model_configs.ModelConfigs
     strategy_checks: list[dict] = dataclasses.field(default_factory=list)  # strategy_error_table rows
     context: object = None  # models.Context: the CUDA context added on a GPU, and its evidence
 

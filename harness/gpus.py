@@ -1,7 +1,7 @@
 """The GPU database (matrix/gpus.toml): cards, their aliases and the facts the resolver uses.
 
     db = GpuDb.load(Path("matrix"))
-    db.find("tesla-p4")     # Gpu(key="p4", name="Tesla P4", cc=(6, 1), ...)
+    db.find("tesla-p4")     # GpuModel(key="p4", name="Tesla P4", cc=(6, 1), ...)
     db.find("P5")           # UsageError: unknown GPU 'P5'; did you mean: P4, P40, P100?
 
 Names are matched case-insensitively with spaces, '-' and '_' ignored, and an optional "NVIDIA"
@@ -37,7 +37,7 @@ def normalize(name: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Gpu:
+class GpuModel:
     key: str
     name: str
     aliases: tuple[str, ...]
@@ -63,7 +63,7 @@ class Gpu:
 @dataclasses.dataclass(frozen=True)
 class GpuDb:
     path: Path
-    gpus: tuple[Gpu, ...]
+    gpus: tuple[GpuModel, ...]
 
     @classmethod
     def load(cls, directory: Path) -> "GpuDb":
@@ -110,7 +110,7 @@ class GpuDb:
             for url in srcs:
                 if not isinstance(url, str) or not re.match(r"^https?://\S+$", url):
                     problems.append(at("sources", f"{url!r} is not a URL"))
-            gpus.append(Gpu(
+            gpus.append(GpuModel(
                 key=key, name=str(table["name"]), aliases=tuple(aliases), architecture=str(table["architecture"]),
                 cc=(int(cc[1]), int(cc[2])), memory_gb=tuple(mem) if isinstance(mem, list) else (),
                 bf16=table["bf16"] is True, fp16_tensor_cores=table["fp16_tensor_cores"] is True,
@@ -123,9 +123,9 @@ class GpuDb:
             raise MatrixError(problems)
         return cls(path, tuple(gpus))
 
-    def find(self, name: str) -> Gpu:
+    def find(self, name: str) -> GpuModel:
         wanted = normalize(name)
-        names: dict[str, Gpu] = {}
+        names: dict[str, GpuModel] = {}
         for gpu in self.gpus:
             for alias in (gpu.key, gpu.name, *gpu.aliases):
                 names[normalize(alias)] = gpu
@@ -139,5 +139,5 @@ class GpuDb:
             f"{', '.join(g.aliases[0] for g in self.gpus)}; add one to {self.path})"
         )
 
-    def by_arch(self, arch: str) -> list[Gpu]:
+    def by_arch(self, arch: str) -> list[GpuModel]:
         return [g for g in self.gpus if g.arch == arch]

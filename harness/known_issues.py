@@ -43,8 +43,8 @@ from harness.packages import TRACKED
 from harness.tomldata import did_you_mean, load_data
 
 PACKAGES = TRACKED  # harness/packages.py
-AXES = ("precision", "quantization", "method", "strategy")
-WHEN_KEYS = (*PACKAGES, "cc", *AXES)
+CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
+WHEN_KEYS = (*PACKAGES, "cc", *CONDITION_AXES)
 KEYS = ("id", "title", "cause", "signatures", "example", "fix", "pins", "sources", "when")
 REQUIRED = ("id", "title", "cause", "signatures", "example", "fix", "sources")
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -288,7 +288,7 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
         if key not in WHEN_KEYS:
             problems.append(at_when(key, "unknown condition" + did_you_mean(key, WHEN_KEYS)))
             ok = False
-        elif key in AXES:
+        elif key in CONDITION_AXES:
             values = [value] if isinstance(value, str) else value
             if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
                 problems.append(at_when(key, "must be a value or a list of values"))

@@ -686,14 +686,14 @@ def fit_text(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size
     """compat fit's prediction for the real model the configs name (its size `model_size`, else
     read from the name), for the strategies of the cells, on the cards asked for: a prediction,
     labelled so. `evidence()` gives the records it is calibrated on."""
-    from harness import fit, models, resolve
+    from harness import fit, model_configs, resolve
 
     req = jobs[0].req
     size = model_size or req.model_size
     if not size:
         return ""
     head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size}), not measured: compat fit\n"
-    known = models.ModelConfigs.load(root / "matrix")
+    known = model_configs.ModelConfigs.load(root / "matrix")
     try:
         entry = known.by_size(size)
     except UsageError as exc:

@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness import strategies
 from harness.errors import MatrixError
-from harness.gpus import Gpu, GpuDb
+from harness.gpus import GpuModel, GpuDb
 from harness.known_issues import PACKAGES, KnownIssues
 from harness.records import packages as record_packages
 from harness.tomldata import load_data
@@ -187,7 +187,7 @@ class Evidence:
 
 @dataclasses.dataclass
 class Recommendation:
-    gpu: Gpu
+    gpu: GpuModel
     gpus: int
     method: str
     precision: str
@@ -215,12 +215,12 @@ class Recommendation:
         }
 
 
-def precision_for(gpu: Gpu) -> str:
+def precision_for(gpu: GpuModel) -> str:
     """bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32."""
     return "bf16" if gpu.cc >= (8, 0) else "fp16" if gpu.fp16_tensor_cores else "fp32"
 
 
-def recommend(gpu: Gpu, gpus: int, method: str, data: ResolverData, records: list[dict],
+def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records: list[dict],
               chosen: tuple[str, Evidence] | None = None) -> Recommendation:
     """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
     instead of the card-count rules below."""
@@ -305,7 +305,7 @@ def _measured(about: str, says: str, recs: list[dict]) -> Evidence:
                     date=(recs[0].get("finished_at") or "")[:10] or None)
 
 
-def _pick_torch(gpu: Gpu, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
+def _pick_torch(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
     # measured first: the newest torch build that passed on this architecture
     by_version: dict[str, list[dict]] = {}
     for r in arch_passes:
@@ -330,7 +330,7 @@ def _pick_torch(gpu: Gpu, data: ResolverData, arch_passes: list[dict], ev: list[
     return str(best.latest), best.variant
 
 
-def _pick_bnb(gpu: Gpu, torch_version: str, variant: str, data: ResolverData, arch_passes, ev) -> str:
+def _pick_bnb(gpu: GpuModel, torch_version: str, variant: str, data: ResolverData, arch_passes, ev) -> str:
     measured = {}
     for r in arch_passes:
         if (r.get("axes") or {}).get("quantization", "none") != "none":
@@ -392,7 +392,7 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
     return str(spec) or ""
 
 
-def choose_by_fit(gpu: Gpu, gpus: int, methods: list[str], entry, cal, context, seq_len: int = 2048):
+def choose_by_fit(gpu: GpuModel, gpus: int, methods: list[str], entry, cal, context, seq_len: int = 2048):
     """The first (method, strategy) whose predicted per-card peak fits the card with the margin:
     methods in the order given (full before lora before qlora: the most faithful that fits),
     strategies from fastest to leanest (one card: single; several: ddp, zero2, zero3), and ZeRO-3

@@ -35,14 +35,14 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import fit, models
+    from harness import fit, model_configs
 
     root = project_root()
-    known = models.ModelConfigs.load(root / "matrix")
+    known = model_configs.ModelConfigs.load(root / "matrix")
     if args.model_size:
         entry = known.by_size(args.model_size)
     elif Path(args.model).suffix == ".json" or Path(args.model).is_file():
-        entry = models.ModelConfig.from_file(Path(args.model))
+        entry = model_configs.ModelConfig.from_file(Path(args.model))
     else:
         entry = known.by_name(args.model)
     chosen = [args.strategy] if args.strategy != "all" else list(strategies.fit_models(args.gpus))

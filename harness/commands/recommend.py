@@ -31,9 +31,9 @@ def handle(args) -> int:
     recs = read_results(results)
     method, chosen = args.method or "qlora", None
     if args.model_size:
-        from harness import models
+        from harness import model_configs
 
-        configs = models.ModelConfigs.load(root / "matrix")
+        configs = model_configs.ModelConfigs.load(root / "matrix")
         entry = configs.by_size(args.model_size)
         cal = configs.calibrate(recs, gpu=True)
         picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],

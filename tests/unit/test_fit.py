@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, assert_clean_error
 from harness import fit, records
-from harness.models import ModelConfigs
+from harness.model_configs import ModelConfigs
 
 CONFIGS = ModelConfigs.load(ROOT / "matrix")
 
