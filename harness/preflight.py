@@ -21,6 +21,7 @@ the stack, a setting) so the cells run side by side show what that one thing doe
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -714,3 +715,33 @@ def fit_text(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
+
+
+def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report) -> list[dict]:
+    """Each job's cell run tiny on this host, one run each (its own run id: two variants of one
+    cell keep their logs apart), with the configs' own DeepSpeed config and FSDP settings; the
+    records, in the jobs' order."""
+    from harness import envs, runner, table
+
+    manager = envs.EnvManager(root=env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
+    recs = []
+    for job in jobs:
+        variant, req, cell = job.variant, job.req, job.cell
+        settings = copy.deepcopy(variant.settings if variant else data.defaults)
+        settings["train"].update(req.train)
+        ctx = runner.RunContext(
+            results_dir=results, records_path=results / "records.jsonl", settings=settings, models=data.models, host=host,
+            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager, fsdp_args=fsdp_args(req),
+            record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
+                                        "configs": [str(source.path) for source in job.sources]}},
+        )
+        if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
+            ctx.log_dir.mkdir(parents=True, exist_ok=True)
+            ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
+            table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
+        if variant:
+            print(f"== variant {variant.name}: {cell.id}", flush=True)
+        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report)
+        print(result_text(rec), end="", flush=True)
+        recs.append(rec)
+    return recs

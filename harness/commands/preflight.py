@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-import json
-
-from harness import hardware, strategies, table
+from harness import hardware
 from harness.commands import common
 from harness.commands.common import known_issues_base, project_root, read_results, report_progress, writable
 from harness.errors import UsageError
@@ -66,32 +63,10 @@ def handle(args) -> int:
     if args.plan:
         print(fit_text, end="")
         return 0
-    from harness import envs, runner
-
     results = writable(args.results or root / "results" / "preflight", "--results")
-    manager = envs.EnvManager(root=args.env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
     issues = known_issues_base(data.dir)
     print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)
-    recs = []
-    for job in jobs:
-        variant, req, cell = job.variant, job.req, job.cell
-        settings = copy.deepcopy(variant.settings if variant else data.defaults)
-        settings["train"].update(req.train)
-        ctx = runner.RunContext(
-            results_dir=results, records_path=results / "records.jsonl", settings=settings, models=data.models, host=host,
-            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager, fsdp_args=preflight.fsdp_args(req),
-            record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
-                                        "configs": [str(source.path) for source in job.sources]}},
-        )
-        if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
-            ctx.log_dir.mkdir(parents=True, exist_ok=True)
-            ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
-            table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
-        if variant:
-            print(f"== variant {variant.name}: {cell.id}", flush=True)
-        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report_progress)
-        print(preflight.result_text(rec), end="", flush=True)
-        recs.append(rec)
+    recs = preflight.run_jobs(jobs, preset, data, host, results, args.env_dir, issues, report_progress)
     if preset:
         print(preflight.summary_text(preset, [(job.variant, rec) for job, rec in zip(jobs, recs)]), end="")
     print(fit_text, end="")

@@ -34,24 +34,10 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import envs, junit, runner
+    from harness import junit, runner
 
     host = hardware.detect()
-    if args.require_gpu and not host.gpus:
-        raise NoHardwareError(
-            f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
-            "On a CPU-only host run `tox -e cpu-matrix`."
-        )
-    if args.timeout is not None and not args.timeout > 0:
-        raise UsageError(f"--timeout must be a number of seconds greater than 0, not {args.timeout}")
-    fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
-    unknown = fail_on - set(records.OUTCOMES)
-    if unknown:
-        raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
-    if args.stop_after is not None and not args.stop_after > 0:
-        raise UsageError(f"--stop-after must be a number of seconds greater than 0, not {args.stop_after}")
-    if args.offline and not args.find_links:
-        raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
+    fail_on = _check_options(args, host)
     root, grids, planned, data, grid_of = load_plan(args, host)
     names = ", ".join(str(g.path) for g in grids)
     cells = [p.cell for p in planned if p.here or p.unsupported]
@@ -71,28 +57,7 @@ def handle(args) -> int:
         if not cells:
             print("nothing left to run")
             return 0
-    ctx = runner.RunContext(
-        results_dir=results,
-        records_path=results / "records.jsonl",
-        settings=grids[0].settings,  # grids differ only in timeout_s: a grid's [settings] sets nothing else
-        timeouts={cell_id: float(grid.settings["timeout_s"]) for cell_id, grid in grid_of.items()},
-        models=data.models,
-        host=host,
-        stacks=data.stacks,
-        matrix_dir=data.dir,
-        known_issues=base,
-        envs=envs.EnvManager(
-            root=args.env_dir or envs.default_root(),
-            base_python=args.python,
-            offline=args.offline,
-            find_links=tuple(args.find_links),
-            log=lambda line: print(line, flush=True),
-        ),
-        timeout_s=args.timeout,
-        keep_workdirs=args.keep_workdirs,
-        stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
-        **({"run_id": resumed[0]} if resumed else {}),
-    )
+    ctx = _context(args, results, grids, grid_of, data, host, base, resumed)
     print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
     resume.write_journal(ctx, cells)
     others = [p for p in planned if not p.here and not p.unsupported]
@@ -115,6 +80,57 @@ def handle(args) -> int:
         print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
         return STOPPED_EARLY
     return 1 if fail_on & set(counts) else 0
+
+
+
+def _check_options(args, host) -> set[str]:
+    """What the options' types cannot check alone, before any work; the outcomes that make the
+    exit code 1 (--fail-on)."""
+    if args.require_gpu and not host.gpus:
+        raise NoHardwareError(
+            f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
+            "On a CPU-only host run `tox -e cpu-matrix`."
+        )
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a number of seconds greater than 0, not {args.timeout}")
+    fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
+    unknown = fail_on - set(records.OUTCOMES)
+    if unknown:
+        raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
+    if args.stop_after is not None and not args.stop_after > 0:
+        raise UsageError(f"--stop-after must be a number of seconds greater than 0, not {args.stop_after}")
+    if args.offline and not args.find_links:
+        raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
+    return fail_on
+
+
+def _context(args, results, grids, grid_of, data, host, base, resumed):
+    """The run's context: where records go, the grids' settings and time limits, this host, the
+    stacks and their environments, and the run id (a resumed run's own)."""
+    from harness import envs, runner
+
+    return runner.RunContext(
+        results_dir=results,
+        records_path=results / "records.jsonl",
+        settings=grids[0].settings,  # grids differ only in timeout_s: a grid's [settings] sets nothing else
+        timeouts={cell_id: float(grid.settings["timeout_s"]) for cell_id, grid in grid_of.items()},
+        models=data.models,
+        host=host,
+        stacks=data.stacks,
+        matrix_dir=data.dir,
+        known_issues=base,
+        envs=envs.EnvManager(
+            root=args.env_dir or envs.default_root(),
+            base_python=args.python,
+            offline=args.offline,
+            find_links=tuple(args.find_links),
+            log=lambda line: print(line, flush=True),
+        ),
+        timeout_s=args.timeout,
+        keep_workdirs=args.keep_workdirs,
+        stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
+        **({"run_id": resumed[0]} if resumed else {}),
+    )
 
 
 STOPPED_EARLY = 75  # EX_TEMPFAIL in sysexits.h: try again (with --resume)
