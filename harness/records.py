@@ -90,9 +90,18 @@ def read_records(paths: list[Path], check=None, parse=None) -> tuple[list[dict],
 def _gather(paths: list[Path], add, check, parse) -> list[BadLine]:
     """add(record) for every valid record of `paths`, one at a time; the bad lines."""
     bad: list[BadLine] = []
-    for path, number, item in iter_records(paths, check, parse):
+    for path in paths:
+        with open(path, "rb") as f:
+            bad += [BadLine(path, number, why) for number, why in _feed(read_lines(f, check, parse), add)]
+    return bad
+
+
+def _feed(numbered, add) -> list[tuple[int, str]]:
+    """add(record) for each record read_lines gave; (line number, why) of each other line."""
+    bad = []
+    for number, item in numbered:
         if isinstance(item, str):
-            bad.append(BadLine(path, number, item))
+            bad.append((number, item))
         else:
             add(item)
     return bad
@@ -134,20 +143,15 @@ def _reduce_range(job) -> tuple[object, list[tuple[int, str]], int]:
     """One worker's part: (what make() gathered, (line number in the range, why) of each bad
     line, the lines the range holds). A line belongs to the range its first byte is in."""
     path, start, end, make, check, parse = job
-    out, bad, number = make(), [], 0
+    out = make()
     with open(path, "rb") as f:
         if start:
             f.seek(start - 1)
             if f.read(1) != b"\n":
                 f.readline()  # the rest of a line the range before has
         lines = _lines_until(f, end)
-        for number, item in read_lines(lines, check, parse):
-            if isinstance(item, str):
-                bad.append((number, item))
-            else:
-                out.add(item)
-        number = lines.count
-    return out, bad, number
+        bad = _feed(read_lines(lines, check, parse), out.add)
+    return out, bad, lines.count
 
 
 class _lines_until:
@@ -163,14 +167,6 @@ class _lines_until:
                 return
             self.count += 1
             yield line
-
-
-def iter_records(paths: list[Path], check=None, parse=None):
-    """(path, line number, record or why not) for every non-blank line of `paths`, one at a time."""
-    for path in paths:
-        with open(path, "rb") as f:
-            for number, item in read_lines(f, check, parse):
-                yield path, number, item
 
 
 def read_lines(f, check=None, parse=None):

@@ -162,4 +162,4 @@ def recommendable(cards: int, offload: bool) -> list[str]:
     """The strategies `recommend --model-size` tries on `cards` cards, fastest first: those of
     for_cards that do not offload, or (with `offload`) those that do, on any number of cards."""
     pool = [s for s in TABLE if s.offload] if offload else [s for s in for_cards(cards) if not s.offload]
-    return [s.name for s in sorted(pool, key=lambda s: s.recommend_rank or 0) if s.recommend_rank is not None]
+    return [s.name for s in sorted((s for s in pool if s.recommend_rank is not None), key=lambda s: s.recommend_rank)]
