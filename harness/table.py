@@ -59,19 +59,21 @@ class Summary:
         self.count += 1
         self.runners.add(merge.runner_name(rec))
         k = key(rec)
+        self._show(k, rec)
+        merge.note_newest(self._newest, k, rec)
+
+    def _show(self, k: tuple, rec: dict) -> None:
         # this host's own newest, else the newest merged one: a merged record never displaces
         # one made here, whatever its date; where they disagree the conflict is shown
         if k not in self._shown or _rank(rec) >= _rank(self._shown[k]):
             self._shown[k] = rec
-        merge.note_newest(self._newest, k, rec)
 
     def merge(self, other: "Summary") -> None:
         """Take in what another Summary gathered (another part of the same folder)."""
         self.count += other.count
         self.runners |= other.runners
         for k, rec in other._shown.items():
-            if k not in self._shown or _rank(rec) >= _rank(self._shown[k]):
-                self._shown[k] = rec
+            self._show(k, rec)
         for k, per_source in other._newest.items():
             for rec in per_source.values():
                 merge.note_newest(self._newest, k, rec)
