@@ -48,7 +48,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from harness import classify, guard
+from harness import guard, outcome
+from harness.stacks import Stack
 from harness.errors import CompatError
 
 ENV_FORMAT = 2  # 2: the base's site folders and torch version are part of the key
@@ -64,29 +65,6 @@ class InstallError(CompatError):
 class StackUnsupported(InstallError):
     """The stack cannot run on this runner (its Python, the torch it would inherit): its cells are
     `unsupported` with this reason, not an install error."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Stack:
-    name: str
-    description: str
-    current: bool  # provider = "current": no env, the interpreter compat runs under
-    canary: bool
-    torch: str  # "inherit" or a specifier to install, e.g. "==2.13.0"
-    packages: tuple[tuple[str, str], ...]  # (name, specifier); "" = newest
-    python: str = ""  # the Pythons it installs on, a specifier ("<3.12"); "" = any
-    python_why: str = ""  # why not on the others, said in the unsupported records
-
-    def requirements(self, resolved: dict[str, str] | None = None) -> list[str]:
-        reqs = [f"{n}=={resolved[n]}" if resolved and n in resolved else f"{n}{s}" for n, s in self.packages]
-        if self.torch != "inherit":
-            reqs.insert(0, f"torch{self.torch}")
-        return reqs
-
-    def pins(self) -> dict[str, str]:
-        out = {"torch": self.torch}
-        out.update({n: s or "newest" for n, s in self.packages})
-        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,7 +276,7 @@ class EnvManager:
             raise InstallError(f"{what}: {why}")
         if proc.returncode != 0:
             message = (err.strip() or out.strip())[-3000:]
-            how = f"was killed by {classify.signal_name(proc.returncode)}" if proc.returncode < 0 else f"failed (exit {proc.returncode})"
+            how = f"was killed by {outcome.signal_name(proc.returncode)}" if proc.returncode < 0 else f"failed (exit {proc.returncode})"
             raise InstallError(f"{what} {how}" + (f": {message}" if message else f": {' '.join(cmd)}"))
 
     def _resolve_canary(self, stack: Stack, base: dict) -> dict[str, str]:

@@ -17,10 +17,22 @@ import re
 from pathlib import Path
 
 from harness.errors import MatrixError, UsageError
-from harness.tomldata import did_you_mean, load_data
+from harness.tomldata import CC, TEXT, URL, Key, Table, check, kind, load_data
 
 FLAGS = ("bf16", "fp16_tensor_cores", "tf32", "fp8")
-KEYS = ("name", "aliases", "architecture", "cc", "memory_gb", *FLAGS, "sources")
+# a [gpu.KEY] table; every key is required
+GPU = Table({
+    "name": Key.of(TEXT, required=True),
+    "aliases": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(a, str) and a.strip() for a in v),
+                           "must be a non-empty list of names"), required=True),
+    "architecture": Key.of(TEXT, required=True),
+    "cc": Key.of(CC, required=True),
+    "memory_gb": Key.of(kind(lambda v: isinstance(v, list) and v and all(
+        isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 for m in v), "must be a non-empty list of sizes in GB"), required=True),
+    **{flag: Key.of(kind(lambda v: isinstance(v, bool), "must be true or false, not {r}"), required=True) for flag in FLAGS},
+    "sources": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one URL"), each=URL, required=True),
+})
+KEYS = tuple(GPU.keys)
 _PREFIXES = ("nvidia", "geforce", "tesla")
 
 
@@ -72,50 +84,23 @@ class GpuDb:
         problems: list[str] = []
         gpus, seen_alias = [], {}
         for key, table in (doc.get("gpu") or {}).items():
-            at = lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}")  # noqa: E731
             if not isinstance(table, dict):
                 problems.append(where(key, f"gpu.{key}", "must be a table"))
                 continue
-            for k in table:
-                if k not in KEYS:
-                    problems.append(at(k, "unknown key" + did_you_mean(k, KEYS)))
-            for k in KEYS:
-                if k not in table:
-                    problems.append(where(key, f"[gpu.{key}]", f"missing key {k!r}", table=f"gpu.{key}"))
-            if any(k not in table for k in KEYS):
+            at_table = lambda msg: where(key, f"[gpu.{key}]", msg, table=f"gpu.{key}")  # noqa: E731
+            if not check(table, GPU, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"), problems, at_table):
                 continue
-            cc = re.fullmatch(r"(\d+)\.(\d)", str(table["cc"]))
-            if not isinstance(table["cc"], str) or not cc:
-                problems.append(at("cc", f"{table['cc']!r} is not a compute capability like \"8.6\""))
-                continue
-            for k in FLAGS:
-                if not isinstance(table[k], bool):
-                    problems.append(at(k, f"must be true or false, not {table[k]!r}"))
-            mem = table["memory_gb"]
-            if not isinstance(mem, list) or not mem or not all(isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 for m in mem):
-                problems.append(at("memory_gb", "must be a non-empty list of sizes in GB"))
-            aliases = table["aliases"]
-            if not isinstance(aliases, list) or not aliases or not all(isinstance(a, str) and a.strip() for a in aliases):
-                problems.append(at("aliases", "must be a non-empty list of names"))
-                aliases = []
-            for alias in [table["name"], *aliases]:
-                norm = normalize(str(alias))
+            for alias in [table["name"], *table["aliases"]]:
+                norm = normalize(alias)
                 if norm in seen_alias and seen_alias[norm] != key:
-                    problems.append(at("aliases", f"{alias!r} already names gpu.{seen_alias[norm]}"))
+                    problems.append(where("aliases", f"[gpu.{key}].aliases", f"{alias!r} already names gpu.{seen_alias[norm]}",
+                                          table=f"gpu.{key}"))
                 seen_alias[norm] = key
-            srcs = table["sources"]
-            if not isinstance(srcs, list) or not srcs:
-                problems.append(at("sources", "must list at least one URL"))
-                srcs = []
-            for url in srcs:
-                if not isinstance(url, str) or not re.match(r"^https?://\S+$", url):
-                    problems.append(at("sources", f"{url!r} is not a URL"))
+            major, minor = table["cc"].split(".")
             gpus.append(GpuModel(
-                key=key, name=str(table["name"]), aliases=tuple(aliases), architecture=str(table["architecture"]),
-                cc=(int(cc[1]), int(cc[2])), memory_gb=tuple(mem) if isinstance(mem, list) else (),
-                bf16=table["bf16"] is True, fp16_tensor_cores=table["fp16_tensor_cores"] is True,
-                tf32=table["tf32"] is True, fp8=table["fp8"] is True,
-                sources=tuple(srcs),
+                key=key, name=table["name"], aliases=tuple(table["aliases"]), architecture=table["architecture"],
+                cc=(int(major), int(minor)), memory_gb=tuple(table["memory_gb"]), sources=tuple(table["sources"]),
+                **{flag: table[flag] for flag in FLAGS},
             ))
         if not gpus and not problems:
             problems.append(f"{path}: no [gpu.KEY] tables")

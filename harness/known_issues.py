@@ -34,19 +34,16 @@ import re
 import re2
 from pathlib import Path
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness import classify, records
+from harness import outcome, records
 from harness.errors import MatrixError
 from harness.packages import TRACKED
-from harness.tomldata import did_you_mean, load_data
+from harness.tomldata import NONEMPTY_TEXT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
 
 PACKAGES = TRACKED  # harness/packages.py
 CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
-WHEN_KEYS = (*PACKAGES, "cc", *CONDITION_AXES)
-KEYS = ("id", "title", "cause", "signatures", "example", "fix", "pins", "sources", "when")
-REQUIRED = ("id", "title", "cause", "signatures", "example", "fix", "sources")
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -204,13 +201,13 @@ def error_signature(text: str) -> str:
     """The normalized signature of the error a log ends with (its last Python exception, else its
     last line that says error), for `compat explain` to show when nothing matched."""
     text = clean(text)
-    raised = classify.raised_in_log(text)
+    raised = outcome.raised_in_log(text)
     if raised:
-        return classify.signature(*raised)
+        return outcome.signature(*raised)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     flagged = [ln for ln in lines if re.search(r"error|exception|fail|fatal|abort", ln, re.I)]
     last = (flagged or lines or [""])[-1]
-    return classify.signature("", last).lstrip(": ")
+    return outcome.signature("", last).lstrip(": ")
 
 
 def _version_in(version: str, spec: SpecifierSet) -> bool:
@@ -221,94 +218,61 @@ def _version_in(version: str, spec: SpecifierSet) -> bool:
     return spec.contains(v, prereleases=True)
 
 
+def _signature_problem(pattern) -> str | None:
+    try:
+        compile_signature(pattern)
+    except (re2.error, TypeError) as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        why = why.replace("(?m)", "", 1)  # the flag compile_signature adds is not the entry's
+        return f"{pattern!r} is not a regex RE2 takes (no lookaround, no backreference): {why}"
+    return None
+
+
+def _pins_problem(pins) -> str | None:
+    if not isinstance(pins, dict):  # `pins = 1`: said like any other bad key, not a crash
+        return "must be a table of package = specifier"
+    for pkg, spec in pins.items():
+        if pkg not in PACKAGES:
+            return f"{pkg!r} is not one of {', '.join(PACKAGES)}"
+        if SPECIFIER.problem(spec):
+            return f"{pkg} = {spec!r} is not a version specifier"
+    return None
+
+
+# an [[issue]] entry of matrix/known_issues.toml, and its [issue.when] conditions
+ISSUE = Table({
+    "id": Key.of(kind(lambda v: isinstance(v, str) and ID.match(v), "{r}: an id is lower-case words joined by '-'"), required=True),
+    "title": Key.of(NONEMPTY_TEXT, required=True),
+    "cause": Key.of(NONEMPTY_TEXT, required=True),
+    "signatures": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem), required=True),
+    "example": Key.of(NONEMPTY_TEXT, required=True),
+    "fix": Key.of(TEXT_LIST, required=True),
+    "pins": Key.of(Kind(_pins_problem)),
+    "sources": Key.of(TEXT_LIST, each=URL, required=True),
+    "when": Key.of(TABLE),
+})
+AXIS_VALUES = kind(lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                   "must be a value or a list of values")
+WHEN = Table({**{key: Key.of(SPECIFIER) for key in (*PACKAGES, "cc")}, **{axis: Key.of(AXIS_VALUES) for axis in CONDITION_AXES}},
+             unknown="unknown condition{hint}")
+
+
 def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     if not isinstance(table, dict):
         problems.append(where("issue", label, "must be a table", table="issue", nth=n))
         return None
-    ok = True
-    for key in table:
-        if key not in KEYS:
-            problems.append(at(key, "unknown key" + did_you_mean(key, KEYS)))
-            ok = False
-    for key in REQUIRED:
-        if key not in table:
-            problems.append(where("issue", label, f"missing key {key!r}", table="issue", nth=n))
-            ok = False
+    ok = check(table, ISSUE, at, problems, lambda msg: where("issue", label, msg, table="issue", nth=n))
+    ok = check(table.get("when") if isinstance(table.get("when"), dict) else {}, WHEN, at_when, problems) and ok
     if not ok:
         return None
-    if not isinstance(table["id"], str) or not ID.match(table["id"]):
-        problems.append(at("id", f"{table['id']!r}: an id is lower-case words joined by '-'"))
-        ok = False
-    for key in ("title", "cause", "example"):
-        if not isinstance(table[key], str) or not table[key].strip():
-            problems.append(at(key, "must be non-empty text"))
-            ok = False
-    signatures = []
-    if not isinstance(table["signatures"], list) or not table["signatures"]:
-        problems.append(at("signatures", "must list at least one regex"))
-        ok = False
-    else:
-        for s in table["signatures"]:
-            try:
-                signatures.append(compile_signature(s))
-            except (re2.error, TypeError) as exc:
-                why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-                why = why.replace("(?m)", "", 1)  # the flag compile_signature adds is not the entry's
-                problems.append(at("signatures", f"{s!r} is not a regex RE2 takes (no lookaround, no backreference): {why}"))
-                ok = False
-    for key in ("fix", "sources"):
-        if not isinstance(table[key], list) or not table[key] or not all(isinstance(x, str) and x.strip() for x in table[key]):
-            problems.append(at(key, "must be a non-empty list of text"))
-            ok = False
-    for url in table["sources"] if isinstance(table["sources"], list) else []:
-        if isinstance(url, str) and not re.match(r"^https?://\S+$", url):
-            problems.append(at("sources", f"{url!r} is not a URL"))
-            ok = False
-    pins = {}
-    raw_pins = table.get("pins") or {}
-    if not isinstance(raw_pins, dict):  # `pins = 1`: said like any other bad key, not a crash
-        problems.append(at("pins", "must be a table of package = specifier"))
-        raw_pins, ok = {}, False
-    for pkg, spec in raw_pins.items():
-        if pkg not in PACKAGES:
-            problems.append(at("pins", f"{pkg!r} is not one of {', '.join(PACKAGES)}"))
-            ok = False
-            continue
-        try:
-            pins[pkg] = SpecifierSet(spec)
-        except (InvalidSpecifier, TypeError):
-            problems.append(at("pins", f"{pkg} = {spec!r} is not a version specifier"))
-            ok = False
-    when = {}
-    raw_when = table.get("when") or {}
-    if not isinstance(raw_when, dict):
-        problems.append(at("when", "must be a table"))
-        raw_when, ok = {}, False
-    for key, value in raw_when.items():
-        if key not in WHEN_KEYS:
-            problems.append(at_when(key, "unknown condition" + did_you_mean(key, WHEN_KEYS)))
-            ok = False
-        elif key in CONDITION_AXES:
-            values = [value] if isinstance(value, str) else value
-            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-                problems.append(at_when(key, "must be a value or a list of values"))
-                ok = False
-            else:
-                when[key] = tuple(v.lower() for v in values)
-        else:
-            try:
-                when[key] = SpecifierSet(value)
-            except (InvalidSpecifier, TypeError):
-                problems.append(at_when(key, f"{value!r} is not a version specifier"))
-                ok = False
-    if signatures and isinstance(table["example"], str):
-        example = clean(table["example"])
-        if not any(s.search(example) for s in signatures):
-            problems.append(at("example", "no signature of this entry matches its own example"))
-            ok = False
-    if not ok:
+    signatures = tuple(compile_signature(s) for s in table["signatures"])
+    if not any(s.search(clean(table["example"])) for s in signatures):
+        problems.append(at("example", "no signature of this entry matches its own example"))
         return None
+    when = {key: SpecifierSet(value) if key not in CONDITION_AXES else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
+            for key, value in (table.get("when") or {}).items()}
     return Issue(
-        id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=tuple(signatures),
-        example=table["example"], fix=tuple(table["fix"]), pins=pins, sources=tuple(table["sources"]), when=when,
+        id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
+        example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
+        sources=tuple(table["sources"]), when=when,
     )

@@ -30,20 +30,17 @@ import itertools
 import math
 import re
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pathlib import Path
 from typing import Any
 
 from harness import strategies
 from harness.cell import AXES, DEFAULT_MODEL, OPTIONS, TOKEN, Cell
-from harness.envs import Stack
+from harness.stacks import Stack, parse_stacks
 from harness.errors import MatrixError
-from harness.packages import STACK
-from harness.tomldata import Locator, did_you_mean, read_toml
+from harness.tomldata import TEXT, Key, Locator, Table, check, did_you_mean, kind, one_of, open_data, read_toml, toml_repr
 
 AXIS_KEYS = AXES + OPTIONS
 MAX_PRODUCT = 100_000  # cells a grid's product may expand to; the project's largest has under 1,000
-TOP_KEYS = ("description", "product", "exclude", "settings")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,9 +80,7 @@ class MatrixData:
             docs[name] = read_toml(path, problems)
         if problems:
             raise MatrixError(problems)
-        for axis in AXIS_KEYS:
-            if axis not in docs["axes"] and axis != "model":  # a compat home may have no models
-                problems.append(f"{directory / 'axes.toml'}: [{axis}]: missing; every axis needs a table")
+        _check_axes(docs["axes"], directory / "axes.toml", problems)
         path = directory / "stacks.toml"
         stacks = parse_stacks(docs["stacks"], path, Locator(path, path.read_text(encoding="utf-8")), problems)
         models = {}
@@ -108,6 +103,37 @@ class MatrixData:
         return decl.get("values")
 
 
+def _regex(value) -> bool:
+    return isinstance(value, str) and re.compile(value) is not None
+
+
+# an axis of matrix/axes.toml: its description, and its values in one of three ways
+AXIS = Table({
+    "description": Key.of(TEXT, required=True, missing="missing: every axis says what it is"),
+    "values": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(x, (str, int, bool)) for x in v),
+                          "must be a non-empty list of values")),
+    "pattern": Key.of(kind(_regex, "{v} is not a regular expression")),
+    "from": Key.of(one_of("stacks", "models", "strategies")),
+})
+
+
+def _check_axes(axes: dict, path: Path, problems: list[str]) -> None:
+    """matrix/axes.toml: a table per axis, each with exactly one of values, pattern or from."""
+    where = Locator(path, path.read_text(encoding="utf-8"))
+    for axis in AXIS_KEYS:
+        if axis not in axes and axis != "model":  # a compat home may have no models
+            problems.append(f"{path}: [{axis}]: missing; every axis needs a table")
+    for axis, decl in axes.items():
+        at = functools.partial(where, table=axis)
+        if axis not in AXIS_KEYS:
+            problems.append(at(axis, f"[{axis}]", f"unknown axis{did_you_mean(axis, AXIS_KEYS)}; compat's cells have {', '.join(AXIS_KEYS)}"))
+        elif not isinstance(decl, dict):
+            problems.append(at(axis, f"[{axis}]", "must be a table"))
+        elif check(decl, AXIS, lambda key, msg: at(key, f"[{axis}].{key}", msg), problems) and \
+                sum(k in decl for k in ("values", "pattern", "from")) != 1:
+            problems.append(at(axis, f"[{axis}]", "needs exactly one of values, pattern or from"))
+
+
 def is_grid(path: Path) -> bool:
     """Whether a file is a grid (it has a [product] table), not one of matrix/'s data files."""
     try:
@@ -121,36 +147,56 @@ def grid_paths(directory: Path) -> list[Path]:
     return [p for p in sorted(directory.glob("*.toml")) if is_grid(p)]
 
 
+# a grid file's top level
+_NO_PRODUCT = "missing; a matrix needs a [product] table"
+_EXCLUDES = kind(lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "must be an array of tables ([[exclude]])")
+GRID = Table({
+    "description": Key.of(TEXT),
+    "product": Key.of(kind(lambda v: isinstance(v, dict), _NO_PRODUCT), required=True, missing=_NO_PRODUCT),
+    "exclude": Key.of(_EXCLUDES),
+    "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
+})
+_GRID_LABELS = {"product": "[product]", "exclude": "[[exclude]]"}
+
+
 def load_matrix(path: Path, data: MatrixData) -> Matrix:
+    """A grid file, checked against `data` and expanded into its cells; every problem is
+    raised at once as a MatrixError."""
+    doc, where = open_data(path)
     problems: list[str] = []
-    doc = read_toml(path, problems)
+    check(doc, GRID, lambda key, msg: where(key, _GRID_LABELS.get(key, key), msg), problems)
+    product = doc.get("product") if isinstance(doc.get("product"), dict) else {}
+    axes_values = _product(product, data, where, problems)
+    excludes = doc.get("exclude", [])
+    excludes = _excludes(excludes if _EXCLUDES.problem(excludes) is None else [], data, where, problems)
+    given = doc.get("settings", {})
+    settings = settings_over(data.defaults, given, "settings", where, problems)
+    for part in ("model", "train") if isinstance(given, dict) else ():
+        if part in given:
+            problems.append(where(part, f"[settings.{part}]", MEASURED_IN_ID, table=f"settings.{part}"))
     if problems:
         raise MatrixError(problems)
-    text = path.read_text(encoding="utf-8")
-    where = Locator(path, text)
-
-    for key in doc:
-        if key not in TOP_KEYS:
-            problems.append(where(key, key, f"unknown key{did_you_mean(key, TOP_KEYS)}"))
+    cells = _expand(axes_values, excludes, path, where)
+    _check_ranks(cells, where, problems)
+    if problems:
+        raise MatrixError(problems)
     description = doc.get("description", "")
-    if not isinstance(description, str):
-        problems.append(where("description", "description", "must be a string"))
+    return Matrix(path, description, tuple(cells), settings, data.models)
 
-    product = doc.get("product")
-    if not isinstance(product, dict):
-        problems.append(where("product", "[product]", "missing; a matrix needs a [product] table"))
-        product = {}
+
+def _product(product: dict, data: MatrixData, where, problems: list[str]) -> dict[str, list]:
+    """[product]: axis -> its values, each checked against matrix/axes.toml."""
     axes_values: dict[str, list] = {}
+    at = functools.partial(where, table="product")
     for key, values in product.items():
         label = f"[product].{key}"
-        at = functools.partial(where, table="product")
         if key not in AXIS_KEYS:
             problems.append(at(key, label, f"unknown axis{did_you_mean(key, AXIS_KEYS)}"))
             continue
         if not isinstance(values, list) or not values:
             problems.append(at(key, label, "must be a non-empty list of values"))
             continue
-        good = [v for v in values if _check_value(data, key, v, at, label, problems)]
+        good = [v for v in values if check_axis_value(data, key, v, at, label, problems)]
         dupes = sorted({repr(v) for v in good if good.count(v) > 1})
         if dupes:
             problems.append(at(key, label, f"repeated value {', '.join(dupes)}"))
@@ -158,12 +204,12 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     for axis in AXES:
         if product and axis not in product:
             problems.append(where("product", f"[product].{axis}", "missing; every axis needs a list", table="product"))
+    return axes_values
 
-    excludes = doc.get("exclude", [])
-    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
-        problems.append(where("exclude", "[[exclude]]", "must be an array of tables ([[exclude]])"))
-        excludes = []
-    checked_excludes: list[dict[str, list]] = []
+
+def _excludes(excludes: list[dict], data: MatrixData, where, problems: list[str]) -> list[dict[str, list]]:
+    """[[exclude]]: each rule as axis -> the values it drops, checked like [product]'s."""
+    rules: list[dict[str, list]] = []
     for i, entry in enumerate(excludes):
         rule: dict[str, list] = {}
         at = functools.partial(where, table="exclude", nth=i)
@@ -175,18 +221,13 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
                 problems.append(at(key, label, f"unknown axis{did_you_mean(key, AXIS_KEYS)}"))
                 continue
             values = value if isinstance(value, list) else [value]
-            rule[key] = [v for v in values if _check_value(data, key, v, at, label, problems)]
-        checked_excludes.append(rule)
+            rule[key] = [v for v in values if check_axis_value(data, key, v, at, label, problems)]
+        rules.append(rule)
+    return rules
 
-    given = doc.get("settings", {})
-    settings = settings_over(data.defaults, given, "settings", where, problems)
-    for part in ("model", "train") if isinstance(given, dict) else ():
-        if part in given:
-            problems.append(where(part, f"[settings.{part}]", MEASURED_IN_ID, table=f"settings.{part}"))
 
-    if problems:
-        raise MatrixError(problems)
-
+def _expand(axes_values: dict[str, list], excludes: list[dict[str, list]], path: Path, where) -> list[Cell]:
+    """The product's cells less those an exclude rule drops (every key of the rule matches)."""
     keys = [k for k in AXIS_KEYS if k in axes_values]
     size = math.prod(len(axes_values[k]) for k in keys)
     if size > MAX_PRODUCT:
@@ -195,12 +236,16 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     cells = []
     for combo in itertools.product(*(axes_values[k] for k in keys)):
         fields = dict(zip(keys, combo))
-        if any(all(fields.get(k) in vs for k, vs in rule.items()) for rule in checked_excludes):
+        if any(all(fields.get(k) in vs for k, vs in rule.items()) for rule in excludes):
             continue
         cells.append(Cell(**fields))
     if not cells:
         raise MatrixError([f"{path}: [[exclude]]: the excludes drop every cell of the product"])
-    # each strategy takes the ranks it can run with: name the cells and the exact fix
+    return cells
+
+
+def _check_ranks(cells: list[Cell], where, problems: list[str]) -> None:
+    """Each strategy takes the ranks it can run with: name the cells and the exact fix."""
     for strategy in strategies.TABLE:
         bad = [c for c in cells if c.strategy == strategy.name and not strategy.takes(c.ranks)]
         if bad:
@@ -214,9 +259,6 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
                 f"{bad[0].ranks} rank(s); {strategy.name} takes {allowed}: add [[exclude]] {fix}",
                 table="product",
             ))
-    if problems:
-        raise MatrixError(problems)
-    return Matrix(path, description, tuple(cells), settings, data.models)
 
 
 # a grid's [settings] may not change what its cells measure: a cell's id names what it measures
@@ -225,10 +267,6 @@ MEASURED_IN_ID = (
     "ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], and [NAME.train] for "
     "the run) and name it in [product].model: the cell ids then carry it (m_NAME)"
 )
-
-
-STACK_PACKAGES = STACK  # harness/packages.py
-STACK_KEYS = ("description", "provider", "canary", "torch", "python", "python_why", *STACK_PACKAGES)
 
 
 def parse_models(doc: dict, defaults: dict, path: Path, problems: list[str]) -> dict[str, dict]:
@@ -258,69 +296,11 @@ def parse_models(doc: dict, defaults: dict, path: Path, problems: list[str]) -> 
     return models
 
 
-def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str, Stack]:
-    stacks = {}
-    for name, table in doc.items():
-        at = functools.partial(where, table=name)
-        if not TOKEN.match(name):
-            problems.append(at(name, f"[{name}]", "a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)"))
-            continue
-        if not isinstance(table, dict):
-            problems.append(at(name, f"[{name}]", "must be a table"))
-            continue
-        ok = True
-        for key, value in table.items():
-            label = f"[{name}].{key}"
-            if key not in STACK_KEYS:
-                problems.append(at(key, label, f"unknown key{did_you_mean(key, STACK_KEYS)}"))
-                ok = False
-            elif key in ("description", "provider", "torch", "python", "python_why", *STACK_PACKAGES) and not isinstance(value, str):
-                problems.append(at(key, label, "must be a string"))
-                ok = False
-            elif key == "canary" and not isinstance(value, bool):
-                problems.append(at(key, label, "must be true or false"))
-                ok = False
-            elif key == "provider" and value not in ("env", "current"):
-                problems.append(at(key, label, f"{_toml_repr(value)} is not one of \"env\", \"current\""))
-                ok = False
-            elif key == "python":
-                try:
-                    SpecifierSet(value)
-                except InvalidSpecifier:
-                    problems.append(at(key, label, f"{_toml_repr(value)} is not a version specifier like \"<3.12\""))
-                    ok = False
-            elif key in STACK_PACKAGES or (key == "torch" and value != "inherit"):
-                try:
-                    spec = SpecifierSet(value)
-                except InvalidSpecifier:
-                    problems.append(at(key, label, f"{_toml_repr(value)} is not a version specifier like \"==4.33.0\" or \">=4.40,<4.41\"" + (" (or \"inherit\")" if key == "torch" else "")))
-                    ok = False
-                    continue
-                if table.get("canary") and any(s.operator in ("==", "===") for s in spec):
-                    problems.append(at(key, label, "a canary takes the newest release: give a range or \"\", not an exact pin"))
-                    ok = False
-        current = table.get("provider") == "current"
-        if current and any(k in table for k in ("torch", "canary", "python", *STACK_PACKAGES)):
-            problems.append(at(name, f"[{name}]", "provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary"))
-            ok = False
-        if ok:
-            stacks[name] = Stack(
-                name=name,
-                description=table.get("description", ""),
-                current=current,
-                canary=bool(table.get("canary", False)),
-                torch=table.get("torch", "inherit"),
-                packages=tuple((p, table[p]) for p in STACK_PACKAGES if p in table),
-                python=table.get("python", ""),
-                python_why=table.get("python_why", ""),
-            )
-    return stacks
-
-
 # ------------------------------------------------------------------------------------------------
 
 
-def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, problems: list) -> bool:
+def check_axis_value(data: MatrixData, axis: str, value: Any, where, label: str, problems: list) -> bool:
+    """Whether `value` is a value of `axis` (matrix/axes.toml); if not, the problem is appended."""
     decl = data.axes.get(axis, {})
     allowed = data.allowed(axis)
     if allowed is not None:
@@ -328,14 +308,14 @@ def _check_value(data: MatrixData, axis: str, value: Any, where, label: str, pro
         if any(type(value) is type(a) and value == a for a in allowed):
             return True
         hint = did_you_mean(str(value), [str(a) for a in allowed])
-        shown = ", ".join(_toml_repr(a) for a in allowed)
-        problems.append(where(axis, label, f"{_toml_repr(value)} is not one of {shown}{hint}"))
+        shown = ", ".join(toml_repr(a) for a in allowed)
+        problems.append(where(axis, label, f"{toml_repr(value)} is not one of {shown}{hint}"))
         return False
     pattern = decl.get("pattern")
     if isinstance(value, str) and pattern and re.match(pattern, value):
         return True
     problems.append(
-        where(axis, label, f"{_toml_repr(value)} is not valid: {decl.get('description', pattern)}")
+        where(axis, label, f"{toml_repr(value)} is not valid: {decl.get('description', pattern)}")
     )
     return False
 
@@ -377,12 +357,12 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
         ok = type(value) is type(default) or (type(default) is float and type(value) is int)
         if not ok:
             problems.append(
-                where(key, label, f"{_toml_repr(value)} must be {_TYPE_NAMES[type(default)]} like the default {_toml_repr(default)}")
+                where(key, label, f"{toml_repr(value)} must be {_TYPE_NAMES[type(default)]} like the default {toml_repr(default)}")
             )
             continue
         if key in _SETTING_CHOICES and value not in _SETTING_CHOICES[key]:
-            shown = ", ".join(_toml_repr(c) for c in _SETTING_CHOICES[key])
-            problems.append(where(key, label, f"{_toml_repr(value)} is not one of {shown}{did_you_mean(value, _SETTING_CHOICES[key])}"))
+            shown = ", ".join(toml_repr(c) for c in _SETTING_CHOICES[key])
+            problems.append(where(key, label, f"{toml_repr(value)} is not one of {shown}{did_you_mean(value, _SETTING_CHOICES[key])}"))
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and key != "seed":
             problems.append(where(key, label, f"{value} must be greater than 0"))
@@ -391,12 +371,4 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
 
 
 _SETTING_CHOICES = {"order": ("shuffled", "ascending"), "padding": ("longest", "max_length"), "base_dtype": ("float32", "compute")}
-_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-
-
-def _toml_repr(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return repr(value)
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list"}

@@ -14,16 +14,33 @@ on), `cuda_context_mib` and its `cuda_context_sources`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from harness.errors import MatrixError, UsageError
 from harness import fit
 from harness.fit import Shape, load_json_config
-from harness.tomldata import did_you_mean, load_data
+from harness.tomldata import POSITIVE_INT, TEXT, TEXT_LIST, URL, Key, Table, check, did_you_mean, kind, load_data
 
 CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                "vocab_size", "tie_word_embeddings", "head_dim", "attention_bias")
-ENTRY_KEYS = ("title", "sizes", "sources", "parameters", *CONFIG_KEYS)
+_SOURCES = "missing: every model config cites where its values are stated"
+# a [model.KEY] table of matrix/model_configs.toml; its config keys are checked by fit.Shape
+MODEL = Table({
+    "title": Key.of(TEXT),
+    "sizes": Key.of(kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"\d+(\.\d+)?[Bb]", x) for x in v),
+                         'must be a list of sizes like "7B"')),
+    "sources": Key.of(kind(lambda v: isinstance(v, list) and v, _SOURCES), each=URL, required=True, missing=_SOURCES),
+    "parameters": Key.of(POSITIVE_INT),
+    **{key: Key.of() for key in CONFIG_KEYS},
+})
+FIT = Table({
+    "calibration": Key.of(TEXT_LIST, required=True),
+    "cuda_context_mib": Key.of(kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "{r} must be a number of MiB"),
+                               required=True),
+    "cuda_context_sources": Key.of(TEXT_LIST, each=URL, required=True),
+}, missing="missing")
+ENTRY_KEYS = tuple(MODEL.keys)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,23 +89,20 @@ class ModelConfigs:
         models = []
         for key, table in (doc.get("model") or {}).items():
             at = lambda k, msg: where(k, f"[model.{key}].{k}", msg, table=f"model.{key}")  # noqa: E731
-            unknown = [k for k in table if k not in ENTRY_KEYS]
-            for k in unknown:
-                problems.append(at(k, f"unknown key{did_you_mean(k, ENTRY_KEYS)}"))
-            if not table.get("sources"):
-                problems.append(at("sources", "missing: every model config cites where its values are stated"))
+            if not isinstance(table, dict):
+                problems.append(where(key, f"[model.{key}]", "must be a table"))
+                continue
+            ok = check(table, MODEL, at, problems)
             try:
                 shape = Shape.from_config({k: v for k, v in table.items() if k in CONFIG_KEYS}, name=key)
             except UsageError as exc:
                 problems.append(at("hidden_size", str(exc)))
                 continue
-            if not unknown:
+            if ok:
                 models.append(ModelConfig(key, table.get("title", key), tuple(table.get("sizes", ())), shape,
-                                          tuple(table.get("sources", ())), table.get("parameters")))
-        fit = doc.get("fit") or {}
-        for k in ("calibration", "cuda_context_mib", "cuda_context_sources"):
-            if k not in fit:
-                problems.append(where(k, f"[fit].{k}", "missing", table="fit"))
+                                          tuple(table["sources"]), table.get("parameters")))
+        fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
+        check(fit, FIT, lambda k, msg: where(k, f"[fit].{k}", msg, table="fit"), problems)
         if problems:
             raise MatrixError(problems)
         return cls(path, tuple(models), frozenset(fit["calibration"]), float(fit["cuda_context_mib"]) * 2**20,

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from harness import strategies
 from harness.errors import MatrixError, UsageError
-from harness.tomldata import Locator, NotAFile, did_you_mean, load_data, read_regular, read_toml
+from harness import tomldata
+from harness.tomldata import TEXT, Key, NotAFile, Table, check, did_you_mean, load_data, open_data, read_regular
 
 KINDS = ("llamafactory", "deepspeed", "accelerate", "training_args")
 TITLES = {"llamafactory": "LLaMA-Factory training YAML", "deepspeed": "DeepSpeed JSON",
@@ -505,10 +506,38 @@ def result_text(rec: dict) -> str:
 
 # -- presets -------------------------------------------------------------------------------------
 
-PRESET_KEYS = ("description", "configs", "gpus", "gpu", "sources", "settings", "variant")
-VARIANT_KEYS = ("name", "description", "configs", "gpus", "settings")
 # cell fields a variant may set, laid over what the configs map to
 VARIANT_AXES = ("stack", "precision", "quantization", "method", "strategy", "grad_ckpt", "expandable_segments")
+_SAYS_WHAT = "missing: a preset says what it is and where it comes from"
+_NO_CONFIGS = "missing: the configs the preset runs"
+_NONBLANK = tomldata.kind(lambda v: isinstance(v, str) and v.strip(), "must be a non-empty string")
+_CARDS = tomldata.kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "{r} must be a whole number of cards, 1 or more")
+_CONFIGS = tomldata.kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
+                "must be a list of file names in the preset's folder")
+_VARIANTS = tomldata.kind(lambda v: isinstance(v, list) and v and all(isinstance(x, dict) for x in v),
+                          "must be one or more [[variant]] tables")
+# matrix/presets/NAME/preset.toml, and each of its [[variant]] tables
+PRESET = Table({
+    "description": Key.of(_NONBLANK, required=True, missing=_SAYS_WHAT),
+    "configs": Key.of(_CONFIGS, tomldata.kind(bool, _NO_CONFIGS), required=True, missing=_NO_CONFIGS),
+    "gpus": Key.of(_CARDS),
+    "gpu": Key.of(tomldata.kind(lambda v: isinstance(v, str), "must be a non-empty string")),
+    "sources": Key.of(tomldata.kind(lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x.startswith("https://") for x in v),
+                           "must list the reports the preset mirrors, as https:// addresses"),
+                      required=True, missing="must list the reports the preset mirrors, as https:// addresses"),
+    "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
+    "variant": Key.of(_VARIANTS),
+}, unknown="unknown key{hint}; a preset has {keys}")
+VARIANT = Table({
+    "name": Key.of(_NONBLANK, tomldata.kind(lambda v: re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", v), "{r}: lower-case letters, digits, '_', '.' and '-'"),
+                   required=True, missing=_SAYS_WHAT),
+    "description": Key.of(TEXT),
+    "configs": Key.of(_CONFIGS),
+    "gpus": Key.of(_CARDS),
+    "settings": Key.of(),
+    **{axis: Key.of() for axis in VARIANT_AXES},  # each checked against matrix/axes.toml (check_axis_value)
+})
+_PRESET_LABELS = {"variant": "[[variant]]"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -541,88 +570,56 @@ def preset_names(matrix_dir: Path) -> list[str]:
 def load_preset(matrix_dir: Path, name: str, data) -> Preset:
     """matrix/presets/NAME/preset.toml, checked against `data` (MatrixData: axes, stacks and
     defaults); every problem is reported at once, each with file:line."""
-    from harness.matrix import _check_value, settings_over
+    from harness.matrix import settings_over
 
     names = preset_names(matrix_dir)
     if name not in names:
         raise UsageError(f"no preset {name!r}{did_you_mean(name, names)}; matrix/presets/ has {', '.join(names) or 'none'}")
     folder = matrix_dir / "presets" / name
-    path = folder / "preset.toml"
+    doc, where = open_data(folder / "preset.toml")
     problems: list[str] = []
-    doc = read_toml(path, problems)
-    if problems:
-        raise MatrixError(problems)
-    where = Locator(path, path.read_text(encoding="utf-8"))
-    for key in doc:
-        if key not in PRESET_KEYS:
-            problems.append(where(key, key, f"unknown key{did_you_mean(key, PRESET_KEYS)}; a preset has {', '.join(PRESET_KEYS)}"))
-
-    def text(values: dict, key: str, label: str, required: bool, **at) -> str:
-        value = values.get(key, "")
-        if not isinstance(value, str) or (required and not value.strip()):
-            problems.append(where(key, label, "missing: a preset says what it is and where it comes from" if key not in values
-                                  else "must be a non-empty string", **at))
-            return ""
-        return value
-
-    def config_files(values: dict, label: str, **at) -> tuple[Path, ...]:
-        value = values.get("configs", [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            problems.append(where("configs", label, "must be a list of file names in the preset's folder", **at))
-            return ()
-        missing = [v for v in value if not (folder / v).is_file()]
-        if missing:
-            problems.append(where("configs", label, f"no such file in {folder}: {', '.join(missing)}", **at))
-        return tuple(folder / v for v in value)
-
-    def cards(values: dict, label: str, default, **at) -> int | None:
-        value = values.get("gpus", default)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            problems.append(where("gpus", label, f"{value!r} must be a whole number of cards, 1 or more", **at))
-            return default
-        return value
-
-    description = text(doc, "description", "description", True)
-    configs = config_files(doc, "configs")
-    if not configs:
-        problems.append(where("configs", "configs", "missing: the configs the preset runs"))
-    sources = doc.get("sources", [])
-    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.startswith("https://") for s in sources):
-        problems.append(where("sources", "sources", "must list the reports the preset mirrors, as https:// addresses"))
-        sources = []
-    gpus = cards(doc, "gpus", 1)
-    gpu = text(doc, "gpu", "gpu", False)
+    check(doc, PRESET, lambda key, msg: where(key, _PRESET_LABELS.get(key, key), msg), problems)
+    configs = _config_files(doc, folder, lambda msg: where("configs", "configs", msg), problems)
     settings = settings_over(data.defaults, doc.get("settings", {}), "settings", where, problems)
-
-    variants = []
     raw = doc.get("variant", [{"name": "as-given"}])
-    if not isinstance(raw, list) or not all(isinstance(v, dict) for v in raw) or not raw:
-        problems.append(where("variant", "[[variant]]", "must be one or more [[variant]] tables"))
-        raw = []
-    for n, v in enumerate(raw):
-        at = {"table": "variant", "nth": n}
-        label = f"[[variant]] #{n + 1}"
-        for key in v:
-            if key not in VARIANT_KEYS + VARIANT_AXES:
-                problems.append(where(key, f"{label}.{key}", f"unknown key{did_you_mean(key, VARIANT_KEYS + VARIANT_AXES)}", **at))
-        vname = text(v, "name", f"{label}.name", True, **at)
-        if vname and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", vname):
-            problems.append(where("name", f"{label}.name", f"{vname!r}: lower-case letters, digits, '_', '.' and '-'", **at))
-        if vname in [x.name for x in variants]:
-            problems.append(where("name", f"{label}.name", f"{vname!r} is the name of an earlier variant", **at))
-        axes = {}
-        for axis in VARIANT_AXES:
-            if axis in v and _check_value(data, axis, v[axis], functools.partial(where, **at), f"{label}.{axis}", problems):
-                axes[axis] = v[axis]
-        own = settings_over(settings, v.get("settings", {}), "variant.settings", where, problems)
-        vgpus = cards(v, f"{label}.gpus", None, **at)
-        changes = tuple(f"{part}.{k} = {val!r}" for part, sub in (v.get("settings") or {}).items() if isinstance(sub, dict)
-                        for k, val in sub.items())
-        variants.append(Variant(vname, v.get("description", "") if isinstance(v.get("description", ""), str) else "",
-                                config_files(v, f"{label}.configs", **at), axes, own, changes, vgpus))
+    variants: list[Variant] = []
+    for n, v in enumerate(raw if _VARIANTS.problem(raw) is None else []):
+        variants.append(_variant(v, n, folder, settings, data, where, problems, [x.name for x in variants]))
     if problems:
         raise MatrixError(problems)
-    return Preset(name, description, configs, gpus, gpu, tuple(sources), tuple(variants))
+    return Preset(name, doc["description"], configs, doc.get("gpus", 1), doc.get("gpu", ""), tuple(doc["sources"]), tuple(variants))
+
+
+def _config_files(values: dict, folder: Path, at, problems: list[str]) -> tuple[Path, ...]:
+    """The config files a preset or variant names (already checked to be a list of names), each
+    in the preset's folder."""
+    names = values.get("configs", [])
+    if _CONFIGS.problem(names):
+        return ()
+    missing = [v for v in names if not (folder / v).is_file()]
+    if missing:
+        problems.append(at(f"no such file in {folder}: {', '.join(missing)}"))
+    return tuple(folder / v for v in names)
+
+
+def _variant(v: dict, n: int, folder: Path, settings: dict, data, where, problems: list[str], earlier: list[str]) -> "Variant":
+    """A preset's n-th [[variant]], checked; its settings laid over the preset's."""
+    from harness.matrix import check_axis_value, settings_over
+
+    label = f"[[variant]] #{n + 1}"
+    at = functools.partial(where, table="variant", nth=n)
+    check(v, VARIANT, lambda key, msg: at(key, f"{label}.{key}", msg), problems)
+    vname = v.get("name") if isinstance(v.get("name"), str) else ""
+    if vname and vname in earlier:
+        problems.append(at("name", f"{label}.name", f"{vname!r} is the name of an earlier variant"))
+    axes = {axis: v[axis] for axis in VARIANT_AXES
+            if axis in v and check_axis_value(data, axis, v[axis], at, f"{label}.{axis}", problems)}
+    own = settings_over(settings, v.get("settings", {}), "variant.settings", where, problems)
+    changes = tuple(f"{part}.{k} = {val!r}" for part, sub in (v.get("settings") or {}).items() if isinstance(sub, dict)
+                    for k, val in sub.items())
+    configs = _config_files(v, folder, lambda msg: at("configs", f"{label}.configs", msg), problems)
+    return Variant(vname, v.get("description", "") if isinstance(v.get("description", ""), str) else "", configs, axes, own, changes,
+                   v.get("gpus") if _CARDS.problem(v.get("gpus", 1)) is None else None)
 
 
 @dataclasses.dataclass
@@ -731,17 +728,21 @@ def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None
         settings["train"].update(req.train)
         ctx = runner.RunContext(
             results_dir=results, records_path=results / "records.jsonl", settings=settings, models=data.models, host=host,
-            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager, fsdp_args=fsdp_args(req),
+            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager,
+        )
+        deepspeed_config = None
+        if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
+            ctx.log_dir.mkdir(parents=True, exist_ok=True)
+            deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
+            table.write_atomic(deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
+        override = runner.Override(
+            deepspeed_config=deepspeed_config, fsdp_args=fsdp_args(req),
             record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
                                         "configs": [str(source.path) for source in job.sources]}},
         )
-        if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
-            ctx.log_dir.mkdir(parents=True, exist_ok=True)
-            ctx.deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
-            table.write_atomic(ctx.deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
         if variant:
             print(f"== variant {variant.name}: {cell.id}", flush=True)
-        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report)
+        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report, overrides={cell.id: override})
         print(result_text(rec), end="", flush=True)
         recs.append(rec)
     return recs

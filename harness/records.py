@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 
 from harness.errors import ResultsWriteError
+from harness.outcome import Outcome
 from harness.packages import TRACKED as TRACKED_PACKAGES
 
 SCHEMA_VERSION = 1
@@ -32,7 +33,7 @@ SCHEMA_VERSION = 1
 RUN_ID = r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$"  # 20261124T233806Z-02f0ef; joined into results/logs/RUN/
 RUNNER_NAME = r"^[A-Za-z0-9][A-Za-z0-9 ._@+()-]{0,99}$"  # a host or runner name: text, never markup or a path
 CI_RUN = r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/[0-9]{1,20}$"
-OUTCOMES = ("pass", "fail", "oom", "unsupported", "timeout", "crash", "install-error", "infra")
+OUTCOMES = tuple(o.value for o in Outcome)  # pass, fail, oom, unsupported, timeout, crash, install-error, infra
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 MAX_LINE_BYTES = 4 * 2**20  # a record is a few KiB; a longer "line" is some other file
 

@@ -21,15 +21,14 @@ import dataclasses
 import re
 from pathlib import Path
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
-from harness import strategies
+from harness import strategies, tomldata
 from harness.errors import MatrixError
 from harness.gpus import GpuModel, GpuDb
 from harness.known_issues import PACKAGES, KnownIssues
 from harness.records import packages as record_packages
-from harness.tomldata import load_data
 
 METHODS = ("full", "lora", "qlora")
 TE_MATRIX = "https://nvidia.github.io/TransformerEngine/support_matrix.html"
@@ -108,63 +107,62 @@ class ResolverData:
         return cls(gpus, torch, bnb, issues)
 
 
+_ARCH = tomldata.kind(lambda v: isinstance(v, str) and re.fullmatch(r"\d+\.\d(\+PTX)?", v), '{r} is not a compute capability like "8.6"')
+_LIST = tomldata.kind(lambda v: isinstance(v, list) and v, "must be a non-empty list")
+_CUDA_TARGETS = tomldata.Kind(lambda v: "must be a table of CUDA specifier = [archs]" if not isinstance(v, dict) else next(
+    (f"{spec} = {archs!r}: not a CUDA specifier and a list of compute capabilities" for spec, archs in v.items()
+     if tomldata.SPECIFIER.problem(spec) or not isinstance(archs, list) or any(map(_ARCH.problem, archs))), None))
+# matrix/builds.toml's [[torch]] and [[bitsandbytes]] entries; every key is required
+TORCH_BUILD = tomldata.Table({
+    "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+    "latest": tomldata.Key.of(tomldata.VERSION, required=True),
+    "variant": tomldata.Key.of(tomldata.kind(lambda v: isinstance(v, str) and re.fullmatch(r"cu\d{3}", v), "{r} is not a CUDA variant like cu126"),
+                               required=True),
+    "archs": tomldata.Key.of(_LIST, each=_ARCH, required=True),
+    "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
+}, missing="missing")
+BNB_BUILD = tomldata.Table({
+    "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+    "latest": tomldata.Key.of(tomldata.VERSION, required=True),
+    "min_cc_4bit": tomldata.Key.of(tomldata.CC, required=True),
+    "min_cc_int8_fast": tomldata.Key.of(tomldata.CC, required=True),
+    "torch": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+    "cuda_targets": tomldata.Key.of(_CUDA_TARGETS, required=True),
+    "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
+}, missing="missing")
+
+
 def _load_builds(path: Path, problems: list[str]):
     try:
-        doc, where = load_data(path, ("torch", "bitsandbytes", "sources"))
+        doc, where = tomldata.load_data(path, ("torch", "bitsandbytes", "sources"))
     except MatrixError as exc:
         problems += exc.problems
         return (), ()
-    torch, bnb = [], []
-    for n, t in enumerate(doc.get("torch") or []):
-        at = lambda k, msg: problems.append(where(k, f"[[torch]] #{n + 1}.{k}", msg, table="torch", nth=n))  # noqa: E731
-        try:
-            torch.append(TorchBuild(
-                SpecifierSet(t["versions"]), Version(t["latest"]), t["variant"],
-                tuple(t["archs"]), tuple(t["sources"]),
-            ))
-            if not re.fullmatch(r"cu\d{3}", t["variant"]):
-                at("variant", f"{t['variant']!r} is not a CUDA variant like cu126")
-            for arch in t["archs"]:
-                if not re.fullmatch(r"\d+\.\d(\+PTX)?", arch):
-                    at("archs", f"{arch!r} is not a compute capability like \"8.6\"")
+    sources = doc.get("sources") if isinstance(doc.get("sources"), dict) else {}
+    for url in sources.values():
+        if tomldata.URL.problem(url):
+            problems.append(where("sources", "[sources]", tomldata.URL.problem(url), table="sources"))
+
+    def entries(name: str, table: tomldata.Table):
+        for n, t in enumerate(doc.get(name) if isinstance(doc.get(name), list) else []):
+            at = lambda k, msg: where(k, f"[[{name}]] #{n + 1}.{k}", msg, table=name, nth=n)  # noqa: E731
+            if not tomldata.check(t, table, at, problems):
+                continue
             if Version(t["latest"]) not in SpecifierSet(t["versions"]):
-                at("latest", f"{t['latest']} is not in {t['versions']}")
-        except KeyError as exc:
-            at(exc.args[0], "missing")
-        except (InvalidSpecifier, InvalidVersion, TypeError) as exc:
-            at("versions", f"not a version or specifier: {exc}")
-    for n, t in enumerate(doc.get("bitsandbytes") or []):
-        at = lambda k, msg: problems.append(where(k, f"[[bitsandbytes]] #{n + 1}.{k}", msg, table="bitsandbytes", nth=n))  # noqa: E731
-        try:
-            bnb.append(BnbBuild(
-                SpecifierSet(t["versions"]), Version(t["latest"]), _cc(t["min_cc_4bit"]), _cc(t["min_cc_int8_fast"]),
-                SpecifierSet(t["torch"]),
-                tuple((SpecifierSet(k), tuple(v)) for k, v in t["cuda_targets"].items()),
-                tuple(t["sources"]),
-            ))
-        except KeyError as exc:
-            at(exc.args[0], "missing")
-        except (InvalidSpecifier, InvalidVersion, TypeError, ValueError, AttributeError) as exc:
-            at("versions", f"not valid: {exc}")
-    for url in (doc.get("sources") or {}).values():
-        if not re.match(r"^https?://\S+$", str(url)):
-            problems.append(where("sources", "[sources]", f"{url!r} is not a URL", table="sources"))
-    sources = doc.get("sources") or {}
+                problems.append(at("latest", f"{t['latest']} is not in {t['versions']}"))
+            for k in t["sources"]:
+                if k not in sources:
+                    problems.append(where("sources", f"{path.name}", f"source {k!r} is not a key of [sources]"))
+            yield t, tuple(sources.get(k, "") for k in t["sources"])
 
-    def resolve(keys):
-        out = []
-        for k in keys:
-            if k in sources:
-                out.append(sources[k])
-            else:
-                problems.append(where("sources", f"{path.name}", f"source {k!r} is not a key of [sources]"))
-        return tuple(out)
-
-    torch = [dataclasses.replace(b, sources=resolve(b.sources)) for b in torch]
-    bnb = [dataclasses.replace(b, sources=resolve(b.sources)) for b in bnb]
+    torch = tuple(TorchBuild(SpecifierSet(t["versions"]), Version(t["latest"]), t["variant"], tuple(t["archs"]), srcs)
+                  for t, srcs in entries("torch", TORCH_BUILD))
+    bnb = tuple(BnbBuild(SpecifierSet(t["versions"]), Version(t["latest"]), _cc(t["min_cc_4bit"]), _cc(t["min_cc_int8_fast"]),
+                         SpecifierSet(t["torch"]), tuple((SpecifierSet(k), tuple(v)) for k, v in t["cuda_targets"].items()), srcs)
+                for t, srcs in entries("bitsandbytes", BNB_BUILD))
     if not torch:
         problems.append(f"{path}: no [[torch]] builds")
-    return tuple(torch), tuple(bnb)
+    return torch, bnb
 
 
 # -- the answer ------------------------------------------------------------------------------

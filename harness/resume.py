@@ -42,7 +42,7 @@ def latest_run(results: Path, planned: list, recs: list[dict]) -> tuple[str, set
 def write_journal(ctx, cells: list) -> None:
     """logs/RUN/run.json: which cells a run set out to run, written before the first one starts
     (what --resume reads besides the records). A resumed run adds its cells to its journal."""
-    from harness import runner
+    from harness import cellrecord
 
     path = ctx.log_dir / "run.json"
     try:
@@ -52,5 +52,5 @@ def write_journal(ctx, cells: list) -> None:
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     table.write_atomic(path, json.dumps({
         "run_id": ctx.run_id, "runner": ctx.runner["name"], "cells": sorted(before | {c.id for c in cells}),
-        "started_at": runner.now(),
+        "started_at": cellrecord.now(),
     }, indent=1) + "\n")

@@ -1,7 +1,17 @@
-"""Reading the project's TOML data (matrix/*.toml) with errors that name the file and line."""
+"""Reading and checking the project's TOML data (matrix/*.toml) with errors that name the file and
+line.
+
+Each data file declares its tables beside the code that reads it: the keys a table takes, which
+are required, and the kind of value each holds (a `Kind`: a test and what is said of a value that
+fails it). `check` holds a table to its declaration, with one message style for every file:
+"unknown key (did you mean ...)", "missing ...", and the kind's own words, each at file:line.
+What only a whole file can say (an alias given twice, an example its own signatures do not
+match) stays with the file's loader.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import errno
 import os
@@ -9,6 +19,10 @@ import re
 import stat
 import tomllib
 from pathlib import Path
+from typing import Any, Callable
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from harness.errors import MatrixError
 
@@ -71,16 +85,139 @@ def did_you_mean(word: str, choices) -> str:
 
 def load_data(path: Path, tables: tuple[str, ...]) -> tuple[dict, "Locator"]:
     """A data file and its locator; MatrixError if it cannot be read, or has top-level keys
-    other than `tables`."""
+    other than `tables`, or one of them is not a table (or, for `[[name]]`, an array of tables)."""
+    doc, where = open_data(path)
+    problems: list[str] = []
+    for key, value in doc.items():
+        if key not in tables:
+            problems.append(where(key, key, f"unknown key; this file holds {', '.join(tables)}"))
+        elif not isinstance(value, dict) and not (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+            problems.append(where(key, key, "must be a table ([name]) or an array of tables ([[name]])"))
+    if problems:
+        raise MatrixError(problems)
+    return doc, where
+
+
+def open_data(path: Path) -> tuple[dict, "Locator"]:
+    """A data file, parsed, and its locator; MatrixError if it cannot be read."""
     problems: list[str] = []
     doc = read_toml(path, problems)
     if problems:
         raise MatrixError(problems)
-    where = Locator(path, path.read_text(encoding="utf-8"))
-    unknown = [where(k, k, f"unknown key; this file holds {', '.join(tables)}") for k in doc if k not in tables]
-    if unknown:
-        raise MatrixError(unknown)
-    return doc, where
+    return doc, Locator(path, path.read_text(encoding="utf-8"))
+
+
+# -- declarations ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What a value must be: `problem(value)` is what is said of one that is not, else None."""
+
+    problem: Callable[[Any], str | None]
+
+
+def kind(test: Callable[[Any], Any], message: str) -> Kind:
+    """A kind from a test and its message; {v} in it is the value as TOML writes it, {r} as
+    Python does."""
+    return Kind(lambda value: None if _holds(test, value) else message.format(v=toml_repr(value), r=repr(value)))
+
+
+def _holds(test, value) -> bool:
+    try:
+        return bool(test(value))
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """A key of a table: the kinds its value must be (the first it fails is said), the kind of
+    each item where it is a list, whether it is required and what is said when it is missing
+    (the table's own words otherwise)."""
+
+    kinds: tuple[Kind, ...]
+    each: Kind | None = None
+    required: bool = False
+    missing: str = ""
+
+    @classmethod
+    def of(cls, *kinds: Kind, each: Kind | None = None, required: bool = False, missing: str = "") -> "Key":
+        return cls(kinds, each, required, missing)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A table's declaration: its keys, in the order they are checked, and what is said of a key
+    it does not declare ({hint}: "did you mean"; {keys}: the keys it takes) and of a required key
+    that is missing ({key})."""
+
+    keys: dict[str, Key]
+    unknown: str = "unknown key{hint}"
+    missing: str = "missing key {key!r}"
+
+
+def check(values: dict, table: Table, at: Callable[[str, str], str], problems: list[str],
+          at_table: Callable[[str], str] | None = None, also: Callable[[str, Any], str | None] | None = None) -> bool:
+    """Hold `values` to `table`, appending each problem as `at(key, message)` (a missing key at
+    `at_table(message)` where given: the table's header), in the file's order. `also(key, value)`:
+    a rule of this file's that needs the rest of the table, asked of each value its kinds took.
+    True when there was no problem."""
+    before = len(problems)
+    for key, value in values.items():  # in the file's order
+        decl = table.keys.get(key)
+        if decl is None:
+            problems.append(at(key, table.unknown.format(hint=did_you_mean(key, table.keys), keys=", ".join(table.keys))))
+            continue
+        why = next((w for w in (k.problem(value) for k in decl.kinds) if w), None)
+        if why is None and decl.each is not None and isinstance(value, list):
+            why = next((w for w in map(decl.each.problem, value) if w), None)
+        if why is None and also is not None:
+            why = also(key, value)
+        if why:
+            problems.append(at(key, why))
+    for key, decl in table.keys.items():
+        if decl.required and key not in values:
+            message = decl.missing or table.missing.format(key=key)
+            problems.append(at_table(message) if at_table and not decl.missing else at(key, message))
+    return len(problems) == before
+
+
+def toml_repr(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _specifier(value) -> bool:
+    return isinstance(value, str) and SpecifierSet(value) is not None
+
+
+def _version(value) -> bool:
+    return isinstance(value, str) and Version(value) is not None
+
+
+TEXT = kind(lambda v: isinstance(v, str), "must be a string")
+NONEMPTY_TEXT = kind(lambda v: isinstance(v, str) and v.strip(), "must be non-empty text")
+BOOL = kind(lambda v: isinstance(v, bool), "must be true or false")
+TABLE = kind(lambda v: isinstance(v, dict), "must be a table")
+TEXT_LIST = kind(lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x.strip() for x in v), "must be a non-empty list of text")
+URL = kind(lambda v: isinstance(v, str) and re.match(r"^https?://\S+$", v), "{r} is not a URL")
+CC = kind(lambda v: isinstance(v, str) and re.fullmatch(r"\d+\.\d", v), '{r} is not a compute capability like "8.6"')
+POSITIVE_INT = kind(lambda v: _is_int(v) and v >= 1, "{r} must be a whole number, 1 or more")
+SPECIFIER = kind(_specifier, "{r} is not a version specifier")
+VERSION = kind(_version, "{r} is not a version")
+
+
+def one_of(*choices) -> Kind:
+    shown = ", ".join(toml_repr(c) for c in choices)
+    return kind(lambda v: any(type(v) is type(c) and v == c for c in choices), "{v} is not one of " + shown)
 
 
 class Locator:

@@ -39,7 +39,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from harness.envs import Stack, find_uv, parse_pins
+from harness.envs import find_uv, parse_pins
+from harness.stacks import Stack
 from harness.errors import CompatError, UsageError
 
 MANIFEST = "compat-wheelhouse.json"

@@ -11,7 +11,9 @@ of matrix/gpus.toml (alone, and with --model-size 7B), docs/fit.md's `compat fit
 `compat explain --format json` on every known issue's example, `compat preflight --plan` for
 every preset, and `compat table` over a copy of results/ (COMPATIBILITY.md and index.html). Each
 file holds the command, its exit code, its stdout and its stderr. Every command runs as users run
-it, in a fresh process, from the checkout.
+it, in a fresh process, from the checkout. Beside them, errors-*.txt: what each data file's loader
+says about it damaged one line at a time (tests/data_errors.py; a commit older than that script
+has none: copy it into the older checkout to compare).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import data_errors  # noqa: E402  (tests/data_errors.py, beside this)
 FIT_EXAMPLES = [  # docs/fit.md: the examples it shows (its config.json one with a shipped model)
     ["--model-size", "7B", "--gpu", "P4", "--method", "qlora", "--grad-ckpt"],
     ["--model-size", "13B", "--gpu", "4090", "--gpus", "3", "--method", "lora", "--grad-ckpt"],
@@ -85,7 +89,8 @@ def main() -> int:
         (out / "table.txt").write_text(run(["table", "--results", str(results)], tmp), encoding="utf-8")
         for name in ("COMPATIBILITY.md", "index.html"):
             shutil.copy(results / name, out / name)
-    print(f"{len(texts) + 3} outputs in {out}")
+    damaged = data_errors.write(out)
+    print(f"{len(texts) + 3} outputs and {damaged} damaged data files' errors in {out}")
     bad = [k for k, text in texts.items() if "\nexit 70\n" in text]
     if bad:
         print(f"compat's own error (exit 70) in: {', '.join(bad)}", file=sys.stderr)

@@ -6,7 +6,9 @@ from types import SimpleNamespace
 from harness.cell import Cell
 from harness.envs import StackEnv
 from harness.hardware import Gpu, Host, NvmlSampler
-from harness.runner import WORKLOAD, cell_environment, launch_command, merge_nvml, plan
+from harness.cellrecord import merge_nvml
+from harness.launch import WORKLOAD, cell_environment, launch_command
+from harness.runner import plan
 
 CPU_HOST = Host("Test CPU", (), None, None, "NVML: not found")
 ONE_H100 = Host("Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30),), "580.1", "13.0", "NVML: 1 GPU(s)")
@@ -153,7 +155,7 @@ def test_sampler_without_nvml_samples_nothing_and_says_why(monkeypatch):
 def test_the_deepspeed_ops_a_config_builds_are_read_from_its_optimizer(tmp_path):
     import json
 
-    from harness.runner import deepspeed_ops
+    from harness.deepspeed_ops import ops_for as deepspeed_ops
 
     def ops(config):
         path = tmp_path / "ds.json"

@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from conftest import ROOT, assert_clean_error, fast_view, slow_view
-from harness import classify, records, table
+from harness import outcome, records, table
 from harness.cell import Cell
 
 
@@ -27,20 +27,20 @@ def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished
 
 
 def test_signature_drops_numbers_paths_and_addresses():
-    a = classify.signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.10 GiB total)\nmore")
-    b = classify.signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 15.7 GiB total)")
+    a = outcome.signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.10 GiB total)\nmore")
+    b = outcome.signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 15.7 GiB total)")
     assert a == "OutOfMemoryError: CUDA out of memory. Tried to allocate <n> MiB (GPU <n>; <n> GiB total)"
     assert b == "OutOfMemoryError: CUDA out of memory. Tried to allocate <n> GiB (GPU <n>; <n> GiB total)"
-    assert classify.signature("builtins.KeyError", "at 0x7f3a1b2c in /opt/env/lib/x.py") == "KeyError: at <hex> in <path>"
-    assert classify.signature("CheckFailed", "strategy fsdp2 on sm_90 in bf16, 2 ranks") == "CheckFailed: strategy fsdp2 on sm_90 in bf16, <n> ranks"
+    assert outcome.signature("builtins.KeyError", "at 0x7f3a1b2c in /opt/env/lib/x.py") == "KeyError: at <hex> in <path>"
+    assert outcome.signature("CheckFailed", "strategy fsdp2 on sm_90 in bf16, 2 ranks") == "CheckFailed: strategy fsdp2 on sm_90 in bf16, <n> ranks"
 
 
 def test_oom_is_told_apart_from_other_failures():
-    assert classify.is_oom("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2 GiB")
-    assert classify.is_oom("builtins.RuntimeError", "[enforce fail at alloc_cpu.cpp:117] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
-    assert classify.is_oom("builtins.MemoryError", "")
-    assert not classify.is_oom("builtins.RuntimeError", "\"triu_tril_cuda_template\" not implemented for 'BFloat16'")
-    assert not classify.is_oom("builtins.ValueError", "You can't pass `load_in_4bit`or `load_in_8bit` as a kwarg when passing `quantization_config`")
+    assert outcome.is_oom("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2 GiB")
+    assert outcome.is_oom("builtins.RuntimeError", "[enforce fail at alloc_cpu.cpp:117] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+    assert outcome.is_oom("builtins.MemoryError", "")
+    assert not outcome.is_oom("builtins.RuntimeError", "\"triu_tril_cuda_template\" not implemented for 'BFloat16'")
+    assert not outcome.is_oom("builtins.ValueError", "You can't pass `load_in_4bit`or `load_in_8bit` as a kwarg when passing `quantization_config`")
 
 
 def test_append_keeps_existing_lines_and_survives_a_cut_line(tmp_path):
@@ -159,7 +159,7 @@ def test_gpu_matrix_without_gpu_says_so_in_one_line(compat):
 
 
 def test_a_launcher_that_raised_is_read_from_its_log():
-    from harness.classify import raised_in_log
+    from harness.outcome import raised_in_log
 
     deepspeed_import = (
         "[INFO] cmd = python -u -m deepspeed.launcher.launch ...\n"
@@ -190,9 +190,9 @@ def test_a_record_from_before_the_known_issue_base_is_tagged_when_rendered():
 def test_a_crash_excerpt_starts_at_faulthandlers_report():
     log = "\n".join(["step 1"] * 40 + ["Fatal Python error: Segmentation fault", "", "Thread 0x7f (most recent call first):"]
                     + [f'  File "threading.py", line {i} in run' for i in range(40)] + ["Extension modules: numpy (total: 27)"])
-    excerpt = classify.crash_excerpt(log)
+    excerpt = outcome.crash_excerpt(log)
     assert excerpt.startswith("Fatal Python error: Segmentation fault")
-    assert classify.crash_excerpt("no report\nKilled") == "no report\nKilled"
+    assert outcome.crash_excerpt("no report\nKilled") == "no report\nKilled"
 
 
 def _leaves(obj, path=()):

@@ -125,6 +125,8 @@ def test_broken_gpu_database_names_file_and_line(tmp_path):
     )
     with pytest.raises(MatrixError) as err:
         GpuDb.load(tmp_path)
-    assert err.value.problems == [f"{tmp_path / 'gpus.toml'}:5: [gpu.x1].cc: '8' is not a compute capability like \"8.6\""]
+    # every problem of the table at once (before issue 19's one validator, a bad cc hid the rest)
+    assert err.value.problems == [f"{tmp_path / 'gpus.toml'}:5: [gpu.x1].cc: '8' is not a compute capability like \"8.6\"",
+                                  f"{tmp_path / 'gpus.toml'}:7: [gpu.x1].bf16: must be true or false, not 'yes'"]
     with pytest.raises(UsageError):
         GpuDb.load(ROOT / "matrix").find("")

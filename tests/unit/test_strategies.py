@@ -10,7 +10,7 @@ import tokenize
 import pytest
 
 from conftest import ROOT
-from harness import cli, runner, strategies
+from harness import cli, launch, runner, strategies
 from harness.cell import Cell
 from harness.hardware import Host
 from harness.matrix import MatrixData
@@ -71,7 +71,7 @@ def test_a_strategy_added_to_the_table_reaches_list_fit_and_the_spec(with_dummy,
     spec, settings = runner.cell_spec(cell, ctx, tmp_path, 60.0)
     assert spec["strategy_facts"] == {"workload": "finetune", "zero_stage": 1, "offload": False, "fsdp_version": None}
     assert spec["deepspeed_config"].endswith("deepspeed/zero1.json")  # the config users would write for it
-    assert runner.launch_command(cell, "python", tmp_path / "s.json", tmp_path)[0] == "deepspeed"
+    assert launch.launch_command(cell, "python", tmp_path / "s.json", tmp_path)[0] == "deepspeed"
 
 
 def test_every_strategy_is_an_axis_value_and_takes_the_ranks_its_cells_have():
@@ -86,8 +86,8 @@ def test_every_strategy_is_an_axis_value_and_takes_the_ranks_its_cells_have():
 def test_the_tracked_packages_are_named_once():
     """harness/packages.py is the one list: the stack keys, the known issues' conditions, the
     table's columns and a reader's view of a record are it, not copies of it."""
-    from harness import known_issues, matrix, packages, records, table
+    from harness import known_issues, packages, records, stacks, table
 
-    assert matrix.STACK_PACKAGES is packages.STACK
+    assert stacks.STACK_PACKAGES is packages.STACK
     assert known_issues.PACKAGES is table.VERSION_COLUMNS is packages.TRACKED
     assert records._view()["properties"]["fingerprint"]["properties"]["packages"]["properties"].keys() == set(packages.TRACKED)
