@@ -1,3 +1,5 @@
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -8,13 +10,57 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_compat(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 900) -> subprocess.CompletedProcess:
-    """The CLI exactly as a user runs it: a separate process, its exit code and its two streams."""
+def run_compat(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 900, input: str | None = None,
+               **popen) -> subprocess.CompletedProcess:
+    """The CLI exactly as a user runs it: a separate process, its exit code and its two streams
+    (`input` on its stdin). The one subprocess helper of the tests; call_compat where a process
+    of its own adds nothing."""
     return subprocess.run(
         [sys.executable, "-m", "harness", *args],
-        capture_output=True, text=True, cwd=cwd, timeout=timeout,
-        env={**os.environ, **(env or {})},
+        capture_output=True, text=True, cwd=cwd, timeout=timeout, input=input,
+        env={**os.environ, **(env or {})}, **popen,
     )
+
+
+def call_compat(*args: str, env: dict | None = None, cwd: Path = ROOT, input: bytes | str | None = None,
+                timeout: float | None = None) -> subprocess.CompletedProcess:
+    """The CLI's main() in this process, answered as run_compat answers: its exit code and its two
+    streams, with `env` laid over the environment, `cwd` as the working folder and `input` on
+    stdin for the call. No interpreter to start (a third of a second each): for what only a
+    process of its own shows (signals, the console script, a clean import, concurrency), use
+    run_compat. `timeout` is taken for run_compat's sake and not enforced here."""
+    from harness.cli import main
+
+    data = input.encode() if isinstance(input, str) else (input or b"")
+    out, err = io.StringIO(), io.StringIO()
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    here = os.getcwd()
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _stdin(stdin):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's own usage errors
+                code = exc.code
+    finally:
+        os.chdir(here)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(["compat", *args], code, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _stdin(stream):
+    saved, sys.stdin = sys.stdin, stream
+    try:
+        yield
+    finally:
+        sys.stdin = saved
 
 
 def compat_home(home: Path, stacks_toml: str, grid_toml: str) -> Path:
@@ -33,7 +79,8 @@ def compat_home(home: Path, stacks_toml: str, grid_toml: str) -> Path:
 
 @pytest.fixture
 def compat():
-    return run_compat
+    """compat's CLI, in this process (call_compat)."""
+    return call_compat
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess, code: int) -> None:

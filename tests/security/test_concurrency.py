@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, compat_home, make_wheel
+from conftest import ROOT, compat_home, make_wheel, run_compat
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -72,11 +72,9 @@ time.sleep(120)
         assert holder.stdout.readline().strip() == "ready"
         half = envs / "shared-0123456789ab"  # what a run stopped while it made an env leaves: no marker
         (half / "lib").mkdir(parents=True)
-        listed = subprocess.run([sys.executable, "-m", "harness", "envs", "--env-dir", str(envs), "--json"],
-                                capture_output=True, text=True, cwd=ROOT, timeout=120)
+        listed = run_compat("envs", "--env-dir", str(envs), "--json", timeout=120)
         assert sorted(e["complete"] for e in json.loads(listed.stdout)) == [False, True]
-        pruned = subprocess.run([sys.executable, "-m", "harness", "envs", "--env-dir", str(envs), "--prune", "--older-than", "0"],
-                                capture_output=True, text=True, cwd=ROOT, timeout=120)
+        pruned = run_compat("envs", "--env-dir", str(envs), "--prune", "--older-than", "0", timeout=120)
         assert pruned.returncode == 0, pruned.stderr
         assert "pruned 1 of 2 env(s)" in pruned.stdout and "1 in use by a running compat, kept" in pruned.stdout
         assert not half.exists() and len([p for p in envs.iterdir() if p.is_dir()]) == 1
@@ -84,6 +82,5 @@ time.sleep(120)
         holder.kill()
         holder.wait()
     time.sleep(0.1)
-    pruned = subprocess.run([sys.executable, "-m", "harness", "envs", "--env-dir", str(envs), "--prune", "--older-than", "0"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    pruned = run_compat("envs", "--env-dir", str(envs), "--prune", "--older-than", "0", timeout=120)
     assert "pruned 1 of 1 env(s)" in pruned.stdout  # its user gone, it goes too

@@ -7,13 +7,11 @@ real records, changed as an attacker would."""
 import copy
 import json
 import shutil
-import subprocess
-import sys
 import uuid
 
 import pytest
 
-from conftest import ROOT, real_records
+from conftest import ROOT, real_records, run_compat
 
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_bytes": 80 * 2**30, "arch": "sm_90"}
 
@@ -63,7 +61,7 @@ def hostile_lines() -> list[tuple[str, str]]:
 
 
 def compat(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    return run_compat(*args, timeout=timeout)
 
 
 @pytest.fixture

@@ -8,15 +8,14 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, run_compat
 from harness.known_issues import KnownIssues, clean
 
 KNOWN = KnownIssues.load(ROOT / "matrix")
 
 
 def explain(text: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", "explain", "-", "--format", "json"], input=text.encode(),
-                          capture_output=True, cwd=ROOT, timeout=timeout)
+    return run_compat("explain", "-", "--format", "json", input=text, timeout=timeout)
 
 
 def near_miss(issue) -> str:

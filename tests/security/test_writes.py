@@ -4,10 +4,8 @@ ever torn, no writer fails because another one wrote first."""
 
 import concurrent.futures
 import shutil
-import subprocess
-import sys
 
-from conftest import ROOT
+from conftest import ROOT, run_compat
 
 
 def results_copy(tmp_path):
@@ -18,8 +16,7 @@ def results_copy(tmp_path):
 
 
 def table(results, timeout=300):
-    return subprocess.run([sys.executable, "-m", "harness", "table", "--results", str(results)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    return run_compat("table", "--results", str(results), timeout=timeout)
 
 
 def test_a_link_planted_where_the_temporary_file_used_to_go_is_not_followed(tmp_path):

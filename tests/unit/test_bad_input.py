@@ -5,9 +5,7 @@ traceback (exit code 70 is compat's own bug) and never a hang: an alarm turns a 
 failure instead of a stuck CI job (a guard, not a timing assertion)."""
 
 import contextlib
-import io
 import json
-import os
 import shutil
 import signal
 import tomllib
@@ -15,9 +13,8 @@ import tomllib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, real_records
+from conftest import ROOT, call_compat, real_records
 from harness import known_issues, records
-from harness.cli import main
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 HANG_GUARD_S = 60
@@ -39,22 +36,9 @@ def no_hang():
 
 def cli(*args, env=None):
     """main(args) as the console script runs it: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        with no_hang(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse's own usage errors
-                code = exc.code
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return code, out.getvalue(), err.getvalue()
+    with no_hang():
+        proc = call_compat(*args, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def assert_clean(code, out, err, allowed=(0, 2)):

@@ -3,13 +3,11 @@ own example (a log excerpt from a cited report) and not unrelated logs; `compat 
 reads any bytes, and says so when nothing matches; failed records get tagged."""
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, call_compat
 from harness.errors import MatrixError
 from harness.known_issues import KnownIssues, error_signature, read_log
 
@@ -98,14 +96,14 @@ TRIU_LOG = textwrap.dedent("""\
 
 
 def compat(*args, stdin: bytes | None = None):
-    return subprocess.run([sys.executable, "-m", "harness", *args], input=stdin, capture_output=True, cwd=ROOT, timeout=120)
+    return call_compat(*args, input=stdin)
 
 
 def test_explain_names_the_old_torch_cause_and_both_fixes(tmp_path):
     log = tmp_path / "train.log"
     log.write_text(TRIU_LOG)
     proc = compat("explain", str(log))
-    out = proc.stdout.decode()
+    out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert out.splitlines()[0].endswith("best first:")
     first = out.split("\n\n")[1]
@@ -130,7 +128,7 @@ def test_explain_with_no_match_shows_the_normalized_signature(tmp_path):
     log.write_text(UNRELATED["file-not-found"])
     proc = compat("explain", str(log))
     assert proc.returncode == 0
-    assert proc.stdout.decode() == (
+    assert proc.stdout == (
         f"No known issue matches {log}.\n"
         "Its error signature: FileNotFoundError: Unable to find '<path>'\n"
     )
@@ -139,9 +137,9 @@ def test_explain_with_no_match_shows_the_normalized_signature(tmp_path):
 def test_explain_bad_input_is_a_clear_error(tmp_path):
     proc = compat("explain", str(tmp_path / "missing.log"))
     assert proc.returncode == 2
-    assert proc.stderr.decode() == f"compat: error: {tmp_path / 'missing.log'}: cannot be read: No such file or directory\n"
+    assert proc.stderr == f"compat: error: {tmp_path / 'missing.log'}: cannot be read: No such file or directory\n"
     proc = compat("explain", str(tmp_path))
-    assert proc.returncode == 2 and "is a folder, not a log file" in proc.stderr.decode()
+    assert proc.returncode == 2 and "is a folder, not a log file" in proc.stderr
 
 
 def test_a_huge_log_keeps_its_start_and_end(tmp_path):

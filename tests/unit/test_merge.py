@@ -5,10 +5,8 @@ import hashlib
 import json
 import re
 import resource
-import subprocess
-import sys
 
-from conftest import ROOT, assert_clean_error, p4_record, real_records, second_runner
+from conftest import ROOT, assert_clean_error, p4_record, real_records, run_compat, second_runner
 from harness import hardware, merge, page, records, table
 
 
@@ -87,11 +85,8 @@ def test_a_disk_that_fills_while_merging_stops_cleanly_and_keeps_every_byte(tmp_
     compat("merge", str(write_jsonl(tmp_path / "first.jsonl", real_records(6)[4:])), "--into", str(into), "--no-table")
     before = (into / "records.jsonl").read_bytes()
     limit = len(before) + 1000
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "merge", str(a), "--into", str(into), "--no-table"], cwd=ROOT,
-        capture_output=True, text=True, timeout=120,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY)),
-    )
+    proc = run_compat("merge", str(a), "--into", str(into), "--no-table", timeout=120,  # a process: its own file-size limit
+                      preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY)))
     assert_clean_error(proc, 74)
     assert f"{into / 'records.jsonl'}: a record could not be appended (File too large); the file is as it was before this write" in proc.stderr
     assert (into / "records.jsonl").read_bytes() == before

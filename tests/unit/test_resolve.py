@@ -9,7 +9,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from conftest import ROOT, assert_clean_error
+from conftest import ROOT, assert_clean_error, call_compat
 from harness.errors import MatrixError, UsageError
 from harness.gpus import GpuDb
 from harness.resolve import ResolverData, recommend
@@ -18,8 +18,7 @@ DATA = ResolverData.load(ROOT / "matrix")
 
 
 def cli_json(*args):
-    proc = subprocess.run([sys.executable, "-m", "harness", "recommend", *args, "--format", "json"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = call_compat("recommend", *args, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -80,14 +79,13 @@ def test_aliases_as_people_type_them():
 
 
 def test_an_unknown_gpu_gets_did_you_mean_and_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "harness", "recommend", "--gpu", "P5"], capture_output=True, text=True, cwd=ROOT)
+    proc = call_compat("recommend", "--gpu", "P5")
     assert_clean_error(proc, 2)
     assert "unknown GPU 'P5'; did you mean: P4" in proc.stderr
 
 
 def test_constraints_are_a_pip_constraints_file():
-    proc = subprocess.run([sys.executable, "-m", "harness", "recommend", "--gpu", "V100", "--format", "constraints"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = call_compat("recommend", "--gpu", "V100", "--format", "constraints")
     assert proc.returncode == 0
     reqs = [Requirement(line) for line in proc.stdout.splitlines() if line and not line.startswith("#")]
     names = {r.name for r in reqs}

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import ROOT, run_compat
+from conftest import ROOT, call_compat
 from harness import junit
 from harness.commands.common import shard
 from harness.matrix import MatrixData, load_matrix
@@ -27,7 +27,7 @@ def test_shards_cover_the_grid_exactly_once_and_evenly(n):
 def test_shard_from_the_cli_one_half_and_the_other():
     halves = []
     for i in (1, 2):
-        proc = run_compat("list", "--matrix", "matrix/cpu.toml", "--shard", f"{i}/2", "--json")
+        proc = call_compat("list", "--matrix", "matrix/cpu.toml", "--shard", f"{i}/2", "--json")
         assert proc.returncode == 0, proc.stderr
         halves.append({c["id"] for c in json.loads(proc.stdout)})
     assert not halves[0] & halves[1]
@@ -36,7 +36,7 @@ def test_shard_from_the_cli_one_half_and_the_other():
 
 @pytest.mark.parametrize("bad", ["0/2", "3/2", "x", "1/0", "1-2"])
 def test_a_bad_shard_is_a_clear_error(bad):
-    proc = run_compat("list", "--shard", bad)
+    proc = call_compat("list", "--shard", bad)
     assert proc.returncode == 2 and "--shard" in proc.stderr and "Traceback" not in proc.stderr
 
 

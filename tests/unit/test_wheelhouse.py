@@ -3,7 +3,7 @@ tests/integration/test_wheelhouse_offline.py)."""
 
 import pytest
 
-from conftest import assert_clean_error, run_compat
+from conftest import assert_clean_error, call_compat
 from harness.errors import UsageError
 from harness.wheelhouse import Target
 
@@ -27,7 +27,7 @@ def test_a_target_that_is_not_one_is_refused(python, platform, says):
 
 
 def test_an_unknown_stack_is_bad_input_before_anything_is_fetched(tmp_path):
-    proc = run_compat("wheelhouse", str(tmp_path / "w"), "--stacks", "hf2025,hf2062")
+    proc = call_compat("wheelhouse", str(tmp_path / "w"), "--stacks", "hf2025,hf2062")
     assert_clean_error(proc, 2)
     assert "--stacks: unknown stack 'hf2062' (did you mean 'hf2026'?)" in proc.stderr
     assert not (tmp_path / "w").exists()
