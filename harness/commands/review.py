@@ -16,7 +16,7 @@ def add(sub) -> None:
                        "against fingerprint, dates, ids already merged) without writing anything: every line that would be "
                        "refused is named with file:line and why, and every line of the published COMPATIBILITY.md that "
                        "would change is shown. Exit code 1 when a line would be refused, 0 when every record would be "
-                       "merged or is already there, 2 for bad usage. ci/github-actions/review-records.yml runs it on pull "
+                       "merged or is already there, 2 for bad usage. .ci/github-actions/review-records.yml runs it on pull "
                        "requests that touch results/.")
     p.add_argument("files", nargs="+", type=common.path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
     p.add_argument("--results", type=common.path_value, help="the results folder they would be merged into (default: results/ in the checkout)")

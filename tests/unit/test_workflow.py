@@ -10,7 +10,7 @@ import yaml
 
 from conftest import ROOT
 
-WORKFLOW = ROOT / "ci" / "github-actions" / "gpu-matrix.yml"
+WORKFLOW = ROOT / ".ci" / "github-actions" / "gpu-matrix.yml"
 
 
 def check_workflow(path):
@@ -98,7 +98,7 @@ def test_a_gpu_runner_hands_its_nccl_settings_to_cells_and_runs_a_grid_in_ten_mi
             assert doc["settings"]["timeout_s"] <= 300, path.name
 
 
-REVIEW = ROOT / "ci" / "github-actions" / "review-records.yml"
+REVIEW = ROOT / ".ci" / "github-actions" / "review-records.yml"
 
 
 def test_the_review_template_is_a_valid_workflow_run_on_pull_requests_with_the_base_branchs_code():
