@@ -342,7 +342,7 @@ def predict_record(cal: Calibration, rec: dict) -> float:
 def strategy_records(records: list[dict], models: set[str] | None = None) -> list[dict]:
     """Passing multi-rank CPU records of the size-sweep models (or of `models`): the check of the
     strategy terms."""
-    from harness.table import latest  # a cell run again counts once: its newest record
+    from harness.summary import latest  # a cell run again counts once: its newest record
 
     def wanted(model):
         return model in models if models is not None else str(model).startswith("fit_")

@@ -20,7 +20,8 @@ import math
 import string
 from pathlib import Path
 
-from harness import merge, records, table
+from harness import merge, records, summary
+from harness.packages import TRACKED
 
 PAGE_DIR = Path(__file__).with_name("page")
 EXCERPT_CHARS = 2500  # the end of a log excerpt is where the error is
@@ -34,12 +35,12 @@ def row(rec: dict, conflict, tag) -> dict:
     axes = rec["axes"]
     err = rec.get("error") or {}
     lo = rec.get("losses") or {}
-    cards = table.card_peaks(rec)
+    cards = summary.card_peaks(rec)
     return {
         "id": rec["id"],
         "cell": rec["cell"],
-        "configuration": table.configuration(rec),
-        "hardware": table.hardware_label(rec),
+        "configuration": summary.configuration(rec),
+        "hardware": summary.hardware_label(rec),
         **{k: axes.get(k) for k in ("stack", "precision", "quantization", "method", "strategy", "ranks")},
         "grad_ckpt": bool(axes.get("grad_ckpt")),
         "model": axes.get("model", "default"),
@@ -49,10 +50,10 @@ def row(rec: dict, conflict, tag) -> dict:
         "runner": merge.runner_name(rec),
         "ci_run": (rec.get("runner") or {}).get("ci_run"),
         "provenance": rec.get("provenance") or [],
-        "versions": dict(zip(table.VERSION_COLUMNS, table.versions(rec))),
+        "versions": dict(zip(TRACKED, summary.versions(rec))),
         "python": rec["fingerprint"].get("python") or "—",
         "cards": cards,
-        "peak": table.peak_per_card(rec),
+        "peak": summary.peak_per_card(rec),
         "loss": [lo["first"], lo["last"]] if isinstance(lo.get("first"), (int, float)) and isinstance(lo.get("last"), (int, float)) else None,
         "eval": ([lo["eval_before"], lo["eval_after"]]
                  if isinstance(lo.get("eval_before"), (int, float)) and isinstance(lo.get("eval_after"), (int, float)) else None),
@@ -60,7 +61,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "message": err.get("message") or "",
         "excerpt": (err.get("excerpt") or "")[-EXCERPT_CHARS:],
         "reason": rec.get("reason") or "",
-        "known_issues": table.known_issues_of(rec, tag),
+        "known_issues": summary.known_issues_of(rec, tag),
         "log": rec.get("log") or "",
         "conflict": [{"runner": conflict.who(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
                      for r in conflict.records] if conflict else None,
@@ -68,11 +69,11 @@ def row(rec: dict, conflict, tag) -> dict:
 
 
 def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None) -> dict:
-    """The page's data from a table.Summary (or a list of records)."""
-    summary = recs if isinstance(recs, table.Summary) else table.Summary(recs)
+    """The page's data from a summary.Summary (or a list of records)."""
+    shown = recs if isinstance(recs, summary.Summary) else summary.Summary(recs)
     tag = issues.tag if issues else None
-    clashes = summary.conflicts()
-    rows = [row(r, clashes.get(table.key(r)), tag) for r in summary.rows()]
+    clashes = shown.conflicts()
+    rows = [row(r, clashes.get(summary.key(r)), tag) for r in shown.rows()]
     known = {}
     for r in rows:
         for k in r["known_issues"]:
@@ -81,32 +82,13 @@ def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | Non
                 known[k] = {"title": issue.title, "cause": issue.cause, "fix": list(issue.fix), "sources": list(issue.sources)}
     return {
         "rows": rows,
-        "record_count": summary.count,
-        "runners": sorted(summary.runners),
+        "record_count": shown.count,
+        "runners": sorted(shown.runners),
         "bad_lines": bad_lines,
         "outcomes": list(records.OUTCOMES),
         "known_issues": known,
         "predicted": predicted or [],
     }
-
-
-def predicted_cards(resolver_data, recs: list[dict]) -> list[dict]:
-    """For each card in the GPU database, `compat recommend --gpu CARD --method qlora`'s answer
-    and its evidence, with the number of records of the card's architecture. `recs`: the rows
-    the page shows (a cell run many times counts once)."""
-    from harness import resolve
-
-    out = []
-    for gpu in resolver_data.gpus.gpus:
-        rec = resolve.recommend(gpu, 1, "qlora", resolver_data, recs)
-        out.append({
-            "gpu": gpu.name, "cc": gpu.cc_text, "arch": gpu.arch,
-            "measured": sum(1 for r in recs if r["axes"]["hardware"] == gpu.arch),
-            "precision": rec.precision, "torch": f"{rec.torch_version}+{rec.torch_variant}",
-            "bitsandbytes": rec.packages.get("bitsandbytes"),
-            "evidence": [e.as_dict() for e in rec.evidence],
-        })
-    return out
 
 
 def _finite(obj):
@@ -134,5 +116,5 @@ def render(data: dict, command: str) -> str:
 
 def write(results_dir: Path, data: dict, command: str) -> Path:
     path = results_dir / "index.html"
-    table.write_atomic(path, render(data, command))
+    records.write_atomic(path, render(data, command))
     return path

@@ -490,10 +490,10 @@ def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only:
 
 def result_text(rec: dict) -> str:
     """What the tiny run showed: its outcome, memory per card, error and the known issues it matched."""
-    from harness import table
+    from harness import summary
 
     out = ["", f"Outcome: {rec['outcome']}" + (f": {rec['reason']}" if rec.get("reason") else "")]
-    out.append(f"  memory per card: {table.peak_memory(rec).replace('<br>', ', ')}")
+    out.append(f"  memory per card: {summary.peak_memory(rec).replace('<br>', ', ')}")
     if growth_text(rec) != "—":
         out.append(f"  memory from the first training step to the last (rank 0): {growth_text(rec)}")
     if rec.get("error"):
@@ -665,14 +665,14 @@ def growth_text(rec: dict) -> str:
 
 def summary_text(preset: Preset, runs: list) -> str:
     """The variants side by side: (variant, record) pairs."""
-    from harness import table
+    from harness import summary
 
     rows = [("variant", "cell", "outcome", "peak per card", "over training", "known issues / reason")]
     for variant, rec in runs:
         detail = ", ".join(rec.get("known_issues") or []) or (rec.get("reason") or "")
         if not detail and rec.get("error"):
             detail = rec["error"]["signature"]
-        rows.append((variant.name, rec["cell"], rec["outcome"], table.peak_memory(rec).replace("<br>", ", "),
+        rows.append((variant.name, rec["cell"], rec["outcome"], summary.peak_memory(rec).replace("<br>", ", "),
                      growth_text(rec), detail[:120]))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     out = ["", f"Preset {preset.name}: {len(runs)} variant{'s' if len(runs) > 1 else ''}, measured on this host"]
@@ -718,7 +718,7 @@ def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None
     """Each job's cell run tiny on this host, one run each (its own run id: two variants of one
     cell keep their logs apart), with the configs' own DeepSpeed config and FSDP settings; the
     records, in the jobs' order."""
-    from harness import envs, runner, table
+    from harness import envs, records, runner
 
     manager = envs.EnvManager(root=env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
     recs = []
@@ -734,7 +734,7 @@ def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None
         if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
             ctx.log_dir.mkdir(parents=True, exist_ok=True)
             deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
-            table.write_atomic(deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
+            records.write_atomic(deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
         override = runner.Override(
             deepspeed_config=deepspeed_config, fsdp_args=fsdp_args(req),
             record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,

@@ -6,11 +6,14 @@ file is cut back to its size before the write, so a partial line never becomes p
 every earlier record stays as it was. A line that does not parse (a crash in the middle of
 someone else's write, a hand edit) is reported with file:line by `read_records` and skipped,
 and every valid line around it is kept.
+
+A published file (the table, the page, a journal) is replaced whole or not at all: write_atomic.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import fcntl
 import functools
@@ -18,6 +21,7 @@ import json
 import multiprocessing
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -391,3 +395,27 @@ def packages(record: dict) -> dict[str, str]:
     if torch_version:
         out["torch"] = torch_version
     return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole, or leave it as it was (a full disk, a read-only folder).
+    The text goes to a temporary file of a unique name made in the same folder (mkstemp: created
+    new, so a link planted in the folder is never followed), then os.replace puts it in place in
+    one step: two writers at once each replace the file whole, and a reader sees one or the other."""
+    fd, tmp = None, None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = None  # the file object owns it now
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None

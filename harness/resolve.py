@@ -461,3 +461,20 @@ def render_constraints(rec: Recommendation, command: str) -> str:
         if name != "torch" and spec:
             lines.append(f"{name}{spec}")
     return "\n".join(lines) + "\n"
+
+
+def per_card(data: ResolverData, recs: list[dict]) -> list[dict]:
+    """For each card in the GPU database, `compat recommend --gpu CARD --method qlora`'s answer
+    and its evidence, with the number of records of the card's architecture. `recs`: the rows
+    the page shows (a cell run many times counts once). What the page's per-card answers show."""
+    out = []
+    for gpu in data.gpus.gpus:
+        rec = recommend(gpu, 1, "qlora", data, recs)
+        out.append({
+            "gpu": gpu.name, "cc": gpu.cc_text, "arch": gpu.arch,
+            "measured": sum(1 for r in recs if r["axes"]["hardware"] == gpu.arch),
+            "precision": rec.precision, "torch": f"{rec.torch_version}+{rec.torch_variant}",
+            "bitsandbytes": rec.packages.get("bitsandbytes"),
+            "evidence": [e.as_dict() for e in rec.evidence],
+        })
+    return out

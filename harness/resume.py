@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from harness import hardware, records, table
+from harness import hardware, records
 
 
 def latest_run(results: Path, planned: list, recs: list[dict]) -> tuple[str, set[str]] | None:
@@ -50,7 +50,7 @@ def write_journal(ctx, cells: list) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         before = set()
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
-    table.write_atomic(path, json.dumps({
+    records.write_atomic(path, json.dumps({
         "run_id": ctx.run_id, "runner": ctx.runner["name"], "cells": sorted(before | {c.id for c in cells}),
         "started_at": cellrecord.now(),
     }, indent=1) + "\n")

@@ -214,6 +214,6 @@ def _write_manifest(made: Made) -> None:
         "target": dataclasses.asdict(made.target), "resolved": made.resolved, "skipped": made.skipped,
         "files": made.files, "total_bytes": made.total_bytes,
     }
-    from harness.table import write_atomic
+    from harness.records import write_atomic
 
     write_atomic(made.directory / MANIFEST, json.dumps(doc, indent=1) + "\n")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness import hardware, known_issues, records, resolve, table
+from harness import hardware, known_issues, records, resolve, summary, table
 from harness.errors import MatrixError, ResultsWriteError, UsageError
 
 
@@ -184,8 +184,8 @@ def known_issues_base(directory: Path):
 
 
 def report_progress(i: int, n: int, rec: dict) -> None:
-    mem = table.peak_memory(rec).replace("<br>", ", ")
-    detail = rec["error"]["signature"] if rec.get("error") else rec["reason"] if rec["outcome"] == "unsupported" else f"loss {table.losses(rec)}"
+    mem = summary.peak_memory(rec).replace("<br>", ", ")
+    detail = rec["error"]["signature"] if rec.get("error") else rec["reason"] if rec["outcome"] == "unsupported" else f"loss {summary.losses(rec)}"
     print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
 
 
@@ -215,20 +215,20 @@ def print_skipped(bad: list, limit: int = 20) -> None:
 
 def render(results: Path, matrix_dir: Path, base):
     """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
-    reader's view of each: records.reader_view); the table.Summary they made."""
+    reader's view of each: records.reader_view); the summary.Summary they made."""
     from harness import page
 
     files = records.record_files(results)
-    summary, bad = records.reduce_records(files, table.Summary, rules().check, records.reader_view)
+    shown, bad = records.reduce_records(files, summary.Summary, rules().check, records.reader_view)
     print_skipped(bad)
     tag = base.tag if base else None
-    path = table.write(results, summary, "compat table", len(bad), tag)
+    path = table.write(results, shown, "compat table", len(bad), tag)
     predicted = []
     if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
-        predicted = page.predicted_cards(resolve.ResolverData.load(matrix_dir), summary.rows())
-    html_path = page.write(results, page.page_data(summary, len(bad), base, predicted), "compat table")
-    print(f"wrote {path} and {html_path.name} ({summary.count} records from {len(files)} file(s))")
-    return summary
+        predicted = resolve.per_card(resolve.ResolverData.load(matrix_dir), shown.rows())
+    html_path = page.write(results, page.page_data(shown, len(bad), base, predicted), "compat table")
+    print(f"wrote {path} and {html_path.name} ({shown.count} records from {len(files)} file(s))")
+    return shown
 
 
 def selection(p: argparse.ArgumentParser) -> None:

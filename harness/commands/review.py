@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import records, table
+from harness import records, summary, table
 from harness.commands import common
 from harness.commands.common import known_issues_base, project_root, rules
 from harness.errors import UsageError
@@ -35,10 +35,10 @@ def handle(args) -> int:
     base = known_issues_base(matrix_dir)
     tag = base.tag if base else None
     trust = rules()
-    summary, stored_bad = records.reduce_records(records.record_files(results), table.Summary, trust.check, records.reader_view)
-    before = table.render(summary, "compat table", len(stored_bad), tag).splitlines()
+    shown, stored_bad = records.reduce_records(records.record_files(results), summary.Summary, trust.check, records.reader_view)
+    before = table.render(shown, "compat table", len(stored_bad), tag).splitlines()
     reports = merge.merge(args.files, results, check=trust.check, dry_run=True)
-    print(f"compat review: {len(args.files)} file(s) against {results} ({summary.count} records); nothing is written")
+    print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
     refused = 0
     for r in reports:
         print(f"{r.path}: {len(r.accepted)} record(s) would be added, {r.duplicates} already in {results}, {len(r.bad)} refused")
@@ -46,8 +46,8 @@ def handle(args) -> int:
             print(f"  refused {b}")
         refused += len(r.bad)
         for rec in r.accepted:
-            summary.add(records.slim(rec))
-    after = table.render(summary, "compat table", len(stored_bad), tag).splitlines()
+            shown.add(records.slim(rec))
+    after = table.render(shown, "compat table", len(stored_bad), tag).splitlines()
     changes = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"]
     if not changes:
         print(f"{results / 'COMPATIBILITY.md'} would not change.")

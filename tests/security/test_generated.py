@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import ROOT, fast_view, real_records, slow_view
-from harness import cli, page, records, table
+from harness import cli, page, records, summary, table
 from harness.trust import Rules
 
 REAL = real_records(10_000)
@@ -77,9 +77,9 @@ def test_a_record_accepted_as_evidence_never_stops_a_reader(raw, folder, capsys)
     if why or RULES.check(view):
         return  # refused: named at read and merge, never stored (tests/security/test_records.py)
     views = [records.reader_view(json.dumps(r).encode()) for r in REAL] + [view]
-    summary = table.Summary(views)
-    assert f"from {len(views)} records of" in table.render(summary, "compat table")
-    page.render(page.page_data(summary), "compat table")
+    shown = summary.Summary(views)
+    assert f"from {len(views)} records of" in table.render(shown, "compat table")
+    page.render(page.page_data(shown), "compat table")
     results = folder / uuid.uuid4().hex
     results.mkdir()
     shutil.copy(ROOT / "results" / "records.jsonl", results / "records.jsonl")

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from conftest import assert_clean_error, real_records
-from harness import records, table
+from harness import records, summary, table
 
 
 @pytest.fixture
@@ -87,10 +87,10 @@ def test_records_read_in_parallel_parts_are_the_records_read_one_by_one(tmp_path
     lines.append("[1, 2")
     path.write_text("\n".join(lines) + "\n")
 
-    one, bad_one = records.reduce_records([path], table.Summary, None, records.reader_view)  # small: one process
+    one, bad_one = records.reduce_records([path], summary.Summary, None, records.reader_view)  # small: one process
     monkeypatch.setattr(records, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)  # four parts even on a 2-core host
-    many, bad_many = records.reduce_records([path], table.Summary, None, records.reader_view)
+    many, bad_many = records.reduce_records([path], summary.Summary, None, records.reader_view)
 
     assert one.count == many.count == 40 * len(recs)
     assert [str(b) for b in bad_one] == [str(b) for b in bad_many]

@@ -7,7 +7,7 @@ import re
 import resource
 
 from conftest import ROOT, assert_clean_error, p4_record, real_records, run_compat, second_runner
-from harness import hardware, merge, page, records, table
+from harness import hardware, merge, page, records, summary
 
 
 def write_jsonl(path, recs, extra_lines=()):
@@ -130,13 +130,13 @@ def test_conflicts_are_between_runners_not_within_one():
     base = real_records(1)[0]
     older = second_runner(base, "r1", outcome="fail", finished_at="2026-11-01T00:00:00+00:00")
     newer = second_runner(base, "r1", outcome="pass", finished_at="2026-11-02T00:00:00+00:00")
-    assert merge.conflicts([older, newer], table.key) == {}  # one runner's history
+    assert merge.conflicts([older, newer], summary.key) == {}  # one runner's history
     other = second_runner(base, "r2", outcome="fail", finished_at="2026-11-03T00:00:00+00:00")
-    (c,) = merge.conflicts([older, newer, other], table.key).values()
+    (c,) = merge.conflicts([older, newer, other], summary.key).values()
     assert [(merge.runner_name(r), r["outcome"]) for r in c.records] == [("r2", "fail"), ("r1", "pass")]
     other_versions = second_runner(other, "r2")
     other_versions["fingerprint"] = dict(other["fingerprint"], packages={**other["fingerprint"]["packages"], "transformers": "4.33.0"})
-    assert len(merge.conflicts([newer, other_versions], table.key)) == 0  # different versions: no clash
+    assert len(merge.conflicts([newer, other_versions], summary.key)) == 0  # different versions: no clash
 
 
 def test_runner_identity_names_the_runner_and_its_ci_run():

@@ -86,8 +86,8 @@ def test_every_strategy_is_an_axis_value_and_takes_the_ranks_its_cells_have():
 def test_the_tracked_packages_are_named_once():
     """harness/packages.py is the one list: the stack keys, the known issues' conditions, the
     table's columns and a reader's view of a record are it, not copies of it."""
-    from harness import known_issues, packages, records, stacks, table
+    from harness import known_issues, packages, records, stacks, summary, table
 
     assert stacks.STACK_PACKAGES is packages.STACK
-    assert known_issues.PACKAGES is table.VERSION_COLUMNS is packages.TRACKED
+    assert known_issues.PACKAGES is table.TRACKED is summary.TRACKED is packages.TRACKED
     assert records._view()["properties"]["fingerprint"]["properties"]["packages"]["properties"].keys() == set(packages.TRACKED)
