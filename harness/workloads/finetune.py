@@ -30,16 +30,13 @@ This file imports only the standard library and the stack's own libraries (torch
 peft), never the harness: it runs in whatever environment the stack provides, across library
 versions, so it adapts by feature detection rather than by version numbers.
 
-Fault injection for the harness's own tests: COMPAT_INJECT_FAULT="KIND[:rankN]@GLOB" makes a cell
-whose id matches GLOB (fnmatch) misbehave for real after its first training step, on every rank
-or on rank N only. KIND is one of raise, hang, segfault, oom (an allocation larger than the
-device has room for fails in the allocator), sigkill (the process is killed as the kernel's OOM
-killer kills).
+Fault injection for the harness's own tests (COMPAT_INJECT_FAULT) is faults.py, imported only
+when that variable is set.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import importlib
 import inspect
 import json
 import math
@@ -104,14 +101,27 @@ def main(spec_path: str, result_dir: str, recipe=None) -> int:
     return code
 
 
+class Built:
+    """What the build phase made: the base model (its saved copy at base_dir, loaded with
+    base_kwargs), the model the Trainer trains (the base, or its LoRA wrapper), the class that
+    rebuilds it and the quantization config it was loaded with."""
+
+    def __init__(self, base, model, model_class, base_dir: str, base_kwargs: dict, quant):
+        self.base, self.model, self.model_class = base, model, model_class
+        self.base_dir, self.base_kwargs, self.quant = base_dir, base_kwargs, quant
+
+
 def run(spec: dict, result: dict) -> None:
+    """The recipe, phase by phase: build the model, make the data, train, check, save and reload.
+    Each phase's time is in result["durations_s"]."""
     durations = result["durations_s"]
 
     t = time.perf_counter()
-    import torch
-    import transformers
-
+    for name in ("torch", "transformers"):  # their import, timed as a phase of its own
+        importlib.import_module(name)
     durations["import"] = time.perf_counter() - t
+    import torch
+
     result["environment"] = environment_report()
     result["checks"]["training_path"] = "transformers.Trainer"
 
@@ -119,46 +129,42 @@ def run(spec: dict, result: dict) -> None:
     result["_device"] = device
     if device == "cuda":
         result["_cuda"] = cuda_start(spec, torch)
+    torch.manual_seed(int(spec["train"]["seed"]))
 
-    train = spec["train"]
-    seed = int(train["seed"])
-    torch.manual_seed(seed)
-
-    # -- model, from a config of its family, as users do when they build from scratch ------------
     t = time.perf_counter()
+    built = build(spec, result, device)
+    durations["build"] = time.perf_counter() - t
+    data, batch_of, eval_batch = make_data(spec, result)
+    # Evaluation runs under the cell's autocast: after training, accelerate has wrapped the
+    # trained model's forward in it anyway, so every comparison below is like for like.
+    amp = autocast(spec["precision"], device)
+    loss_before = eval_loss(built.model, eval_batch, amp)
+    trainer, losses = train(spec, result, built, data, batch_of, device)
+    trained = check(spec, result, built, trainer, losses, eval_batch, amp, loss_before)
+    save_and_reload(spec, result, built, trainer, trained, eval_batch, amp, device)
+
+
+# -- model, from a config of its family, as users do when they build from scratch ---------------
+def build(spec: dict, result: dict, device: str) -> Built:
+    import torch
+    import transformers
+
     config, model_class = family_config(spec["model"])
     base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
-    workdir = spec["workdir"]
     # every rank built the same weights from the same seed; each keeps its own copy on disk, so
     # no rank waits for another before loading it
-    base_dir = os.path.join(workdir, f"base{RANK}")
+    base_dir = os.path.join(spec["workdir"], f"base{RANK}")
     base.save_pretrained(base_dir)
     quant = quantization_config(spec["quantization"], spec["precision"])
     half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec["precision"])
     # the base in its 16-bit compute dtype, loaded as LoRA recipes load it (torch_dtype: the name
     # every transformers release takes, 5.x with a deprecation warning)
-    base_kwargs = {"torch_dtype": half} if train.get("base_dtype", "float32") == "compute" and half and quant is None else {}
+    base_kwargs = {"torch_dtype": half} if spec["train"].get("base_dtype", "float32") == "compute" and half and quant is None else {}
     if base_kwargs:
         base = model_class.from_pretrained(base_dir, **base_kwargs)
     result["checks"]["base_dtype"] = str(next(p.dtype for p in base.parameters() if p.is_floating_point())).replace("torch.", "")
     if quant is not None:
-        # QLoRA as users run it: quantize while loading the saved model, then peft's k-bit prep
-        import peft
-
-        kbit = {}
-        if train.get("load_in_kbit_kwarg"):
-            # as DeepKE's fine-tune script loads: load_in_4bit / load_in_8bit passed beside the
-            # quantization_config that already says it (newer transformers refuse the pair)
-            kbit = {"load_in_8bit": True} if spec["quantization"] == "int8" else {"load_in_4bit": True}
-        base = model_class.from_pretrained(
-            base_dir, quantization_config=quant, device_map={"": device_index(device)}, **kbit
-        )
-        result["checks"]["quantized_modules"] = sorted(
-            {type(m).__name__ for m in base.modules() if "bitsandbytes" in type(m).__module__}
-        )
-        if not result["checks"]["quantized_modules"]:
-            raise CheckFailed(f"quantization {spec['quantization']} asked for, but no bitsandbytes layer is in the model")
-        base = peft.prepare_model_for_kbit_training(base, use_gradient_checkpointing=bool(spec["grad_ckpt"]))
+        base = load_quantized(spec, result, model_class, base_dir, quant, device)
     model = base
     if spec["method"] == "lora":
         import peft
@@ -177,30 +183,56 @@ def run(spec: dict, result: dict) -> None:
         model = peft.get_peft_model(base, lora)
     elif spec["method"] != "full":
         raise ValueError(f"unknown method {spec['method']!r}")
-    durations["build"] = time.perf_counter() - t
+    return Built(base, model, model_class, base_dir, base_kwargs, quant)
 
-    # -- data: deterministic, learnable, variable length ----------------------------------------
+
+def load_quantized(spec: dict, result: dict, model_class, base_dir: str, quant, device: str):
+    """QLoRA as users run it: quantize while loading the saved model, then peft's k-bit prep."""
+    import peft
+
+    kbit = {}
+    if spec["train"].get("load_in_kbit_kwarg"):
+        # as DeepKE's fine-tune script loads: load_in_4bit / load_in_8bit passed beside the
+        # quantization_config that already says it (newer transformers refuse the pair)
+        kbit = {"load_in_8bit": True} if spec["quantization"] == "int8" else {"load_in_4bit": True}
+    base = model_class.from_pretrained(
+        base_dir, quantization_config=quant, device_map={"": device_index(device)}, **kbit
+    )
+    result["checks"]["quantized_modules"] = sorted(
+        {type(m).__name__ for m in base.modules() if "bitsandbytes" in type(m).__module__}
+    )
+    if not result["checks"]["quantized_modules"]:
+        raise CheckFailed(f"quantization {spec['quantization']} asked for, but no bitsandbytes layer is in the model")
+    return peft.prepare_model_for_kbit_training(base, use_gradient_checkpointing=bool(spec["grad_ckpt"]))
+
+
+# -- data: deterministic, learnable, variable length -----------------------------------------------
+def make_data(spec: dict, result: dict):
+    """(rows, the collator, the batch evaluated before and after training)."""
+    settings = spec["train"]
     data = synthetic_dataset(
-        n=int(train["examples"]),
+        n=int(settings["examples"]),
         vocab=data_vocab(spec),
-        lo=int(train["seq_len_min"]),
-        hi=int(train["seq_len_max"]),
-        seed=seed,
+        lo=int(settings["seq_len_min"]),
+        hi=int(settings["seq_len_max"]),
+        seed=int(settings["seed"]),
     )
     # "longest": each batch padded to its own longest row, so shapes vary from batch to batch;
     # "max_length": every batch padded to seq_len_max, one shape throughout
-    pad_to = int(train["seq_len_max"]) if train.get("padding", "longest") == "max_length" else 0
+    pad_to = int(settings["seq_len_max"]) if settings.get("padding", "longest") == "max_length" else 0
     batch_of = lambda rows: collate(rows, pad_to)  # noqa: E731
-    eval_batch = batch_of(data[: int(train["batch_size"])])
+    eval_batch = batch_of(data[: int(settings["batch_size"])])
     result["checks"]["seq_lens"] = sorted({len(x["input_ids"]) for x in data})
+    return data, batch_of, eval_batch
 
-    # Evaluation runs under the cell's autocast: after training, accelerate has wrapped the
-    # trained model's forward in it anyway, so every comparison below is like for like.
-    amp = autocast(spec["precision"], device)
-    loss_before = eval_loss(model, eval_batch, amp)
 
-    # -- train through the Trainer ---------------------------------------------------------------
-    args = training_arguments(spec, os.path.join(workdir, "trainer"), getattr(base, "_no_split_modules", None))
+# -- train through the Trainer ---------------------------------------------------------------------
+def train(spec: dict, result: dict, built: Built, data: list, batch_of, device: str):
+    """(the Trainer, after training; the loss of every logged step)."""
+    import torch
+    import transformers
+
+    args = training_arguments(spec, os.path.join(spec["workdir"], "trainer"), getattr(built.base, "_no_split_modules", None))
     losses: list[float] = []
     timeline: list[dict] = []
     result["timeline"] = timeline
@@ -211,13 +243,13 @@ def run(spec: dict, result: dict) -> None:
         if ids is not None:
             width[0] = int(ids.shape[-1])
 
-    model.register_forward_pre_hook(note_width, with_kwargs=True)
+    built.model.register_forward_pre_hook(note_width, with_kwargs=True)
     trainer_class = transformers.Trainer
-    if train.get("order", "shuffled") == "ascending":
+    if spec["train"].get("order", "shuffled") == "ascending":
         trainer_class = in_order_trainer(transformers.Trainer)
         data.sort(key=lambda row: len(row["input_ids"]))
     trainer = trainer_class(
-        model=model,
+        model=built.model,
         args=args,
         train_dataset=ListDataset(data),
         data_collator=batch_of,
@@ -236,16 +268,21 @@ def run(spec: dict, result: dict) -> None:
         result["_train_rss"] = sampler.stop()
         if device == "cuda":
             end_cuda_phase(torch, result["_cuda"], "train", trained_ok)
-    durations["train"] = time.perf_counter() - t
+    result["durations_s"]["train"] = time.perf_counter() - t
     if device == "cuda":
         check_allocator(torch, spec, result["_cuda"], result["checks"])
+    return trainer, losses
 
+
+# -- it ran as asked, as the strategy it names, and it learned -------------------------------------
+def check(spec: dict, result: dict, built: Built, trainer, losses: list, eval_batch: dict, amp, loss_before: float):
+    """The model as trained (the Trainer's wrapper where there is one), once checked."""
     if not losses:
         raise RuntimeError("the Trainer logged no training loss")
     # renamed is_activation_checkpointing in transformers 5; older versions have only the first
-    active = getattr(base, "is_activation_checkpointing", None)
+    active = getattr(built.base, "is_activation_checkpointing", None)
     if active is None:
-        active = getattr(base, "is_gradient_checkpointing", None)
+        active = getattr(built.base, "is_gradient_checkpointing", None)
     result["checks"]["grad_ckpt_active"] = active
     if active is not None and bool(active) != bool(spec["grad_ckpt"]):
         raise CheckFailed(
@@ -256,7 +293,7 @@ def run(spec: dict, result: dict) -> None:
     # sharded weights every rank must take part in each forward pass, so every rank evaluates;
     # only rank 0 checks the saved copy
     wrapped = WORLD_SIZE > 1 or spec["strategy_facts"]["zero_stage"] is not None
-    trained = trainer.model_wrapped if wrapped else model
+    trained = trainer.model_wrapped if wrapped else built.model
     check_strategy(spec["strategy"], spec["strategy_facts"], trained, result)
     loss_after = eval_loss(trained, eval_batch, amp)
     result["losses"] = {
@@ -274,10 +311,15 @@ def run(spec: dict, result: dict) -> None:
             f"loss did not decrease: eval loss {loss_before:.4f} before training, "
             f"{loss_after:.4f} after"
         )
+    return trained
 
-    # -- save, reload, compare ---------------------------------------------------------------------
+
+# -- save, reload, compare -------------------------------------------------------------------------
+def save_and_reload(spec: dict, result: dict, built: Built, trainer, trained, eval_batch: dict, amp, device: str) -> None:
+    """Save as users save (trainer.save_model), reload on rank 0 as users reload, and compare
+    the reloaded model's logits with the trained one's; saving must not change the trained model."""
     t = time.perf_counter()
-    out_dir = os.path.join(workdir, "saved")
+    out_dir = os.path.join(spec["workdir"], "saved")
     before_save = logits(trained, eval_batch, amp)
     trainer.save_model(out_dir)  # gathers sharded weights; writes on the main process only
     after_save = logits(trained, eval_batch, amp)
@@ -286,40 +328,19 @@ def run(spec: dict, result: dict) -> None:
 
         dist.barrier()
     if RANK != 0:
-        durations["save_reload"] = time.perf_counter() - t
+        result["durations_s"]["save_reload"] = time.perf_counter() - t
         return
     if spec["strategy_facts"]["zero_stage"] is not None:
         # while the Trainer's DeepSpeed config is live, from_pretrained builds a ZeRO-3 model
         # under zero.Init, a collective the other ranks (done by now) never join: load plainly
         unset_deepspeed_config()
-    if spec["method"] == "lora":
-        import peft
-
-        reload_kwargs = dict(base_kwargs)
-        if quant is not None:
-            reload_kwargs = {"quantization_config": quant, "device_map": {"": device_index(device)}}
-        reloaded = peft.PeftModel.from_pretrained(
-            model_class.from_pretrained(base_dir, **reload_kwargs), out_dir
-        )
-    else:
-        reloaded = model_class.from_pretrained(out_dir)
-    if quant is None:  # a quantized reload is placed by device_map; some versions refuse .to() on it
-        reloaded.to(device)
+    reloaded = reload(spec, built, out_dir, device)
     diff = float((before_save - logits(reloaded, eval_batch, amp)).abs().max())
     mutated = float((before_save - after_save).abs().max())
-    durations["save_reload"] = time.perf_counter() - t
+    result["durations_s"]["save_reload"] = time.perf_counter() - t
     result["checks"]["reload_max_abs_diff"] = diff
     result["checks"]["save_changed_model_max_abs_diff"] = mutated
-    # A model trained in half precision itself (DeepSpeed's bf16/fp16 mode casts the weights, where
-    # the Trainer's own mixed precision keeps them fp32) is reloaded in fp32: their logits differ
-    # by half-precision rounding, a few units of its epsilon; a broken reload differs by the logits.
-    dtype = next((q.dtype for q in trained.parameters() if q.is_floating_point()), torch.float32)
-    if spec["strategy_facts"]["fsdp_version"] and spec["precision"] in ("bf16", "fp16"):
-        # FSDP's mixed precision keeps fp32 shards but computes with parameters cast to 16 bits
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[spec["precision"]]
-    tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
-    result["checks"]["trained_weights_dtype"] = str(dtype).replace("torch.", "")
-    result["checks"]["reload_tolerance"] = tolerance
+    tolerance = reload_tolerance(spec, result, trained, before_save)
     if not diff <= tolerance:
         raise CheckFailed(f"reloaded model differs from the trained one: max |logit diff| {diff:.3g}")
     if not mutated <= 1e-4:
@@ -327,6 +348,41 @@ def run(spec: dict, result: dict) -> None:
             f"saving changed the trained model in memory (the saved copy is right): max |logit diff| "
             f"{mutated:.3g} before vs after save_model"
         )
+
+
+def reload(spec: dict, built: Built, out_dir: str, device: str):
+    """The saved model as users load it: the adapter onto its base, or the whole model."""
+    if spec["method"] == "lora":
+        import peft
+
+        reload_kwargs = dict(built.base_kwargs)
+        if built.quant is not None:
+            reload_kwargs = {"quantization_config": built.quant, "device_map": {"": device_index(device)}}
+        reloaded = peft.PeftModel.from_pretrained(
+            built.model_class.from_pretrained(built.base_dir, **reload_kwargs), out_dir
+        )
+    else:
+        reloaded = built.model_class.from_pretrained(out_dir)
+    if built.quant is None:  # a quantized reload is placed by device_map; some versions refuse .to() on it
+        reloaded.to(device)
+    return reloaded
+
+
+def reload_tolerance(spec: dict, result: dict, trained, before_save) -> float:
+    """How far the reloaded model's logits may be from the trained one's. A model trained in half
+    precision itself (DeepSpeed's bf16/fp16 mode casts the weights, where the Trainer's own mixed
+    precision keeps them fp32) is reloaded in fp32: their logits differ by half-precision
+    rounding, a few units of its epsilon; a broken reload differs by the logits."""
+    import torch
+
+    dtype = next((q.dtype for q in trained.parameters() if q.is_floating_point()), torch.float32)
+    if spec["strategy_facts"]["fsdp_version"] and spec["precision"] in ("bf16", "fp16"):
+        # FSDP's mixed precision keeps fp32 shards but computes with parameters cast to 16 bits
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[spec["precision"]]
+    tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
+    result["checks"]["trained_weights_dtype"] = str(dtype).replace("torch.", "")
+    result["checks"]["reload_tolerance"] = tolerance
+    return tolerance
 
 
 class CheckFailed(AssertionError):
@@ -392,14 +448,14 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
     (_no_split_modules), which FSDP wraps one by one."""
     import transformers
 
-    train = spec["train"]
+    settings = spec["train"]
     fields = set(inspect.signature(transformers.TrainingArguments.__init__).parameters)
     kwargs = dict(
         output_dir=output_dir,
-        max_steps=int(train["steps"]),
-        per_device_train_batch_size=int(train["batch_size"]),
-        gradient_accumulation_steps=int(train.get("gradient_accumulation_steps", 1)),
-        learning_rate=float(train["lr"]),
+        max_steps=int(settings["steps"]),
+        per_device_train_batch_size=int(settings["batch_size"]),
+        gradient_accumulation_steps=int(settings.get("gradient_accumulation_steps", 1)),
+        learning_rate=float(settings["lr"]),
         lr_scheduler_type="constant",
         warmup_steps=0,
         weight_decay=0.0,
@@ -407,7 +463,7 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
         save_strategy="no",
         report_to=[],
         disable_tqdm=True,
-        seed=int(train["seed"]),
+        seed=int(settings["seed"]),
         dataloader_num_workers=0,
         remove_unused_columns=False,
         gradient_checkpointing=bool(spec["grad_ckpt"]),
@@ -539,7 +595,7 @@ def in_order_trainer(base):
 def step_callback(spec: dict, losses: list, timeline: list, width: list, device: str):
     """A Trainer callback that collects the loss of every logged step and, after every optimizer
     step, this rank's memory (CPU: peak RSS so far; CUDA: allocated and reserved now, and the
-    peaks so far) with the step's sequence length; it also hosts the fault-injection point.
+    peaks so far) with the step's sequence length; after the first, the fault-injection point.
     Built here, after transformers is imported, so an import failure is reported like any other."""
     import transformers
 
@@ -562,7 +618,7 @@ def step_callback(spec: dict, losses: list, timeline: list, width: list, device:
                 point["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated()
             timeline.append(point)
             if state.global_step == 1:
-                fault_point(spec["cell"])
+                after_first_step(spec["cell"])
 
     return StepCallback()
 
@@ -877,50 +933,14 @@ def family_config(fields: dict):
     return transformers.AutoConfig.for_model(family, **fields), model_class
 
 
-def fault_point(cell: str) -> None:
-    """Real misbehaviour for the harness's tests, after the first optimizer step; a no-op unless
-    COMPAT_INJECT_FAULT names this cell (and this rank)."""
-    spec = os.environ.get("COMPAT_INJECT_FAULT", "")
-    if not spec:
-        return
-    kind, _, pattern = spec.partition("@")
-    kind, _, rank = kind.partition(":rank")
-    if pattern and not fnmatch.fnmatchcase(cell, pattern):
-        return
-    if rank and os.environ.get("RANK", "0") != rank:
-        return
-    if kind == "raise":
-        raise RuntimeError("injected fault: the workload raised on purpose (COMPAT_INJECT_FAULT)")
-    if kind == "hang":
-        # a child that would outlive us unless the harness kills the whole process group
-        import subprocess
+def after_first_step(cell: str) -> None:
+    """Where the harness's own tests make a cell misbehave (faults.py, after the first optimizer
+    step): nothing is imported and nothing happens unless COMPAT_INJECT_FAULT is set."""
+    fault = os.environ.get("COMPAT_INJECT_FAULT")
+    if fault:
+        import faults  # the sibling module: on sys.path as this script's folder
 
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "compat-injected-hang", cell])
-        time.sleep(3600)
-    if kind == "segfault":
-        import ctypes
-
-        ctypes.string_at(0)
-    if kind == "oom":
-        import torch
-
-        if torch.cuda.is_available():  # more than the card has: the caching allocator says no
-            torch.empty(torch.cuda.get_device_properties(0).total_memory * 2, dtype=torch.uint8, device="cuda")
-        # on CPU, the address space is capped 64 MiB above what the process maps now (so the
-        # host's overcommit setting does not matter) while it asks for 1 GiB more
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        with open("/proc/self/statm") as f:
-            mapped = int(f.read().split()[0]) * resource.getpagesize()
-        resource.setrlimit(resource.RLIMIT_AS, (mapped + 64 * 2**20, hard))
-        try:
-            torch.ones(2**30, dtype=torch.uint8)
-        finally:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-    if kind == "sigkill":
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-    raise ValueError(f"COMPAT_INJECT_FAULT: unknown fault kind {kind!r} (or it did not happen)")
+        faults.inject(cell, fault)
 
 
 if __name__ == "__main__":

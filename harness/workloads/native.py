@@ -72,75 +72,94 @@ def fsdp2_api(torch):
 
 
 def train_and_check(spec, result, torch, dist, transformers, device, fully_shard, mixed_precision) -> None:
-    durations, checks, train = result["durations_s"], result["checks"], spec["train"]
-    seed = int(train["seed"])
+    """The recipe, phase by phase: build and wrap the model, deal each rank its data, train,
+    check, save and reload. Each phase's time is in result["durations_s"]."""
     here = torch.device(device, torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
-    bf16 = spec["precision"] == "bf16"
-
-    # -- the model, as finetune.py builds it; LoRA and gradient checkpointing before wrapping ------
     t = time.perf_counter()
-    torch.manual_seed(seed)
+    torch.manual_seed(int(spec["train"]["seed"]))
     config, model_class = common.family_config(spec["model"])
 
     def build():
-        torch.manual_seed(seed)
-        base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
-        if spec["grad_ckpt"]:
-            base.gradient_checkpointing_enable()
-        if spec["method"] == "lora":
-            import peft
+        return build_model(spec, torch, transformers, config, model_class)
 
-            if spec["grad_ckpt"]:
-                base.enable_input_require_grads()
-            base = peft.get_peft_model(base, peft.LoraConfig(
-                r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"))
-        return base
-
-    model = build()
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    layer_names = set(getattr(inner, "_no_split_modules", None) or [])
-    if strategy_is_fsdp(spec):
-        from torch.distributed.device_mesh import init_device_mesh
-
-        mesh = init_device_mesh(device, (WORLD_SIZE,))  # named, so gloo on a GPU host stays on the CPU
-        policy = mixed_precision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else mixed_precision()
-        layers = [m for m in model.modules() if type(m).__name__ in layer_names]
-        if not layers:
-            raise CheckFailed(f"no decoder layer ({', '.join(sorted(layer_names)) or 'no _no_split_modules'}) to shard in {type(model).__name__}")
-        for layer in layers:
-            fully_shard(layer, mesh=mesh, mp_policy=policy)
-        fully_shard(model, mesh=mesh, mp_policy=policy)
-        checks["sharded_layers"] = len(layers)
-        trained = model
-    else:
-        model.to(here)
-        trained = torch.nn.parallel.DistributedDataParallel(model, device_ids=[here.index] if device == "cuda" else None)
-    durations["build"] = time.perf_counter() - t
+    trained = wrap(spec, result, torch, build(), device, here, fully_shard, mixed_precision)
+    result["durations_s"]["build"] = time.perf_counter() - t
     # FSDP2 casts parameters to bf16 for compute itself; DDP trains under autocast, as the Trainer does
     amp = common.autocast(spec["precision"], device) if not strategy_is_fsdp(spec) else common.autocast("fp32", device)
+    mine, pad_to, eval_batch = make_data(spec, result)
+    loss_before = eval_loss(trained, eval_batch, amp, here)
+    losses = train(spec, result, torch, dist, trained, mine, pad_to, amp, device, here)
+    check(spec, result, trained, losses, eval_batch, amp, here, loss_before)
+    save_and_reload(spec, result, torch, dist, trained, build, eval_batch, amp, here)
 
-    # -- data: every rank its own rows of the same data set (as DistributedSampler deals them) ------
-    data = common.synthetic_dataset(n=int(train["examples"]), vocab=common.data_vocab(spec),
-                                    lo=int(train["seq_len_min"]), hi=int(train["seq_len_max"]), seed=seed)
-    pad_to = int(train["seq_len_max"]) if train.get("padding", "longest") == "max_length" else 0
-    eval_batch = common.collate(data[: int(train["batch_size"])], pad_to)
-    if train.get("order", "shuffled") == "ascending":
+
+# -- the model, as finetune.py builds it; LoRA and gradient checkpointing before wrapping ----------
+def build_model(spec: dict, torch, transformers, config, model_class):
+    torch.manual_seed(int(spec["train"]["seed"]))
+    base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
+    if spec["grad_ckpt"]:
+        base.gradient_checkpointing_enable()
+    if spec["method"] == "lora":
+        import peft
+
+        if spec["grad_ckpt"]:
+            base.enable_input_require_grads()
+        base = peft.get_peft_model(base, peft.LoraConfig(
+            r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"))
+    return base
+
+
+def wrap(spec: dict, result: dict, torch, model, device: str, here, fully_shard, mixed_precision):
+    """Each decoder layer and then the whole model sharded with fully_shard (fsdp2_native), or the
+    model in DistributedDataParallel (ddp_native): the model as trained."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layer_names = set(getattr(inner, "_no_split_modules", None) or [])
+    if not strategy_is_fsdp(spec):
+        model.to(here)
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=[here.index] if device == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device, (WORLD_SIZE,))  # named, so gloo on a GPU host stays on the CPU
+    bf16 = spec["precision"] == "bf16"
+    policy = mixed_precision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else mixed_precision()
+    layers = [m for m in model.modules() if type(m).__name__ in layer_names]
+    if not layers:
+        raise CheckFailed(f"no decoder layer ({', '.join(sorted(layer_names)) or 'no _no_split_modules'}) to shard in {type(model).__name__}")
+    for layer in layers:
+        fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    result["checks"]["sharded_layers"] = len(layers)
+    return model
+
+
+# -- data: every rank its own rows of the same data set (as DistributedSampler deals them) ---------
+def make_data(spec: dict, result: dict):
+    """(this rank's rows, the width every batch is padded to (0: its own longest row), the batch
+    evaluated before and after training)."""
+    settings, seed = spec["train"], int(spec["train"]["seed"])
+    data = common.synthetic_dataset(n=int(settings["examples"]), vocab=common.data_vocab(spec),
+                                    lo=int(settings["seq_len_min"]), hi=int(settings["seq_len_max"]), seed=seed)
+    pad_to = int(settings["seq_len_max"]) if settings.get("padding", "longest") == "max_length" else 0
+    eval_batch = common.collate(data[: int(settings["batch_size"])], pad_to)
+    if settings.get("order", "shuffled") == "ascending":
         data.sort(key=lambda row: len(row["input_ids"]))
     else:
         import random
 
         random.Random(seed).shuffle(data)
-    mine = data[RANK::WORLD_SIZE]
-    checks["seq_lens"] = sorted({len(x["input_ids"]) for x in data})
+    result["checks"]["seq_lens"] = sorted({len(x["input_ids"]) for x in data})
+    return data[RANK::WORLD_SIZE], pad_to, eval_batch
 
-    loss_before = eval_loss(trained, eval_batch, amp, here)
+
+# -- the loop -------------------------------------------------------------------------------------
+def train(spec: dict, result: dict, torch, dist, trained, mine: list, pad_to: int, amp, device: str, here) -> list:
+    """A plain AdamW loop over this rank's rows; the loss of every step, averaged over the ranks."""
+    settings = spec["train"]
     params = [p for p in trained.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=float(train["lr"]), weight_decay=0.0)
+    optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=0.0)
     # this rank's share: a DTensor's numel() is the whole tensor's, its local shard is to_local()
-    checks["trainable_parameters"] = int(sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in params))
-
-    # -- the loop ---------------------------------------------------------------------------------
-    steps, batch, accumulate = int(train["steps"]), int(train["batch_size"]), int(train.get("gradient_accumulation_steps", 1))
+    result["checks"]["trainable_parameters"] = int(sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in params))
+    steps, batch, accumulate = int(settings["steps"]), int(settings["batch_size"]), int(settings.get("gradient_accumulation_steps", 1))
     losses, timeline = [], []
     result["timeline"] = timeline
     sampler = common.RssSampler()
@@ -169,17 +188,21 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
             losses.append(float(mean) / WORLD_SIZE)
             timeline.append(memory_point(torch, step, width, device))
             if step == 1:
-                common.fault_point(spec["cell"])
+                common.after_first_step(spec["cell"])
         trained_ok = True
     finally:
         result["_train_rss"] = sampler.stop()
         if device == "cuda":
             common.end_cuda_phase(torch, result["_cuda"], "train", trained_ok)
-    durations["train"] = time.perf_counter() - t
+    result["durations_s"]["train"] = time.perf_counter() - t
     if device == "cuda":
-        common.check_allocator(torch, spec, result["_cuda"], checks)
+        common.check_allocator(torch, spec, result["_cuda"], result["checks"])
+    return losses
 
-    # -- it ran as the strategy it names, and it learned -----------------------------------------------
+
+# -- it ran as the strategy it names, and it learned -----------------------------------------------
+def check(spec: dict, result: dict, trained, losses: list, eval_batch: dict, amp, here, loss_before: float) -> None:
+    checks = result["checks"]
     kinds = sorted({type(p).__name__ for p in trained.parameters()})
     checks["wrapped_as"], checks["parameter_types"] = type(trained).__name__, kinds
     if strategy_is_fsdp(spec) and "DTensor" not in kinds:
@@ -192,7 +215,10 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
     if not loss_after < loss_before:
         raise CheckFailed(f"loss did not decrease: eval loss {loss_before:.4f} before training, {loss_after:.4f} after")
 
-    # -- a full state dict on rank 0, saved, reloaded into a fresh model, compared -----------------------
+
+# -- a full state dict on rank 0, saved, reloaded into a fresh model, compared -----------------------
+def save_and_reload(spec: dict, result: dict, torch, dist, trained, build, eval_batch: dict, amp, here) -> None:
+    checks, bf16 = result["checks"], spec["precision"] == "bf16"
     t = time.perf_counter()
     before_save = logits(trained, eval_batch, amp, here)  # every rank: a sharded forward is a collective
     state = full_state_dict(torch, trained if strategy_is_fsdp(spec) else trained.module)
@@ -217,7 +243,7 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
         if not diff <= tolerance:
             raise CheckFailed(f"reloaded model differs from the trained one: max |logit diff| {diff:.3g}")
     dist.barrier()
-    durations["save_reload"] = time.perf_counter() - t
+    result["durations_s"]["save_reload"] = time.perf_counter() - t
 
 
 def strategy_is_fsdp(spec: dict) -> bool:

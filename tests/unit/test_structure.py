@@ -17,8 +17,6 @@ STILL_LONG = {
     "resolve.py:recommend": 76,
     "runner.py:run_all": 69,
     "schedule.py:run_jobs": 76,
-    "workloads/finetune.py:run": 223,
-    "workloads/native.py:train_and_check": 147,
 }
 
 

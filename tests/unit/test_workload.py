@@ -95,3 +95,27 @@ def test_a_zero_cell_passes_only_with_the_stage_and_offload_it_names():
         finetune.check_strategy("zero3_offload", zero3_offload, no_offload, {"checks": {}})
     with pytest.raises(finetune.CheckFailed, match="strategy zero2 asked for, but the trained model is a Model"):
         finetune.check_strategy("zero2", {"zero_stage": 2, "offload": False}, wrapped("Model"), {"checks": {}})
+
+
+def test_fault_injection_is_out_of_the_training_path_until_its_variable_is_set(monkeypatch):
+    """faults.py is imported by the workloads only inside after_first_step, and only when
+    COMPAT_INJECT_FAULT is set; then it misbehaves only for the cell (and rank) it names."""
+    import ast
+
+    for name in ("finetune.py", "native.py"):
+        tree = ast.parse((ROOT / "harness" / "workloads" / name).read_text(encoding="utf-8"))
+        top = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
+        top += [n.module for n in tree.body if isinstance(n, ast.ImportFrom)]
+        assert "faults" not in top, name
+    monkeypatch.delitem(sys.modules, "faults", raising=False)
+    monkeypatch.delenv("COMPAT_INJECT_FAULT", raising=False)
+    finetune.after_first_step("cpu-local-fp32-none-full-single")
+    assert "faults" not in sys.modules
+    monkeypatch.setenv("COMPAT_INJECT_FAULT", "raise:rank1@*-lora-*")
+    monkeypatch.setenv("RANK", "1")
+    finetune.after_first_step("cpu-local-fp32-none-full-single")  # another cell: nothing happens
+    assert "faults" in sys.modules
+    with pytest.raises(RuntimeError, match="injected fault: the workload raised on purpose"):
+        finetune.after_first_step("cpu-local-fp32-none-lora-single")
+    monkeypatch.setenv("RANK", "0")
+    finetune.after_first_step("cpu-local-fp32-none-lora-single")  # another rank: nothing happens
