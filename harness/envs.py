@@ -76,6 +76,18 @@ class StackEnv:
     info: dict  # what goes into each record's `stack`
 
 
+def _check_base(stack: Stack, base: dict) -> None:
+    """The base interpreter can carry `stack`: a Python it installs on, and torch where the stack
+    takes torch from it."""
+    if stack.python and not SpecifierSet(stack.python).contains(base["version"], prereleases=True):
+        raise StackUnsupported(f"stack {stack.name} installs on Python {stack.python}"
+                               + (f" ({stack.python_why})" if stack.python_why else "")
+                               + f"; this runner's Python is {base['version']} ({base['executable']})")
+    if stack.torch == "inherit" and not base.get("torch"):
+        raise InstallError(f"stack {stack.name} takes torch from the base interpreter {base['executable']}, which has "
+                           "none: install the runner's torch there, or name an interpreter that has it (compat run --python)")
+
+
 @dataclasses.dataclass
 class EnvManager:
     root: Path  # where envs live
@@ -98,13 +110,7 @@ class EnvManager:
             })
         t0 = time.perf_counter()
         base = self.base()
-        if stack.python and not SpecifierSet(stack.python).contains(base["version"], prereleases=True):
-            raise StackUnsupported(f"stack {stack.name} installs on Python {stack.python}"
-                                   + (f" ({stack.python_why})" if stack.python_why else "")
-                                   + f"; this runner's Python is {base['version']} ({base['executable']})")
-        if stack.torch == "inherit" and not base.get("torch"):
-            raise InstallError(f"stack {stack.name} takes torch from the base interpreter {base['executable']}, which has "
-                               "none: install the runner's torch there, or name an interpreter that has it (compat run --python)")
+        _check_base(stack, base)
         resolved = self._resolve_canary(stack, base) if stack.canary else None
         key_src = {
             "format": ENV_FORMAT,
@@ -117,31 +123,7 @@ class EnvManager:
             key_src.update(base_torch=base["torch"], base_site=base["site_dirs"])
         key = hashlib.sha256(json.dumps(key_src, sort_keys=True).encode()).hexdigest()[:12]
         path = self.root / f"{stack.name}-{key}"
-        python = str(path / "bin" / "python")
-        marker = path / MARKER
-        # one compat at a time makes an env: a second run that wants it waits, then reuses what
-        # the first one made; every run that uses it holds it shared until it ends, so prune
-        # never removes an env a run is using or making
-        if path in self._held:  # this process holds it already (a preflight's second variant)
-            lock = None
-        else:
-            lock = env_lock(path, self.log)
-        try:
-            reused = marker.is_file() and Path(python).exists()
-            if not reused:
-                try:
-                    self._create(stack, path, base, stack.requirements(resolved), key_src)
-                except BaseException:
-                    shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
-                    raise
-            os.utime(marker)  # last used
-        except BaseException:
-            if lock is not None:
-                os.close(lock)
-            raise
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_SH)  # made: from now on only in use
-            self._held[path] = lock
+        reused = self._make_or_reuse(stack, path, base, resolved, key_src)
         info = {
             "name": stack.name,
             "provider": "env",
@@ -156,7 +138,36 @@ class EnvManager:
             "installer": "uv" if self._uv else "pip",
             "setup_s": round(time.perf_counter() - t0, 3),
         }
-        return StackEnv(stack.name, python, path, key, info)
+        return StackEnv(stack.name, str(path / "bin" / "python"), path, key, info)
+
+    def _make_or_reuse(self, stack: Stack, path: Path, base: dict, resolved, key_src: dict) -> bool:
+        """The env at `path`, made if it is not there; held shared from then on. True: reused."""
+        python = path / "bin" / "python"
+        marker = path / MARKER
+        # one compat at a time makes an env: a second run that wants it waits, then reuses what
+        # the first one made; every run that uses it holds it shared until it ends, so prune
+        # never removes an env a run is using or making
+        if path in self._held:  # this process holds it already (a preflight's second variant)
+            lock = None
+        else:
+            lock = env_lock(path, self.log)
+        try:
+            reused = marker.is_file() and python.exists()
+            if not reused:
+                try:
+                    self._create(stack, path, base, stack.requirements(resolved), key_src)
+                except BaseException:
+                    shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
+                    raise
+            os.utime(marker)  # last used
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_SH)  # made: from now on only in use
+            self._held[path] = lock
+        return reused
 
     def base(self) -> dict:
         """The base interpreter: its real executable, version, torch version (from its metadata:

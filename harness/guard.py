@@ -149,38 +149,45 @@ def main(argv: list[str]) -> int:
         return START_FAILED
 
     abandoned = threading.Event()
-
-    def watch_parent() -> None:
-        while True:
-            time.sleep(POLL_S)
-            if os.getppid() != parent:  # compat is gone: nothing may outlive it
-                abandoned.set()
-                _kill_everything()
-                if cleanup is not None:
-                    shutil.rmtree(cleanup, ignore_errors=True)
-                if not os.path.isdir("/proc"):
-                    os.killpg(os.getpgrp(), signal.SIGKILL)  # no process tree to walk: the group, us included
-                os._exit(1)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
-
-    # The one reaper: this loop collects every child, re-parented orphans included, until the
-    # command itself has ended (Popen.wait would race with it for the same pid).
-    status = None
-    while status is None:
-        try:
-            pid, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if pid == child.pid:
-            status = st
+    threading.Thread(target=_watch_parent, args=(parent, cleanup, abandoned), daemon=True).start()
+    status = _reap_until(child.pid)
     _kill_everything()  # what the command left behind goes with it
     _reap_all()
     if abandoned.is_set():
         time.sleep(3600)  # the watcher is cleaning up; it ends the process when done
     if cleanup is not None and os.getppid() != parent:  # compat died just as the command ended
         shutil.rmtree(cleanup, ignore_errors=True)
+    return _end_as(status)
 
+
+def _watch_parent(parent: int, cleanup: Path | None, abandoned: threading.Event) -> None:
+    """Once compat is gone, nothing may outlive it: everything killed, `cleanup` removed, exit."""
+    while True:
+        time.sleep(POLL_S)
+        if os.getppid() != parent:
+            abandoned.set()
+            _kill_everything()
+            if cleanup is not None:
+                shutil.rmtree(cleanup, ignore_errors=True)
+            if not os.path.isdir("/proc"):
+                os.killpg(os.getpgrp(), signal.SIGKILL)  # no process tree to walk: the group, us included
+            os._exit(1)
+
+
+def _reap_until(pid: int) -> int | None:
+    """The one reaper: collect every child, re-parented orphans included, until the command
+    (`pid`) has ended (Popen.wait would race with it for the same pid); its wait status."""
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return status
+
+
+def _end_as(status: int | None) -> int:
+    """End as the command ended: killed by the same signal, or with its exit code."""
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         import resource

@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness import strategies, tomldata
+from harness import packages, strategies, tomldata
 from harness.errors import MatrixError
 from harness.gpus import GpuModel, GpuDb
 from harness.known_issues import PACKAGES, KnownIssues
@@ -227,8 +227,41 @@ def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records
     ev: list[Evidence] = []
     notes: list[str] = []
     arch_passes = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == gpu.arch]
+    precision = _precision(gpu, data, arch_passes, ev)
 
-    # -- precision: from the compute capability, never from is_bf16_supported() ---------------
+    # -- quantization and strategy ------------------------------------------------------------
+    quantization = "nf4" if method == "qlora" else "none"
+    if method == "qlora":
+        ev.append(Evidence("quantization", "predicted",
+                           "QLoRA: 4-bit NF4 base weights through BitsAndBytesConfig(load_in_4bit=True, "
+                           f"bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype={precision}) and LoRA adapters",
+                           rule="qlora-nf4", sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else []))
+        if gpu.cc < (7, 5):
+            notes.append("avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a slow fallback")
+    if chosen is not None:
+        strategy = chosen[0]
+        ev.append(chosen[1])
+    else:
+        strategy = _strategy(gpus, method, data, ev)
+
+    # -- torch and its CUDA build, then the other packages ---------------------------------------
+    torch_version, variant = _pick_torch(gpu, data, arch_passes, ev)
+    pins: dict[str, str] = {"torch": f"=={torch_version}"}
+    need = packages.needed(method, strategies.get(strategy).deepspeed)
+    if "bitsandbytes" in need:
+        pins["bitsandbytes"] = _pick_bnb(gpu, torch_version, variant, data, arch_passes, ev)
+    axes = {"precision": precision, "quantization": quantization, "method": "lora" if method == "qlora" else method,
+            "strategy": strategy}
+    for name in need:
+        if name != "bitsandbytes":
+            pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev)
+    return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant,
+                          pins, ev, notes)
+
+
+def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> str:
+    """From the compute capability, never from is_bf16_supported(); with the records that passed
+    in it on the card's architecture."""
     precision = precision_for(gpu)
     if precision == "bf16":
         rule = "bf16-needs-cc-8.0"
@@ -247,53 +280,27 @@ def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records
     measured = [r for r in arch_passes if (r.get("axes") or {}).get("precision") == precision]
     if measured:
         ev.append(_measured("precision", f"{precision} passed on {gpu.arch}", measured))
+    return precision
 
-    # -- quantization and strategy ------------------------------------------------------------
-    quantization = "nf4" if method == "qlora" else "none"
-    if method == "qlora":
-        ev.append(Evidence("quantization", "predicted",
-                           "QLoRA: 4-bit NF4 base weights through BitsAndBytesConfig(load_in_4bit=True, "
-                           f"bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype={precision}) and LoRA adapters",
-                           rule="qlora-nf4", sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else []))
-        if gpu.cc < (7, 5):
-            notes.append("avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a slow fallback")
-    if chosen is not None:
-        strategy = chosen[0]
-        ev.append(chosen[1])
-    elif gpus <= 1:
-        strategy = strategies.one_process().name
+
+def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) -> str:
+    """The card-count rules: one process on one card; a full fine-tune sharded; adapters in DDP."""
+    if gpus <= 1:
         ev.append(Evidence("strategy", "predicted", "one card: one process", rule="one-card-one-process"))
-    elif method == "full":
-        strategy = strategies.full_shard().name
+        return strategies.one_process().name
+    if method == "full":
         issue = data.issues.get("ddp-oom-no-sharding")
         ev.append(Evidence("strategy", "predicted",
                            f"{gpus} cards, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
                            "(plain DDP keeps a whole copy on every card)",
                            rule="shard-full-fine-tunes", sources=list(issue.sources[:3]) if issue else []))
-    else:
-        strategy = strategies.data_parallel(gpus).name
-        ev.append(Evidence("strategy", "predicted",
-                           f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
-                           "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
-                           "base, use ZeRO-3 instead",
-                           rule="ddp-for-adapters"))
-
-    # -- torch and its CUDA build ------------------------------------------------------------
-    torch_version, variant = _pick_torch(gpu, data, arch_passes, ev)
-
-    # -- the other packages -------------------------------------------------------------------
-    packages: dict[str, str] = {"torch": f"=={torch_version}"}
-    if method == "qlora":
-        packages["bitsandbytes"] = _pick_bnb(gpu, torch_version, variant, data, arch_passes, ev)
-    axes = {"precision": precision, "quantization": quantization, "method": "lora" if method == "qlora" else method,
-            "strategy": strategy}
-    wanted = ["transformers", "peft", "accelerate"] if method != "full" else ["transformers", "accelerate"]
-    if strategy.startswith("zero"):
-        wanted.append("deepspeed")
-    for name in wanted:
-        packages[name] = _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev)
-    return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant,
-                          packages, ev, notes)
+        return strategies.full_shard().name
+    ev.append(Evidence("strategy", "predicted",
+                       f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
+                       "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
+                       "base, use ZeRO-3 instead",
+                       rule="ddp-for-adapters"))
+    return strategies.data_parallel(gpus).name
 
 
 def _measured(about: str, says: str, recs: list[dict]) -> Evidence:

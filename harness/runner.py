@@ -126,64 +126,82 @@ def run_all(
     `install-error` record, and the other stacks still run. Unsupported cells are recorded first.
     `overrides`: cell id -> what that cell runs with in place of the grid's own."""
     out: list[dict] = []
-    over = (overrides or {}).get
     todo = [p for p in planned if p.here or p.unsupported]
+    cells = _Cells(ctx, overrides or {})
 
     def finish(record: dict) -> None:
-        if ctx.known_issues is not None and record["outcome"] not in ("pass", "unsupported"):
-            record["known_issues"] = ctx.known_issues.tag(record)
-        try:
-            records.append(ctx.records_path, record)
-        except ResultsWriteError as exc:
-            raise ResultsWriteError(
-                f"the record of cell {record['cell']} ({record['outcome']}) was not written: {exc}. No further "
-                "cell was started. Free some space, then run the same command with --resume: it runs "
-                "the cells that have no record yet"
-            ) from None
+        _append(ctx, record)
         out.append(record)
         report(len(out), len(todo), record)
 
     for p in todo:
         if p.unsupported:
-            finish(cellrecord.unsupported(p.cell, ctx, over(p.cell.id, NO_OVERRIDE).record_extra, p.reason))
-
-    stack_envs: dict[str, StackEnv | InstallError] = {}
-    ops_built: dict[tuple, dict] = {}  # (stack, hardware, ops) -> how DeepSpeed's ops were built
-    ops_of: dict[str, dict] = {}  # cell id -> that, for its record
-
-    def prepare(cell: Cell) -> None:  # in this thread, while other cells may be running
-        if cell.stack not in stack_envs:
-            try:
-                stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
-            except InstallError as exc:
-                stack_envs[cell.stack] = exc
-        env = stack_envs[cell.stack]
-        ds = strategies.get(cell.strategy).deepspeed and isinstance(env, StackEnv)
-        ops = deepspeed_ops.ops_for(deepspeed_config_path(cell, ctx, over(cell.id, NO_OVERRIDE))) if ds else []
-        if ops:
-            key = (cell.stack, cell.hardware, tuple(ops))
-            if key not in ops_built:
-                ops_built[key] = deepspeed_ops.build(cell, ctx.host, ctx.envs, env, ops, ctx.log_dir, ctx.results_dir)
-            ops_of[cell.id] = ops_built[key]
-
-    def execute(cell: Cell, slots: tuple) -> dict:
-        got, override = stack_envs[cell.stack], over(cell.id, NO_OVERRIDE)
-        if isinstance(got, StackUnsupported):  # this runner cannot run the stack: said, not failed
-            return cellrecord.unsupported(cell, ctx, override.record_extra, str(got))
-        if isinstance(got, InstallError):
-            return cellrecord.install_error(cell, ctx, override.record_extra, got)
-        return run_cell(cell, ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots), ops=ops_of.get(cell.id), override=override)
-
+            finish(cellrecord.unsupported(p.cell, ctx, cells.override(p.cell).record_extra, p.reason))
     try:
         schedule.run_jobs(
             [p.cell for p in todo if p.here], device_pools(ctx.host), cell_need,
-            execute, lambda cell, record: finish(record), prepare,
+            cells.execute, lambda cell, record: finish(record), cells.prepare,
             may_start=lambda: ctx.stop_at is None or time.monotonic() < ctx.stop_at,
         )
     except BaseException:
         launch.kill_running()  # interrupted: no cell outlives the run
         raise
     return out
+
+
+def _append(ctx: RunContext, record: dict) -> None:
+    """A record, tagged with the known issues it matches, appended to the run's records."""
+    if ctx.known_issues is not None and record["outcome"] not in ("pass", "unsupported"):
+        record["known_issues"] = ctx.known_issues.tag(record)
+    try:
+        records.append(ctx.records_path, record)
+    except ResultsWriteError as exc:
+        raise ResultsWriteError(
+            f"the record of cell {record['cell']} ({record['outcome']}) was not written: {exc}. No further "
+            "cell was started. Free some space, then run the same command with --resume: it runs "
+            "the cells that have no record yet"
+        ) from None
+
+
+class _Cells:
+    """What run_all keeps across its cells: each stack's environment (or why it could not be
+    made) and how DeepSpeed's ops were built for each (stack, hardware, ops)."""
+
+    def __init__(self, ctx: RunContext, overrides: dict[str, Override]):
+        self.ctx, self.overrides = ctx, overrides
+        self.stack_envs: dict[str, StackEnv | InstallError] = {}
+        self.ops_built: dict[tuple, dict] = {}  # (stack, hardware, ops) -> how DeepSpeed's ops were built
+        self.ops_of: dict[str, dict] = {}  # cell id -> that, for its record
+
+    def override(self, cell: Cell) -> Override:
+        return self.overrides.get(cell.id, NO_OVERRIDE)
+
+    def prepare(self, cell: Cell) -> None:
+        """In the scheduler's thread, while other cells may be running: the cell's environment
+        and DeepSpeed ops, each made once."""
+        ctx = self.ctx
+        if cell.stack not in self.stack_envs:
+            try:
+                self.stack_envs[cell.stack] = ctx.envs.ensure(ctx.stacks[cell.stack])
+            except InstallError as exc:
+                self.stack_envs[cell.stack] = exc
+        env = self.stack_envs[cell.stack]
+        ds = strategies.get(cell.strategy).deepspeed and isinstance(env, StackEnv)
+        ops = deepspeed_ops.ops_for(deepspeed_config_path(cell, ctx, self.override(cell))) if ds else []
+        if ops:
+            key = (cell.stack, cell.hardware, tuple(ops))
+            if key not in self.ops_built:
+                self.ops_built[key] = deepspeed_ops.build(cell, ctx.host, ctx.envs, env, ops, ctx.log_dir, ctx.results_dir)
+            self.ops_of[cell.id] = self.ops_built[key]
+
+    def execute(self, cell: Cell, slots: tuple) -> dict:
+        got, override = self.stack_envs[cell.stack], self.override(cell)
+        if isinstance(got, StackUnsupported):  # this runner cannot run the stack: said, not failed
+            return cellrecord.unsupported(cell, self.ctx, override.record_extra, str(got))
+        if isinstance(got, InstallError):
+            return cellrecord.install_error(cell, self.ctx, override.record_extra, got)
+        return run_cell(cell, self.ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots),
+                        ops=self.ops_of.get(cell.id), override=override)
 
 
 def device_pools(host: Host) -> dict[str, list[int]]:

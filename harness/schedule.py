@@ -60,56 +60,69 @@ def run_jobs(
         n = need(job)
         if n.count < 1 or n.count > len(free.get(n.pool, ())):
             raise ValueError(f"job {job} needs {n.count} of {n.pool!r}; the host has {len(free.get(n.pool, ()))}")
-    pending = list(jobs)
-    finished: queue.Queue[_Finished] = queue.Queue()
-    running = 0
-    failure: BaseException | None = None
-    left: list[J] = []
-
-    def work(job, pool, slots):
-        try:
-            finished.put(_Finished(job, pool, slots, execute(job, slots), None))
-        except BaseException as exc:  # handed to the caller's thread, which decides
-            finished.put(_Finished(job, pool, slots, None, exc))
-
-    while pending or running:
-        if failure is None and pending and not may_start():
-            left, pending = list(pending), []
-        if failure is None:
-            for job in list(pending):
-                n = need(job)
-                if len(free[n.pool]) < n.count:
-                    continue
-                try:
-                    prepare(job)
-                except BaseException as exc:
-                    failure = exc
-                    break
-                if not may_start():  # the budget ran out while the job was prepared
-                    left, pending = list(pending), []
-                    break
-                slots = tuple(free[n.pool][: n.count])
-                del free[n.pool][: n.count]
-                pending.remove(job)
-                running += 1
-                threading.Thread(target=work, args=(job, n.pool, slots), daemon=True).start()
-            if failure is not None:
-                pending.clear()
-                continue
-        if not running:
+    run = _Run(free, list(jobs), need, execute, prepare, may_start)
+    while run.pending or run.running:
+        if run.failure is None:
+            run.start_what_fits()
+        if not run.running:
             break
-        got = finished.get()
-        running -= 1
+        got = run.finished.get()
+        run.running -= 1
         free[got.pool] = sorted(free[got.pool] + list(got.slots))
         if got.error is not None:
-            failure = failure or got.error
-            pending.clear()
+            run.fail(got.error)
             continue
         try:
             done(got.job, got.result)
         except BaseException as exc:
-            failure = failure or exc
-            pending.clear()
-    if failure is not None:
-        raise failure
-    return left
+            run.fail(exc)
+    if run.failure is not None:
+        raise run.failure
+    return run.left
+
+
+class _Run(Generic[J, R]):
+    """run_jobs' state: the free slots of each pool, the jobs not yet started, how many run,
+    the first failure, and the jobs handed back when the budget ran out."""
+
+    def __init__(self, free: dict, pending: list[J], need, execute, prepare, may_start):
+        self.free, self.pending, self.need = free, pending, need
+        self.execute, self.prepare, self.may_start = execute, prepare, may_start
+        self.finished: queue.Queue[_Finished] = queue.Queue()
+        self.running = 0
+        self.failure: BaseException | None = None
+        self.left: list[J] = []
+
+    def fail(self, exc: BaseException) -> None:
+        """No new job starts; the first failure is the one raised."""
+        self.failure = self.failure or exc
+        self.pending.clear()
+
+    def start_what_fits(self) -> None:
+        """Start each pending job whose pool has the slots free, in order, after its prepare;
+        once may_start() is False, hand the pending jobs back instead."""
+        if self.pending and not self.may_start():
+            self.left, self.pending = list(self.pending), []
+        for job in list(self.pending):
+            n = self.need(job)
+            if len(self.free[n.pool]) < n.count:
+                continue
+            try:
+                self.prepare(job)
+            except BaseException as exc:
+                self.fail(exc)
+                return
+            if not self.may_start():  # the budget ran out while the job was prepared
+                self.left, self.pending = list(self.pending), []
+                return
+            slots = tuple(self.free[n.pool][: n.count])
+            del self.free[n.pool][: n.count]
+            self.pending.remove(job)
+            self.running += 1
+            threading.Thread(target=self._work, args=(job, n.pool, slots), daemon=True).start()
+
+    def _work(self, job, pool, slots) -> None:
+        try:
+            self.finished.put(_Finished(job, pool, slots, self.execute(job, slots), None))
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            self.finished.put(_Finished(job, pool, slots, None, exc))

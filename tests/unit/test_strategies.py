@@ -27,7 +27,10 @@ def strategy_literals(text: str) -> list[tuple[int, str]]:
 
 
 def test_no_harness_module_names_a_strategy_outside_the_table():
-    found = [f"{path.name}:{n}: {line}" for path in sorted((ROOT / "harness").glob("*.py")) if path.name != "strategies.py"
+    """Every module of the harness, its commands/ included; the workloads' branches are theirs."""
+    modules = [p for p in sorted((ROOT / "harness").rglob("*.py")) if p.name != "strategies.py" and "workloads" not in p.parts]
+    assert any(p.parent.name == "commands" for p in modules)
+    found = [f"{path.name}:{n}: {line}" for path in modules
              for n, line in strategy_literals(path.read_text(encoding="utf-8")) if (path.name, line) not in NOT_A_STRATEGY]
     assert not found, "\n".join(found)
 
@@ -91,3 +94,13 @@ def test_the_tracked_packages_are_named_once():
     assert stacks.STACK_PACKAGES is packages.STACK
     assert known_issues.PACKAGES is table.TRACKED is summary.TRACKED is packages.TRACKED
     assert records._view()["properties"]["fingerprint"]["properties"]["packages"]["properties"].keys() == set(packages.TRACKED)
+
+
+def test_the_resolver_pins_what_a_run_imports_and_deepspeed_only_under_a_deepspeed_strategy():
+    from harness import packages
+
+    assert packages.needed("full", deepspeed=False) == ("transformers", "accelerate")
+    assert packages.needed("lora", deepspeed=False) == ("transformers", "peft", "accelerate")
+    assert packages.needed("qlora", deepspeed=True) == ("transformers", "peft", "accelerate", "bitsandbytes", "deepspeed")
+    zero = [s.name for s in strategies.TABLE if s.deepspeed]
+    assert zero and all(packages.needed("full", strategies.get(z).deepspeed)[-1] == "deepspeed" for z in zero)
