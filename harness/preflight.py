@@ -680,7 +680,7 @@ def summary_text(preset: Preset, runs: list) -> str:
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 
-def fit_text(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size: str | None, evidence) -> str:
+def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, model_size: str | None, evidence) -> str:
     """compat fit's prediction for the real model the configs name (its size `model_size`, else
     read from the name), for the strategies of the cells, on the cards asked for: a prediction,
     labelled so. `evidence()` gives the records it is calibrated on."""
@@ -691,7 +691,7 @@ def fit_text(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size
     if not size:
         return ""
     head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size}), not measured: compat fit\n"
-    known = model_configs.ModelConfigs.load(root / "matrix")
+    known = model_configs.ModelConfigs.load(matrix_dir)
     try:
         entry = known.by_size(size)
     except UsageError as exc:
@@ -705,7 +705,7 @@ def fit_text(root: Path, gpu_name: str, jobs: list, gpus: int | None, model_size
     first = cells[0]
     method = "qlora" if first.quantization != "none" else first.method
     try:
-        gpu = resolve.ResolverData.load(root / "matrix").gpus.find(gpu_name) if gpu_name else None
+        gpu = resolve.ResolverData.load(matrix_dir).gpus.find(gpu_name) if gpu_name else None
         report = fit.report_for(known, entry, gpu, fit.card_capacity(gpu, gpu_name, None), first.precision, modelled, evidence(),
                                 method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048), batch=req.fit.get("batch", 1),
                                 grad_ckpt=first.grad_ckpt)

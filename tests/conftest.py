@@ -63,6 +63,18 @@ def _stdin(stream):
         sys.stdin = saved
 
 
+def network_cut() -> list[str]:
+    """A command prefix that runs its command with no network (unshare: a user and network
+    namespace), or [] where this host does not allow one."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return []
+    probe = subprocess.run(["unshare", "-rn", sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
+                           capture_output=True, text=True, timeout=60)
+    return ["unshare", "-rn"] if probe.returncode != 0 and "Network is unreachable" in probe.stderr else []
+
+
 def compat_home(home: Path, stacks_toml: str, grid_toml: str) -> Path:
     """A compat home of its own in `home`: the shipped axes and defaults, the given stacks, and
     the given grid as grid.toml."""

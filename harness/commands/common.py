@@ -12,21 +12,14 @@ import os
 import sys
 from pathlib import Path
 
-import harness
-from harness import hardware, known_issues, records, resolve, summary, table
+from harness import hardware, home, known_issues, records, resolve, summary, table
 from harness.errors import MatrixError, ResultsWriteError, UsageError
+from harness.home import Home
 
 
-def project_root() -> Path:
-    """The folder holding matrix/axes.toml: $COMPAT_HOME, else the current folder or one of its
-    parents, else the checkout this package was imported from."""
-    env = os.environ.get("COMPAT_HOME")
-    candidates = [Path(env)] if env else [Path.cwd(), *Path.cwd().parents, Path(harness.__file__).resolve().parent.parent]
-    for folder in candidates:
-        if (folder / "matrix" / "axes.toml").is_file():
-            return folder
-    where = f"$COMPAT_HOME={env}" if env else f"{Path.cwd()} or its parents"
-    raise UsageError(f"no matrix/axes.toml in {where}: run compat from a compat checkout, or set COMPAT_HOME to one")
+def find_home() -> Home:
+    """Where compat's data and records are (harness/home.py)."""
+    return home.find()
 
 
 # a full disk, a quota, a file-size limit, a read-only folder: the host's trouble, not compat's
@@ -114,17 +107,17 @@ def shard(cells: list, i: int, n: int) -> list:
 
 
 def load_plan(args, host: hardware.Host):
-    """(root, grids, planned cells, matrix data, each cell's grid): the selected cells of every
+    """(home, grids, planned cells, matrix data, each cell's grid): the selected cells of every
     grid `--matrix` names, as one plan. A cell id names one experiment in every grid, so a cell
     that two of them list runs once; the same id with another time limit is an error."""
     from harness import runner
     from harness.cell import Selector
     from harness.matrix import MatrixData, load_matrix
 
-    root = project_root()
-    data = MatrixData.load(root / "matrix")
+    where = find_home()
+    data = MatrixData.load(where.matrix)
     grids, problems = [], []
-    for path in matrix_paths(args.matrix, root, host):
+    for path in matrix_paths(args.matrix, where.matrix, host):
         try:
             grids.append(load_matrix(path, data))
         except MatrixError as exc:  # every grid's problems, reported at once
@@ -153,26 +146,36 @@ def load_plan(args, host: hardware.Host):
         cells = shard(cells, *args.shard)
         if not cells:
             raise UsageError(f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({selected} cells selected, fewer than shares)")
-    return root, grids, runner.plan(cells, host), data, grid_of
+    return where, grids, runner.plan(cells, host), data, grid_of
 
 
-def matrix_paths(given: list[Path], root: Path, host: hardware.Host) -> list[Path]:
+def matrix_paths(given: list[Path], matrix_dir: Path, host: hardware.Host) -> list[Path]:
     """The grid files `--matrix` names, each once; a glob takes the grids it matches, in name
     order (files with a [product] table: matrix/gpu*.toml leaves out the GPU database gpus.toml).
+    A bare name that is no file here ('cpu', 'gpu*.toml') is a grid of compat's own matrix folder.
     By default every matrix/gpu*.toml grid on a host with a GPU, else matrix/cpu.toml."""
-    from harness.matrix import is_grid
-
     if not given:
-        given = [str(root / "matrix" / ("gpu*.toml" if host.gpus else "cpu.toml"))]
+        given = [str(matrix_dir / ("gpu*.toml" if host.gpus else "cpu.toml"))]
     out: list[Path] = []
     for text in map(str, given):
-        found = [Path(text)]
-        if any(ch in text for ch in "*?[") and not Path(text).exists():
-            found = sorted(Path(p) for p in glob.glob(text) if is_grid(Path(p)))
-            if not found:
-                raise UsageError(f"--matrix {text}: no grid file matches")
-        out += [p for p in found if p not in out]
+        found = _grids(text)
+        if found is None and os.sep not in text:  # a name: one of compat's own grids
+            found = _grids(str(matrix_dir / (text if text.endswith(".toml") or "*" in text else text + ".toml")))
+        if found is None and any(ch in text for ch in "*?["):
+            raise UsageError(f"--matrix {text}: no grid file matches")
+        out += [p for p in found or [Path(text)] if p not in out]  # a missing file: load_matrix says so
     return out
+
+
+def _grids(text: str) -> list[Path] | None:
+    """The grid files `text` names (a file, or a glob), or None where it names none."""
+    from harness.matrix import is_grid
+
+    if Path(text).exists():
+        return [Path(text)]
+    if any(ch in text for ch in "*?["):
+        return sorted(Path(p) for p in glob.glob(text) if is_grid(Path(p))) or None
+    return None
 
 
 def known_issues_base(directory: Path):
@@ -189,21 +192,33 @@ def report_progress(i: int, n: int, rec: dict) -> None:
     print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
 
 
-def read_results(results: Path) -> list[dict]:
-    """The records of a results folder that are evidence (harness/trust.py), the others named on
-    stderr and left out; none where the folder is missing."""
-    if not results.is_dir():
-        return []
-    recs, bad = records.read_records(records.record_files(results), rules().check, records.reader_view)
+def read_results(*folders: Path) -> list[dict]:
+    """The records of the results folders that are evidence (harness/trust.py), the others named
+    on stderr and left out; none from a folder that is missing. A record in two of the folders
+    (the published records merged into one's own) counts once."""
+    files = [f for folder in folders if folder.is_dir() for f in records.record_files(folder)]
+    recs, bad = records.read_records(files, rules().check, records.reader_view)
     print_skipped(bad)
+    if len(folders) > 1:
+        seen: set = set()
+        recs = [r for r in recs if not (r["id"] in seen or seen.add(r["id"]))]
     return recs
 
 
-@functools.cache
+def read_evidence(given: Path | None) -> list[dict]:
+    """The records that count as measurements: `--results` where given, else the home's."""
+    return read_results(given) if given else read_results(*find_home().evidence)
+
+
 def rules():
+    return _rules(find_home().matrix)
+
+
+@functools.cache
+def _rules(matrix_dir: Path):
     from harness.trust import Rules
 
-    return Rules.load(project_root() / "matrix")
+    return Rules.load(matrix_dir)
 
 
 def print_skipped(bad: list, limit: int = 20) -> None:
@@ -234,7 +249,8 @@ def render(results: Path, matrix_dir: Path, base):
 def selection(p: argparse.ArgumentParser) -> None:
     """The options that choose cells: --matrix, --select, --skip, --shard (list and run)."""
     p.add_argument("--matrix", action="append", type=path_value, default=[], metavar="PATH",
-                   help="a grid file, or a glob of them ('matrix/gpu*.toml'); repeatable: the cells of every grid are "
+                   help="a grid file, a glob of them ('matrix/gpu*.toml'), or the name of one of compat's own grids "
+                        "('cpu', 'gpu*'; `compat list --grids` shows them); repeatable: the cells of every grid are "
                         "one plan (default: matrix/gpu*.toml on a host with a GPU, else matrix/cpu.toml)")
     p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
     p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness import known_issues
-from harness.commands.common import project_root
+from harness.commands.common import find_home
 from harness.errors import UsageError
 
 NAME = "explain"
@@ -20,7 +20,7 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    data = known_issues.KnownIssues.load(project_root() / "matrix")
+    data = known_issues.KnownIssues.load(find_home().matrix)
     if args.log == "-":
         text = known_issues.read_log(sys.stdin.buffer)
         name = "stdin"

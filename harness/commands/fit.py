@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness import resolve, strategies
 from harness.commands import common
-from harness.commands.common import project_root, read_results
+from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
 
 NAME = "fit"
@@ -31,14 +31,14 @@ def add(sub) -> None:
     p.add_argument("--batch", type=common.count, default=1, metavar="B", help="sequences per card per step (default 1)")
     p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing on")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--results", type=common.path_value, help="results folder with the calibration records (default: results/ in the checkout)")
+    p.add_argument("--results", type=common.path_value, help="results folder with the calibration records (default: results/ of the checkout, or the records installed with compat and ./results)")
 
 
 def handle(args) -> int:
     from harness import fit, model_configs
 
-    root = project_root()
-    known = model_configs.ModelConfigs.load(root / "matrix")
+    matrix_dir = find_home().matrix
+    known = model_configs.ModelConfigs.load(matrix_dir)
     if args.model_size:
         entry = known.by_size(args.model_size)
     elif Path(args.model).suffix == ".json" or Path(args.model).is_file():
@@ -51,9 +51,9 @@ def handle(args) -> int:
         raise UsageError(f"--strategy {args.strategy} needs --gpus {one.min_ranks} or more")
     if one.max_ranks is not None and args.gpus > one.max_ranks:
         raise UsageError(f"--strategy {one.name} is one card: use --gpus 1, or another strategy")
-    gpu = resolve.ResolverData.load(root / "matrix").gpus.find(args.gpu) if args.gpu else None
+    gpu = resolve.ResolverData.load(matrix_dir).gpus.find(args.gpu) if args.gpu else None
     capacity = fit.card_capacity(gpu, args.gpu or "", args.gpu_memory)
-    recs = read_results(args.results or root / "results")
+    recs = read_evidence(args.results)
     report = fit.report_for(known, entry, gpu, capacity, args.precision, chosen, recs, method=args.method, cards=args.gpus,
                             seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")

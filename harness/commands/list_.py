@@ -15,10 +15,14 @@ def add(sub) -> None:
     p = sub.add_parser("list", help="print the plan without running anything")
     common.selection(p)
     p.add_argument("--json", action="store_true", help="one JSON array of cells")
+    p.add_argument("--grids", action="store_true", help="compat's own grids instead: each one's name, cells, how many run "
+                                                         "on this host, and what it covers (pass the name to --matrix)")
 
 
 def handle(args) -> int:
     host = hardware.detect()
+    if args.grids:
+        return list_grids(host)
     _, grids, planned, _, grid_of = load_plan(args, host)
     if args.json:
         print(json.dumps([{"id": p.cell.id, "grid": str(grid_of[p.cell.id].path), "axes": p.cell.axes(), "runs_here": p.here,
@@ -32,4 +36,20 @@ def handle(args) -> int:
         print(f"{grid.path}: {len(mine)} cells, {sum(p.here for p in mine)} run on this host")
         for p in mine:
             print(f"  {p.cell.id:<{width}}  {p.status}")
+    return 0
+
+
+def list_grids(host: hardware.Host) -> int:
+    from harness import runner
+    from harness.matrix import MatrixData, grid_paths, load_matrix
+
+    where = common.find_home()
+    data = MatrixData.load(where.matrix)
+    paths = grid_paths(where.matrix)
+    width = max(len(p.stem) for p in paths)
+    print(f"compat's grids ({where.matrix}); run one with `compat run --matrix NAME`:")
+    for path in paths:
+        grid = load_matrix(path, data)
+        here = sum(p.here for p in runner.plan(list(grid.cells), host))
+        print(f"  {path.stem:<{width}}  {len(grid.cells):>4} cells, {here:>4} here  {grid.description}")
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.commands import common
-from harness.commands.common import known_issues_base, print_skipped, project_root, render, rules, writable
+from harness.commands.common import known_issues_base, print_skipped, find_home, render, rules, writable
 
 NAME = "merge"
 
@@ -23,7 +23,7 @@ def handle(args) -> int:
     from harness import merge
 
     merge.check_sources(args.files)
-    into = writable(args.into or project_root() / "results", "--into")
+    into = writable(args.into or find_home().results, "--into")
     reports = merge.merge(args.files, into, check=rules().check)
     skipped = 0
     for r in reports:
@@ -31,7 +31,7 @@ def handle(args) -> int:
         print_skipped(r.bad)
         skipped += len(r.bad)
     if not args.no_table:
-        matrix_dir = project_root() / "matrix"
+        matrix_dir = find_home().matrix
         clashes = render(results=into, matrix_dir=matrix_dir, base=known_issues_base(matrix_dir)).conflicts()
         for (label, cell, _), c in sorted(clashes.items()):
             said = ", ".join(f"{r['outcome']} on {c.who(r)}" for r in c.records)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness import hardware
 from harness.commands import common
-from harness.commands.common import known_issues_base, project_root, read_results, report_progress, writable
+from harness.commands.common import find_home, known_issues_base, read_evidence, report_progress, writable
 from harness.errors import UsageError
 from harness.tomldata import did_you_mean
 
@@ -34,10 +34,10 @@ def handle(args) -> int:
     if bool(args.configs) == bool(args.preset):
         raise UsageError("give your config files, or --preset NAME (one of the setups in matrix/presets/), not both"
                          if args.configs else "nothing to read: give your config files, or --preset NAME")
-    root = project_root()
-    data = MatrixData.load(root / "matrix")
-    fields = preflight.Fields.load(root / "matrix")
-    preset = preflight.load_preset(root / "matrix", args.preset, data) if args.preset else None
+    where = find_home()
+    data = MatrixData.load(where.matrix)
+    fields = preflight.Fields.load(where.matrix)
+    preset = preflight.load_preset(where.matrix, args.preset, data) if args.preset else None
     if args.stack not in data.stacks:
         raise UsageError(f"--stack: unknown stack {args.stack!r}{did_you_mean(args.stack, list(data.stacks))}; "
                          f"matrix/stacks.toml has {', '.join(data.stacks)}")
@@ -57,13 +57,13 @@ def handle(args) -> int:
         # the first variant lists every field; the others only what they add or change
         own = {path.name for path in job.variant.configs} if job.variant and n else None
         print(preflight.plan_text(job.sources, job.req, job.cell, job.notes, own, job.variant.changes if job.variant else ()), flush=True)
-    fit_text = preflight.fit_text(root, args.gpu or (preset.gpu if preset else "") or host_gpu_name(host), jobs,
+    fit_text = preflight.fit_text(where.matrix, args.gpu or (preset.gpu if preset else "") or host_gpu_name(host), jobs,
                                   args.gpus or (preset.gpus if preset else None), args.model_size,
-                                  evidence=lambda: read_results(root / "results"))
+                                  evidence=lambda: read_evidence(None))
     if args.plan:
         print(fit_text, end="")
         return 0
-    results = writable(args.results or root / "results" / "preflight", "--results")
+    results = writable(args.results or where.results / "preflight", "--results")
     issues = known_issues_base(data.dir)
     print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)
     recs = preflight.run_jobs(jobs, preset, data, host, results, args.env_dir, issues, report_progress)

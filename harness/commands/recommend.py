@@ -6,7 +6,7 @@ import json
 
 from harness import resolve
 from harness.commands import common
-from harness.commands.common import project_root, read_results
+from harness.commands.common import find_home, read_evidence
 from harness.errors import CompatError
 
 NAME = "recommend"
@@ -20,20 +20,19 @@ def add(sub) -> None:
     p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (7B, 8B, 9B, 13B, 70B, 72B)")
     p.add_argument("--seq-len", type=common.count, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
     p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
-    p.add_argument("--results", type=common.path_value, help="results folder whose records count as measurements (default: results/ in the checkout)")
+    p.add_argument("--results", type=common.path_value, help="results folder whose records count as measurements (default: results/ of the checkout, or the records installed with compat and ./results)")
 
 
 def handle(args) -> int:
-    root = project_root()
-    data = resolve.ResolverData.load(root / "matrix")
+    matrix_dir = find_home().matrix
+    data = resolve.ResolverData.load(matrix_dir)
     gpu = data.gpus.find(args.gpu)
-    results = args.results or root / "results"
-    recs = read_results(results)
+    recs = read_evidence(args.results)
     method, chosen = args.method or "qlora", None
     if args.model_size:
         from harness import model_configs
 
-        configs = model_configs.ModelConfigs.load(root / "matrix")
+        configs = model_configs.ModelConfigs.load(matrix_dir)
         entry = configs.by_size(args.model_size)
         cal = configs.calibrate(recs, gpu=True)
         picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness import records, summary, table
 from harness.commands import common
-from harness.commands.common import known_issues_base, project_root, rules
+from harness.commands.common import find_home, known_issues_base, rules
 from harness.errors import UsageError
 
 NAME = "review"
@@ -28,10 +28,10 @@ def handle(args) -> int:
     from harness import merge
 
     merge.check_sources(args.files)
-    results = args.results or project_root() / "results"
+    results = args.results or find_home().results
     if results.exists() and not results.is_dir():
         raise UsageError(f"--results {results}: is a file, not a results folder")
-    matrix_dir = project_root() / "matrix"
+    matrix_dir = find_home().matrix
     base = known_issues_base(matrix_dir)
     tag = base.tag if base else None
     trust = rules()

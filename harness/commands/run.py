@@ -38,7 +38,7 @@ def handle(args) -> int:
 
     host = hardware.detect()
     fail_on = _check_options(args, host)
-    root, grids, planned, data, grid_of = load_plan(args, host)
+    where, grids, planned, data, grid_of = load_plan(args, host)
     names = ", ".join(str(g.path) for g in grids)
     cells = [p.cell for p in planned if p.here or p.unsupported]
     if not cells:
@@ -46,7 +46,7 @@ def handle(args) -> int:
             f"none of the {len(planned)} selected cells of {names} runs on this host "
             f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
         )
-    results = writable(args.results or root / "results", "--results")
+    results = writable(args.results or where.results, "--results")
     base = known_issues_base(data.dir)
     resumed = resume.latest_run(results, planned, read_results(results)) if args.resume else None
     if resumed:

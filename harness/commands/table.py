@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.commands import common
-from harness.commands.common import known_issues_base, project_root, render, writable
+from harness.commands.common import find_home, known_issues_base, render, writable
 from harness.errors import UsageError
 
 NAME = "table"
@@ -15,10 +15,10 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    results = args.results or project_root() / "results"
+    results = args.results or find_home().results
     if not results.exists():
         raise UsageError(f"{results}: no such folder")
     writable(results, "--results")
-    matrix_dir = project_root() / "matrix"
+    matrix_dir = find_home().matrix
     render(results, matrix_dir, known_issues_base(matrix_dir))
     return 0

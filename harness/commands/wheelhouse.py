@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.commands import common
-from harness.commands.common import project_root
+from harness.commands.common import find_home
 from harness.errors import UsageError
 from harness.tomldata import did_you_mean
 
@@ -30,8 +30,8 @@ def handle(args) -> int:
     from harness import wheelhouse
     from harness.matrix import MatrixData, grid_paths, load_matrix
 
-    root = project_root()
-    data = MatrixData.load(root / "matrix")
+    where = find_home()
+    data = MatrixData.load(where.matrix)
     target = wheelhouse.Target.parse(args.python, args.platform)
     if args.stacks:
         names = [n.strip() for n in args.stacks.split(",") if n.strip()]
@@ -40,11 +40,12 @@ def handle(args) -> int:
             raise UsageError(f"--stacks: unknown stack {unknown[0]!r}{did_you_mean(unknown[0], list(data.stacks))}; "
                              f"matrix/stacks.toml has {', '.join(data.stacks)}")
     else:  # the stacks the GPU grids run that have an env of their own
-        names = sorted({c.stack for p in grid_paths(root / "matrix") if p.name.startswith("gpu")
+        names = sorted({c.stack for p in grid_paths(where.matrix) if p.name.startswith("gpu")
                         for c in load_matrix(p, data).cells})
     stacks = [data.stacks[n] for n in names if not data.stacks[n].current]
-    files = args.requirement if args.requirement is not None else [p for p in [root / "requirements" / "gpu-stack.txt"] if p.is_file()]
-    project = None if args.no_compat or not (root / "pyproject.toml").is_file() else root
+    root = where.checkout  # requirements/ and compat's own project: a checkout's (an installed compat has neither)
+    files = args.requirement if args.requirement is not None else [p for p in [root / "requirements" / "gpu-stack.txt"] if root and p.is_file()]
+    project = None if args.no_compat or not (root and (root / "pyproject.toml").is_file()) else root
     print(f"compat wheelhouse {args.dir}: Python {target.python} on {target.platform}; stacks {', '.join(s.name for s in stacks) or 'none'}; "
           f"requirements {', '.join(map(str, files)) or 'none'}; compat {'included' if project else 'left out'}", flush=True)
     made = wheelhouse.make(args.dir, stacks, files, project, target, log=lambda line: print(line, flush=True))

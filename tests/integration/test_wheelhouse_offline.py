@@ -4,13 +4,12 @@ real cell from it with the network cut (a network namespace with no interface bu
 where the host lets the tests make one; else uv's and pip's offline modes alone)."""
 
 import json
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import compat_home, run_compat
+from conftest import compat_home, network_cut, run_compat
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -31,16 +30,6 @@ quantization = ["none"]
 method = ["full"]
 strategy = ["single"]
 """
-
-
-def network_cut() -> list[str]:
-    """A command prefix that runs its command with no network (unshare: a user and network
-    namespace), or [] where this host does not allow one."""
-    if shutil.which("unshare") is None:
-        return []
-    probe = subprocess.run(["unshare", "-rn", sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
-                           capture_output=True, text=True, timeout=60)
-    return ["unshare", "-rn"] if probe.returncode != 0 and "Network is unreachable" in probe.stderr else []
 
 
 @pytest.fixture(scope="module")

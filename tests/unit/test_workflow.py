@@ -155,3 +155,22 @@ def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(
     refused = _review_step(tmp_path / "refused", published + [hostile])
     assert refused.returncode == 1
     assert f"refused ../pr/results/records.jsonl:{len(published) + 1}: run_id must match pattern" in refused.stdout
+
+
+RELEASE = ROOT / ".ci" / "github-actions" / "release.yml"
+
+
+def test_the_release_template_builds_checks_and_publishes_with_trusted_publishing_only():
+    proc = check_workflow(RELEASE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = yaml.safe_load(RELEASE.read_text())
+    assert doc[True]["push"]["tags"] == ["v*"] and doc["permissions"] == {"contents": "read"}
+    build, publish = doc["jobs"]["build"], doc["jobs"]["publish"]
+    script = "\n".join(s.get("run", "") for s in build["steps"])
+    assert "python -m build" in script and "twine check --strict" in script
+    assert "unset COMPAT_HOME" in script and "cd \"$(mktemp -d)\"" in script  # answers outside the checkout
+    for command in ("recommend", "fit", "preflight --plan", "explain"):
+        assert f'"$compat" {command}' in script
+    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"} and publish["environment"] == "pypi"
+    (step,) = [s for s in publish["steps"] if s.get("uses", "").startswith("pypa/gh-action-pypi-publish@")]
+    assert "with" not in step and "secrets." not in RELEASE.read_text()  # no token: trusted publishing
