@@ -5,7 +5,7 @@
 1. Cell overhead: one cell through `compat run` vs the same workload run bare (bench/overhead.py).
 2. Start-up of `compat recommend`, `explain`, `list`, `fit` vs `accelerate env` (bench/startup.py).
 3. Stack setup: compat's warm env vs a plain venv + pip install of the same pins (bench/stack_setup.py).
-4. The default CPU grid (matrix/cpu.toml, what `compat run` runs on a CPU host): its wall time
+4. The CPU grid (matrix/cpu.toml, the largest of `tox -e cpu-matrix`'s): its wall time
    beside the time its cells ran, with the stack environments as this host has them
    (~/.cache/compat/envs or $COMPAT_ENV_DIR). --quick leaves it out.
 
@@ -97,7 +97,7 @@ def table(r: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="leave out the default CPU grid (the longest part)")
+    ap.add_argument("--quick", action="store_true", help="leave out the CPU grid matrix/cpu.toml (the longest part)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each timed command (default 5)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
@@ -109,7 +109,7 @@ def main() -> int:
     print("3/4 stack setup ...", flush=True)
     r["stack_setup"] = stack_setup.measure(repeat=args.repeat)
     if not args.quick:
-        print("4/4 the default CPU grid ...", flush=True)
+        print("4/4 the CPU grid (matrix/cpu.toml) ...", flush=True)
         r["grid"] = grid()
     text = table(r)
     print(text)

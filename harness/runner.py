@@ -117,17 +117,18 @@ NO_OVERRIDE = Override()
 
 def run_all(
     planned: list[PlannedCell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None,
-    overrides: dict[str, Override] | None = None,
+    overrides: dict[str, Override] | None = None, started: Callable[[Cell], None] = lambda cell: None,
 ) -> list[dict]:
     """Run every cell, appending each record the moment its cell ends. Cells run side by side
     where the host has the cards for them (harness/schedule.py): each GPU cell on `ranks` cards of
     its architecture of its own, CPU cells one at a time. One cell's failure, crash or hang never
     stops the others; a stack whose environment cannot be made gives each of its cells an
     `install-error` record, and the other stacks still run. Unsupported cells are recorded first.
-    `overrides`: cell id -> what that cell runs with in place of the grid's own."""
+    `overrides`: cell id -> what that cell runs with in place of the grid's own; `started(cell)`
+    is called (in a worker thread) as a cell starts, `report(i, n, record)` as one ends."""
     out: list[dict] = []
     todo = [p for p in planned if p.here or p.unsupported]
-    cells = _Cells(ctx, overrides or {})
+    cells = _Cells(ctx, overrides or {}, started)
 
     def finish(record: dict) -> None:
         _append(ctx, record)
@@ -167,8 +168,8 @@ class _Cells:
     """What run_all keeps across its cells: each stack's environment (or why it could not be
     made) and how DeepSpeed's ops were built for each (stack, hardware, ops)."""
 
-    def __init__(self, ctx: RunContext, overrides: dict[str, Override]):
-        self.ctx, self.overrides = ctx, overrides
+    def __init__(self, ctx: RunContext, overrides: dict[str, Override], started: Callable[[Cell], None]):
+        self.ctx, self.overrides, self.started = ctx, overrides, started
         self.stack_envs: dict[str, StackEnv | InstallError] = {}
         self.ops_built: dict[tuple, dict] = {}  # (stack, hardware, ops) -> how DeepSpeed's ops were built
         self.ops_of: dict[str, dict] = {}  # cell id -> that, for its record
@@ -195,6 +196,7 @@ class _Cells:
             self.ops_of[cell.id] = self.ops_built[key]
 
     def execute(self, cell: Cell, slots: tuple) -> dict:
+        self.started(cell)
         got, override = self.stack_envs[cell.stack], self.override(cell)
         if isinstance(got, StackUnsupported):  # this runner cannot run the stack: said, not failed
             return cellrecord.unsupported(cell, self.ctx, override.record_extra, str(got))

@@ -153,9 +153,9 @@ def matrix_paths(given: list[Path], matrix_dir: Path, host: hardware.Host) -> li
     """The grid files `--matrix` names, each once; a glob takes the grids it matches, in name
     order (files with a [product] table: matrix/gpu*.toml leaves out the GPU database gpus.toml).
     A bare name that is no file here ('cpu', 'gpu*.toml') is a grid of compat's own matrix folder.
-    By default every matrix/gpu*.toml grid on a host with a GPU, else matrix/cpu.toml."""
+    By default the short grid of the host found (DEFAULT_GRIDS)."""
     if not given:
-        given = [str(matrix_dir / ("gpu*.toml" if host.gpus else "cpu.toml"))]
+        given = [str(matrix_dir / default_grid(host))]
     out: list[Path] = []
     for text in map(str, given):
         found = _grids(text)
@@ -165,6 +165,26 @@ def matrix_paths(given: list[Path], matrix_dir: Path, host: hardware.Host) -> li
             raise UsageError(f"--matrix {text}: no grid file matches")
         out += [p for p in found or [Path(text)] if p not in out]  # a missing file: load_matrix says so
     return out
+
+
+# what `compat run` runs with no --matrix: a few minutes' worth on the hardware found, and the
+# full grids it points to afterwards
+DEFAULT_GRIDS = {
+    "cpu": ("quick.toml", ["cpu", "cpu-dist", "cpu-quant", "cpu-qlora-dist"], "tox -e cpu-matrix"),
+    "gpu": ("gpu.toml", ["'gpu*'"], "tox -e gpu-matrix"),
+}
+
+
+def default_grid(host: hardware.Host) -> str:
+    return DEFAULT_GRIDS["gpu" if host.gpus else "cpu"][0]
+
+
+def full_grids_text(host: hardware.Host) -> str:
+    """Where to go after the default grid: the full grids of this kind of host, as a command."""
+    grid, full, tox = DEFAULT_GRIDS["gpu" if host.gpus else "cpu"]
+    flags = " ".join(f"--matrix {name}" for name in full)
+    return (f"That was {grid}, compat's short grid for this host. The full grids: `compat run {flags}` (or `{tox}`); "
+            "`compat list --grids` lists every grid.")
 
 
 def _grids(text: str) -> list[Path] | None:
@@ -187,9 +207,9 @@ def known_issues_base(directory: Path):
 
 
 def report_progress(i: int, n: int, rec: dict) -> None:
-    mem = summary.peak_memory(rec).replace("<br>", ", ")
-    detail = rec["error"]["signature"] if rec.get("error") else rec["reason"] if rec["outcome"] == "unsupported" else f"loss {summary.losses(rec)}"
-    print(f"[{i}/{n}] {rec['cell']}  {rec['outcome']}  {rec['duration_s']:.1f}s  peak {mem}  {detail}", flush=True)
+    from harness.progress import line
+
+    print(line(i, n, rec), flush=True)
 
 
 def read_results(*folders: Path) -> list[dict]:
@@ -251,7 +271,8 @@ def selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--matrix", action="append", type=path_value, default=[], metavar="PATH",
                    help="a grid file, a glob of them ('matrix/gpu*.toml'), or the name of one of compat's own grids "
                         "('cpu', 'gpu*'; `compat list --grids` shows them); repeatable: the cells of every grid are "
-                        "one plan (default: matrix/gpu*.toml on a host with a GPU, else matrix/cpu.toml)")
+                        "one plan (default: the short grid of this host: matrix/gpu.toml's cells of its GPUs' architecture, "
+                        "else matrix/quick.toml)")
     p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
     p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")
     p.add_argument("--shard", type=parse_shard, metavar="I/N", help="take the I-th of N equal shares of the selected cells (1/2, 2/2: two runners split a grid)")

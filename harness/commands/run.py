@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 import time
 
-from harness import hardware, records, resume
+from harness import hardware, progress, records, resume
 from harness.commands import common
-from harness.commands.common import known_issues_base, load_plan, read_results, render, report_progress, writable
+from harness.commands.common import known_issues_base, load_plan, read_results, render, writable
 from harness.errors import NoHardwareError, UsageError
 
 NAME = "run"
@@ -28,6 +28,8 @@ def add(sub) -> None:
     p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
     p.add_argument("--junit", type=common.path_value, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
     p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
+    p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
+                   help="live: a display redrawn in place; plain: one line per cell, as in CI logs (default auto: live on a terminal)")
     p.add_argument("--stop-after", type=common.non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
                    "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
                    "S = N*60 less the largest cell time limit)")
@@ -57,14 +59,18 @@ def handle(args) -> int:
         if not cells:
             print("nothing left to run")
             return 0
-    ctx = _context(args, results, grids, grid_of, data, host, base, resumed)
+    show = progress.reporter(len(cells), {"auto": None, "live": True, "plain": False}[args.progress])
+    ctx = _context(args, results, grids, grid_of, data, host, base, resumed, show.env)
     print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
     resume.write_journal(ctx, cells)
     others = [p for p in planned if not p.here and not p.unsupported]
     if others:
         archs = ", ".join(sorted({p.cell.hardware for p in others}))
         print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
-    done = runner.run_all(planned, ctx, report=report_progress)
+    try:
+        done = runner.run_all(planned, ctx, report=show.finished, started=show.started)
+    finally:
+        show.close()
     counts: dict[str, int] = {}
     for rec in done:
         counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
@@ -72,8 +78,13 @@ def handle(args) -> int:
     if args.junit:
         junit.write(args.junit, done, f"compat run {ctx.run_id} ({', '.join(g.path.name for g in grids)})")
         print(f"wrote {args.junit} (JUnit XML, {len(done)} test cases)")
+    where_things = [("records", str(ctx.records_path)), ("logs", str(ctx.log_dir))]
     if not args.no_table:
         render(results, data.dir, base)
+        where_things.append(("table", f"{results / 'COMPATIBILITY.md'} and {results / 'index.html'}"))
+    show.summary(where_things)
+    if not args.matrix:
+        print(common.full_grids_text(host))
     recorded = {rec["cell"] for rec in done}
     left = [c for c in cells if c.id not in recorded]
     if left:
@@ -104,7 +115,7 @@ def _check_options(args, host) -> set[str]:
     return fail_on
 
 
-def _context(args, results, grids, grid_of, data, host, base, resumed):
+def _context(args, results, grids, grid_of, data, host, base, resumed, log):
     """The run's context: where records go, the grids' settings and time limits, this host, the
     stacks and their environments, and the run id (a resumed run's own)."""
     from harness import envs, runner
@@ -124,7 +135,7 @@ def _context(args, results, grids, grid_of, data, host, base, resumed):
             base_python=args.python,
             offline=args.offline,
             find_links=tuple(args.find_links),
-            log=lambda line: print(line, flush=True),
+            log=log,
         ),
         timeout_s=args.timeout,
         keep_workdirs=args.keep_workdirs,

@@ -112,12 +112,32 @@ def test_the_second_run_reuses_the_environment(two_runs):
     assert entry["requirements"] == ["transformers==4.40.2", "peft==0.10.0", "accelerate==0.29.3"]
 
 
-def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path):
-    """The README's main job: matrix/cpu.toml, 4 pinned stacks from 2023 on and the canary, the
-    Llama model in 8 settings and five more model families in 2; a family a stack's transformers
-    does not have is `unsupported`, saying so, and everything else passes."""
+@pytest.fixture(scope="module")
+def stack_envs(tmp_path_factory):
+    """One folder of stack environments for the two runs of the shipped grids below: made once."""
+    return tmp_path_factory.mktemp("envs")
+
+
+def test_the_readmes_main_command_runs_the_quick_grid_and_names_the_full_ones(tmp_path, stack_envs):
+    """`compat run` with no --matrix on a host without a GPU (what `tox -e quick` runs): the 10
+    cells of matrix/quick.toml, a stack from each era, each passing, one line per cell off a
+    terminal, then the summary and the full grids' command."""
+    proc = compat("run", "--results", str(tmp_path), "--env-dir", str(stack_envs))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = load(tmp_path / "records.jsonl")
+    assert len(recs) == 10 and all(r["outcome"] == "pass" for r in recs), [(r["cell"], r["error"]) for r in recs]
+    assert {r["axes"]["stack"] for r in recs} == {"hf2023", "hf2024", "hf2025", "hf2026"}
+    assert [line.split("]")[0] for line in proc.stdout.splitlines() if line.startswith("[")] == [f"[{i}/10" for i in range(1, 11)]
+    assert "\nSummary: 10 cells in " in proc.stdout and "  by stack:\n    hf2023  2 pass\n" in proc.stdout
+    assert "The full grids: `compat run --matrix cpu --matrix cpu-dist --matrix cpu-quant --matrix cpu-qlora-dist`" in proc.stdout
+
+
+def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_envs):
+    """`tox -e cpu-matrix`'s largest grid: matrix/cpu.toml, 4 pinned stacks from 2023 on and the
+    canary, the Llama model in 8 settings and five more model families in 2; a family a stack's
+    transformers does not have is `unsupported`, saying so, and everything else passes."""
     proc = compat("run", "--results", str(tmp_path), "--matrix", str(ROOT / "matrix" / "cpu.toml"),
-                  "--env-dir", str(tmp_path / "envs"))
+                  "--env-dir", str(stack_envs))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = load(tmp_path / "records.jsonl")
     stacks = tomllib.loads((ROOT / "matrix" / "stacks.toml").read_text())

@@ -122,7 +122,7 @@ def test_list_json_does_not_import_torch():
         "from harness.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['list', '--json', '--select', 'cpu-hf2023-bf16-*', '--skip', '*-gc'])\n"
+        "    rc = main(['list', '--json', '--matrix', 'cpu', '--select', 'cpu-hf2023-bf16-*', '--skip', '*-gc'])\n"
         "cells = json.loads(buf.getvalue())\n"
         "heavy = [m for m in ('torch', 'transformers', 'peft', 'accelerate') if m in sys.modules]\n"
         "print(json.dumps({'rc': rc, 'ids': [c['id'] for c in cells], 'heavy': heavy}))\n"
