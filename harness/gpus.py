@@ -48,6 +48,28 @@ def normalize(name: str) -> str:
     return key
 
 
+# NVIDIA's product names carry the architecture: a GeForce's first digits are its series (10
+# Pascal, 16 and 20 Turing, 30 Ampere, 40 Ada, 50 Blackwell), a workstation RTX A card is Ampere
+# and an "RTX N000 Ada" Ada, and a data-center card's letter is its architecture's (P Pascal, V
+# Volta, T Turing, A Ampere, L Ada, H Hopper, B and GB Blackwell). Matched against normalize()d
+# names; the first that matches wins. Used only to keep "did you mean" within an architecture.
+_NAMING = (
+    (r"^(gtx|rtx)?10[5-8]0", "Pascal"), (r"^(gtx|rtx)?(16[5-6]0|20[6-8]0)", "Turing"), (r"^(rtx)?30[5-9]0", "Ampere"),
+    (r"^(rtx)?40[5-9]0", "Ada"), (r"^(rtx)?50[5-9]0", "Blackwell"), (r"^rtxpro", "Blackwell"), (r"^rtx\d000ada", "Ada"),
+    (r"^(rtx)?a\d", "Ampere"), (r"^(quadro)?rtx[4-8]000$", "Turing"), (r"^(jetson)?(agx)?orin", "Ampere"),
+    (r"^p\d", "Pascal"), (r"^v\d", "Volta"), (r"^t\d", "Turing"), (r"^l\d", "Ada"), (r"^([hd]gx)?h\d", "Hopper"),
+    (r"^([hd]gx)?g?b\d", "Blackwell"),
+)
+
+
+def architecture_of(normalized: str) -> str | None:
+    """The architecture a card name says it is of ("rtx5050" -> "Blackwell"), or None."""
+    for pattern, arch in _NAMING:
+        if re.match(pattern, normalized):
+            return arch
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuModel:
     key: str
@@ -116,7 +138,11 @@ class GpuDb:
                 names[normalize(alias)] = gpu
         if wanted in names:
             return names[wanted]
-        close = difflib.get_close_matches(wanted, list(names), n=6, cutoff=0.5)
+        # a similar name of another architecture is another card, not a typo of this one: an
+        # "RTX 5050" is no RTX 4050; where the name tells no architecture, nothing is suggested
+        arch = architecture_of(wanted)
+        close = [c for c in difflib.get_close_matches(wanted, list(names), n=12, cutoff=0.5)
+                 if arch is not None and names[c].architecture.split()[0] == arch]
         suggestions = list(dict.fromkeys(names[c].aliases[0] for c in close))[:3]
         hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
         raise UsageError(

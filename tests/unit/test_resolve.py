@@ -128,3 +128,22 @@ def test_broken_gpu_database_names_file_and_line(tmp_path):
                                   f"{tmp_path / 'gpus.toml'}:7: [gpu.x1].bf16: must be true or false, not 'yes'"]
     with pytest.raises(UsageError):
         GpuDb.load(ROOT / "matrix").find("")
+
+
+def test_did_you_mean_names_only_cards_of_the_architecture_the_name_says():
+    import dataclasses
+
+    from harness.gpus import GpuDb, architecture_of, normalize
+
+    db = GpuDb.load(ROOT / "matrix")
+    for gpu in db.gpus:  # the naming rules read every card's names as its own architecture
+        for name in (gpu.name, *gpu.aliases):
+            assert architecture_of(normalize(name)) == gpu.architecture.split()[0], (name, gpu.architecture)
+    without_5090 = dataclasses.replace(db, gpus=[g for g in db.gpus if g.key != "rtx5090"])
+    with pytest.raises(UsageError) as exc:
+        without_5090.find("RTX 5090")  # a Blackwell name: no Ada RTX 4090, however close the spelling
+    assert "RTX 4090" not in str(exc.value).split("(compat knows")[0]
+    with pytest.raises(UsageError, match=r"unknown GPU 'RTX 4050'; did you mean: RTX 4090\?"):
+        db.find("RTX 4050")
+    with pytest.raises(UsageError, match=r"unknown GPU 'Radeon 7900' \(compat knows"):
+        db.find("Radeon 7900")  # no architecture in the name: no guess
