@@ -283,7 +283,8 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
         family = family_of(model)
         if family:
             req.set("family", family, f"{name}: model_name_or_path = {model}")
-        else:
+        else:  # said in the family row and in the notes: the cell trains another model than theirs
+            req.set("family", "llama", f"{name}: model_name_or_path = {model}: no tiny model of its family; a llama instead")
             req.notes.append(f"{name}: model_name_or_path = {model}: no family compat has a tiny model of; the cell trains a llama")
         req.model_size = req.model_size or size_of(model)
     if "finetuning_type" in d:
@@ -632,6 +633,27 @@ class Job:
     req: Request
     cell: object
     notes: list[str]
+
+
+def bitsandbytes_note(cell, stacks: dict) -> str | None:
+    """Where a cell quantizes on a stack without bitsandbytes, what to run instead: the stacks of
+    matrix/stacks.toml that pin it. None where the stack has it (or the cell does not quantize)."""
+    if cell.quantization == "none":
+        return None
+    stack = stacks[cell.stack]
+    if stack.current:
+        import importlib.util
+
+        if importlib.util.find_spec("bitsandbytes") is not None:
+            return None
+        lacks = f"the `{stack.name}` stack (the interpreter compat runs under) has none installed"
+    elif "bitsandbytes" in dict(stack.packages):
+        return None
+    else:
+        lacks = f"stack {stack.name} pins none"
+    have = [s.name for s in stacks.values() if not s.current and "bitsandbytes" in dict(s.packages)]
+    where = f"run with --stack {have[0]} (the stacks with it: {', '.join(have)}), or " if have else ""
+    return f"quantization {cell.quantization} needs bitsandbytes and {lacks}: {where}install bitsandbytes beside compat"
 
 
 def jobs_for(preset: Preset | None, configs: list[Path], fields: Fields, hardware: str, stack: str,

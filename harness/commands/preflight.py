@@ -49,6 +49,10 @@ def handle(args) -> int:
               f"{' of ' + preset.gpu if preset.gpu else ''}; sources:")
         print("".join(f"    {url}\n" for url in preset.sources))
     jobs = preflight.jobs_for(preset, args.configs, fields, arch, args.stack, args.gpus, cards_here)
+    for job in jobs:
+        note = preflight.bitsandbytes_note(job.cell, data.stacks)
+        if note:
+            job.notes.append(note)
     for n, job in enumerate(jobs):
         if job.variant:
             print(f"== variant {job.variant.name}" + (f": {job.variant.description}" if job.variant.description else ""))

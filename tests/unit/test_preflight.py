@@ -121,3 +121,25 @@ def test_a_missing_deepspeed_file_names_where_it_looked(compat, tmp_path):
     proc = compat("preflight", "--plan", str(yaml), cwd=tmp_path, env={"COMPAT_HOME": str(ROOT)})
     assert_clean_error(proc, 2)
     assert "x.yaml: deepspeed: ds/nope.json: no such file" in proc.stderr
+
+
+def test_qlora_on_a_stack_without_bitsandbytes_names_the_stacks_that_have_it(compat, monkeypatch):
+    qlora = LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml"
+    out = compat("preflight", "--plan", str(qlora), "--stack", "hf2024").stdout
+    assert ("quantization nf4 needs bitsandbytes and stack hf2024 pins none: run with --stack hf2026 "
+            "(the stacks with it: hf2026, canary, bnb048, deepke2023), or install bitsandbytes beside compat") in section(out, "Notes")
+    assert not any("needs bitsandbytes" in n for n in section(compat("preflight", "--plan", str(qlora), "--stack", "hf2026").stdout, "Notes"))
+    import importlib.util
+
+    for installed in (None, object()):  # the local stack: what this interpreter has
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, real=importlib.util.find_spec, got=installed:
+                            got if name == "bitsandbytes" else real(name))
+        notes = section(plan(compat, qlora), "Notes")
+        assert any("the `local` stack (the interpreter compat runs under) has none installed: run with --stack hf2026" in n
+                   for n in notes) == (installed is None)
+
+
+def test_a_model_compat_has_no_family_for_is_trained_as_a_llama_and_the_plan_says_so(compat):
+    out = plan(compat, LF / "examples" / "train_qlora" / "qwen3_lora_sft_otfq.yaml")
+    (row,) = [line for line in out.splitlines() if line.startswith("  family ")]
+    assert row.split()[1] == "llama" and "Qwen/Qwen3-4B-Instruct-2507: no tiny model of its family; a llama instead" in row
