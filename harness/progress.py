@@ -30,6 +30,17 @@ def line(i: int, n: int, rec: dict) -> str:
     return f"{head}  peak {summary.peak_memory(rec).replace('<br>', ', ')}  {detail}"
 
 
+def hint(rec: dict) -> str | None:
+    """What a result does not say, on a line of its own under it: a quantized cell that failed on
+    a CPU ran bitsandbytes' CPU backend, not the CUDA kernels a GPU user's run takes (compat found
+    one such failure, bitsandbytes 0.49+ changing a 4-bit model in memory as it saves on CPU)."""
+    axes = rec.get("axes") or {}
+    if rec["outcome"] in ("fail", "crash", "oom") and axes.get("hardware") == "cpu" and axes.get("quantization", "none") != "none":
+        return ("  on a CPU: bitsandbytes ran its CPU backend, not the CUDA kernels GPU users run; this result is the "
+                "CPU's, and matrix/gpu-quant.toml runs the same quantization on a GPU")
+    return None
+
+
 class Lines:
     """One line per event, no terminal control: CI logs, pipes, files."""
 
@@ -47,6 +58,8 @@ class Lines:
     def finished(self, i: int, n: int, rec: dict) -> None:
         self.records.append(rec)
         print(line(i, n, rec), flush=True)
+        if hint(rec):
+            print(hint(rec), flush=True)
 
     def close(self) -> None:
         pass
@@ -88,6 +101,8 @@ class Live(Lines):
             self._running.pop(rec["cell"], None)
             self.records.append(rec)
         self.console.print(line(i, n, rec), markup=False, highlight=False)
+        if hint(rec):
+            self.console.print(hint(rec), markup=False, highlight=False)
 
     def close(self) -> None:
         self._live.stop()

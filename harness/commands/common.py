@@ -207,9 +207,9 @@ def known_issues_base(directory: Path):
 
 
 def report_progress(i: int, n: int, rec: dict) -> None:
-    from harness.progress import line
+    from harness.progress import Lines
 
-    print(line(i, n, rec), flush=True)
+    Lines(n).finished(i, n, rec)
 
 
 def read_results(*folders: Path) -> list[dict]:

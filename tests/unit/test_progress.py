@@ -71,3 +71,18 @@ def test_plain_lines_off_a_terminal_and_the_live_display_on_one(monkeypatch):
     assert type(progress.reporter(3, live=False)) is progress.Lines
     monkeypatch.setattr("sys.stdout.isatty", lambda: False, raising=False)
     assert type(progress.reporter(3)) is progress.Lines
+
+
+def test_a_quantized_cell_that_failed_on_a_cpu_says_its_result_is_the_cpus(capsys):
+    with open(ROOT / "results" / "records.jsonl", encoding="utf-8") as f:
+        recs = [json.loads(line) for line in f]
+    cpu_quant_fail = next(r for r in recs if r["outcome"] == "fail" and r["axes"]["hardware"] == "cpu"
+                          and r["axes"]["quantization"] != "none")
+    other_fail = next(r for r in recs if r["outcome"] == "fail" and r["axes"]["quantization"] == "none")
+    cpu_quant_pass = next(r for r in recs if r["outcome"] == "pass" and r["axes"]["quantization"] != "none")
+    show = progress.Lines(3)
+    for i, rec in enumerate((cpu_quant_fail, other_fail, cpu_quant_pass), 1):
+        show.finished(i, 3, rec)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[1/3] ") and lines[1].startswith("  on a CPU: bitsandbytes ran its CPU backend")
+    assert [line[:5] for line in lines[2:]] == ["[2/3]", "[3/3]"]  # no hint for the others
