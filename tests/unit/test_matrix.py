@@ -391,7 +391,7 @@ def test_every_gpu_grid_covers_every_architecture_of_the_gpu_database():
 
     archs = {gpu.arch for gpu in GpuDb.load(ROOT / "matrix").gpus}
     assert {"sm_60", "sm_90", "sm_120"} <= archs
-    grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
+    grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT / "matrix", Host("cpu", (), None, None, ""))
     for path in grids:
         have = {cell.hardware for cell in load_matrix(path, DATA).cells}
         assert archs <= have, f"{path.name} has no cells for {sorted(archs - have)}"
