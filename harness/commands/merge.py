@@ -15,7 +15,7 @@ def add(sub) -> None:
                        "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "
                        "Exit code 1 when a line was skipped (the valid ones are merged all the same), 2 for bad usage.")
     p.add_argument("files", nargs="+", type=common.path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
-    p.add_argument("--into", type=common.path_value, help="results folder to merge into (default: results/ in the checkout)")
+    p.add_argument("--into", type=common.path_value, help="results folder to merge into (default: results/ of the checkout; with compat installed, ./results)")
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards")
 
 

@@ -19,7 +19,7 @@ def add(sub) -> None:
                        "merged or is already there, 2 for bad usage. .ci/github-actions/review-records.yml runs it on pull "
                        "requests that touch results/.")
     p.add_argument("files", nargs="+", type=common.path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
-    p.add_argument("--results", type=common.path_value, help="the results folder they would be merged into (default: results/ in the checkout)")
+    p.add_argument("--results", type=common.path_value, help="the results folder they would be merged into (default: results/ of the checkout; with compat installed, ./results)")
 
 
 def handle(args) -> int:

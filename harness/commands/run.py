@@ -16,7 +16,7 @@ NAME = "run"
 def add(sub) -> None:
     p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
     common.selection(p)
-    p.add_argument("--results", type=common.path_value, help="results folder (default: results/ in the checkout)")
+    p.add_argument("--results", type=common.path_value, help="results folder (default: results/ of the checkout; with compat installed, ./results)")
     p.add_argument("--python", type=common.text_value, default=sys.executable, help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = \"inherit\" (default: this one)")
     p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
     p.add_argument("--offline", action="store_true", help="install stacks only from --find-links folders, never from an index")
@@ -71,9 +71,7 @@ def handle(args) -> int:
         done = runner.run_all(planned, ctx, report=show.finished, started=show.started)
     finally:
         show.close()
-    counts: dict[str, int] = {}
-    for rec in done:
-        counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
+    counts = progress.outcome_counts(done)
     print("done: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + f"; logs in {ctx.log_dir}")
     if args.junit:
         junit.write(args.junit, done, f"compat run {ctx.run_id} ({', '.join(g.path.name for g in grids)})")
