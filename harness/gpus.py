@@ -56,7 +56,7 @@ def normalize(name: str) -> str:
 _NAMING = (
     (r"^(gtx|rtx)?10[5-8]0", "Pascal"), (r"^(gtx|rtx)?(16[5-6]0|20[6-8]0)", "Turing"), (r"^(rtx)?30[5-9]0", "Ampere"),
     (r"^(rtx)?40[5-9]0", "Ada"), (r"^(rtx)?50[5-9]0", "Blackwell"), (r"^rtxpro", "Blackwell"), (r"^rtx\d000ada", "Ada"),
-    (r"^(rtx)?a\d", "Ampere"), (r"^(quadro)?rtx[4-8]000$", "Turing"), (r"^(jetson)?(agx)?orin", "Ampere"),
+    (r"^(rtx)?a\d", "Ampere"), (r"^(quadro)?rtx[4-8]000$", "Turing"),
     (r"^p\d", "Pascal"), (r"^v\d", "Volta"), (r"^t\d", "Turing"), (r"^l\d", "Ada"), (r"^([hd]gx)?h\d", "Hopper"),
     (r"^([hd]gx)?g?b\d", "Blackwell"),
 )

@@ -40,11 +40,6 @@ class Home:
         here = Path.cwd() / "results"
         return cls(PACKAGED / "matrix", here, (PACKAGED / "results", here), None)
 
-    def describe(self) -> str:
-        if self.checkout is not None:
-            return f"data from {self.matrix}"
-        return f"data installed with compat ({self.matrix}); records read from it and from {self.results}"
-
 
 def _is_home(folder: Path) -> bool:
     return (folder / "matrix" / "axes.toml").is_file()

@@ -15,6 +15,7 @@ import threading
 import time
 
 from harness import summary
+from harness.summary import outcome_counts
 
 SKIPPED = ("unsupported", "install-error")  # did not train: a reason to show, no memory or duration to learn from
 
@@ -145,13 +146,6 @@ def reporter(total: int, live: bool | None = None) -> Lines:
     if live is None:
         live = sys.stdout.isatty()
     return Live(total) if live else Lines(total)
-
-
-def outcome_counts(recs: list[dict]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for rec in recs:
-        counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
-    return counts
 
 
 def clock(seconds: float) -> str:

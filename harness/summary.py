@@ -12,6 +12,14 @@ from harness import merge
 from harness.packages import TRACKED
 
 
+def outcome_counts(recs: list[dict]) -> dict[str, int]:
+    """How many of the records ended in each outcome."""
+    counts: dict[str, int] = {}
+    for rec in recs:
+        counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
+    return counts
+
+
 def hardware_label(rec: dict) -> str:
     hw = rec["fingerprint"].get("hardware", {})
     arch = rec["axes"]["hardware"]

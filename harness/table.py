@@ -9,7 +9,7 @@ from pathlib import Path
 from harness import merge, records
 from harness.packages import TRACKED
 from harness.summary import (Summary, cell_text, configuration, error_text, hardware_label, key, losses, mib,
-                             peak_memory, peak_per_card, versions)
+                             outcome_counts, peak_memory, peak_per_card, versions)
 
 SYMBOL = {
     "pass": "✅ pass",
@@ -68,10 +68,7 @@ def _conflicts(clashes: dict) -> list[str]:
 
 def _section(label: str, recs: list[dict], clashes: dict, tag) -> list[str]:
     """One hardware's section: its counts, the by-stack grid, then every row."""
-    counts: dict[str, int] = {}
-    for rec in recs:
-        counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
-    summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+    summary = ", ".join(f"{n} {o}" for o, n in sorted(outcome_counts(recs).items()))
     who = sorted({merge.runner_name(r) for r in recs})
     out = ["", f"## {cell_text(label)}", "",
            f"{len(recs)} rows: {summary}. Runner(s): {cell_text(', '.join(who))}.", ""]

@@ -206,12 +206,6 @@ def known_issues_base(directory: Path):
     return known_issues.KnownIssues.load(directory)
 
 
-def report_progress(i: int, n: int, rec: dict) -> None:
-    from harness.progress import Lines
-
-    Lines(n).finished(i, n, rec)
-
-
 def read_results(*folders: Path) -> list[dict]:
     """The records of the results folders that are evidence (harness/trust.py), the others named
     on stderr and left out; none from a folder that is missing. A record in two of the folders

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness import hardware
+from harness import hardware, progress
 from harness.commands import common
-from harness.commands.common import find_home, known_issues_base, read_evidence, report_progress, writable
+from harness.commands.common import find_home, known_issues_base, read_evidence, writable
 from harness.errors import UsageError
 from harness.tomldata import did_you_mean
 
@@ -70,7 +70,7 @@ def handle(args) -> int:
     results = writable(args.results or where.results / "preflight", "--results")
     issues = known_issues_base(data.dir)
     print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)
-    recs = preflight.run_jobs(jobs, preset, data, host, results, args.env_dir, issues, report_progress)
+    recs = preflight.run_jobs(jobs, preset, data, host, results, args.env_dir, issues, progress.Lines(len(jobs)).finished)
     if preset:
         print(preflight.summary_text(preset, [(job.variant, rec) for job, rec in zip(jobs, recs)]), end="")
     print(fit_text, end="")

@@ -48,7 +48,6 @@ def test_outside_any_checkout_the_installed_data_answers_and_results_go_to_the_c
     found = home.find()
     assert found.checkout is None and found.matrix == package / "data" / "matrix"
     assert found.results == user / "results" and found.evidence == (package / "data" / "results", user / "results")
-    assert "installed with compat" in found.describe()
 
 
 def test_a_broken_install_says_so(installed):
