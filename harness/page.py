@@ -20,7 +20,7 @@ import math
 import string
 from pathlib import Path
 
-from harness import merge, records, summary
+from harness import merge, records, summary, support
 from harness.packages import TRACKED
 
 PAGE_DIR = Path(__file__).with_name("page")
@@ -68,12 +68,14 @@ def row(rec: dict, conflict, tag) -> dict:
     }
 
 
-def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None) -> dict:
+def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None,
+              layout: support.Layout | None = None) -> dict:
     """The page's data from a summary.Summary (or a list of records)."""
+    layout = layout or support.Layout()
     shown = recs if isinstance(recs, summary.Summary) else summary.Summary(recs)
     tag = issues.tag if issues else None
     clashes = shown.conflicts()
-    rows = [row(r, clashes.get(summary.key(r)), tag) for r in shown.rows()]
+    rows = [dict(row(r, clashes.get(summary.key(r)), tag), measurement=layout.is_measurement(r)) for r in shown.rows()]
     known = {}
     for r in rows:
         for k in r["known_issues"]:
@@ -88,6 +90,7 @@ def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | Non
         "outcomes": list(records.OUTCOMES),
         "known_issues": known,
         "predicted": predicted or [],
+        "support": [hw.as_dict() for hw in support.by_hardware(shown.rows(), layout, tag, clashes)],
     }
 
 

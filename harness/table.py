@@ -1,12 +1,15 @@
-"""Render results/COMPATIBILITY.md from the records: one section per hardware, one row per cell
-and stack versions (its latest record), every row a measurement with its date and record id.
-What each record shows (its label, versions, memory, error) is summary.py's."""
+"""Render results/COMPATIBILITY.md from the records: first the support summary of each hardware
+(support.py: for each stack and feature value, works / works with a note / fails / unknown, dated,
+with its evidence), then one section per hardware: the by-stack grid, the measurement runs (size
+sweeps, fit calibration) apart, and one row per cell and stack versions (its latest record), every
+row a measurement with its date and record id. What each record shows (its label, versions,
+memory, error) is summary.py's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness import merge, records
+from harness import merge, records, support
 from harness.packages import TRACKED
 from harness.summary import (Summary, cell_text, configuration, error_text, hardware_label, key, losses, mib,
                              outcome_counts, peak_memory, peak_per_card, versions)
@@ -23,8 +26,10 @@ SYMBOL = {
 }
 
 
-def render(recs, command: str, bad_lines: int = 0, tag=None) -> str:
-    """The Markdown table of a Summary (or of a list of records)."""
+def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None) -> str:
+    """The Markdown table of a Summary (or of a list of records). `layout`: which cells are
+    measurement runs and the order of feature values (support.Layout.load(matrix_dir))."""
+    layout = layout or support.Layout()
     summary = recs if isinstance(recs, Summary) else Summary(recs)
     rows = summary.rows()
     clashes = summary.conflicts()
@@ -41,20 +46,90 @@ def render(recs, command: str, bad_lines: int = 0, tag=None) -> str:
     ]
     if bad_lines:
         out += ["", f"{bad_lines} unreadable line(s) in the record files were skipped (`compat table` lists them)."]
+    if rows:
+        out += _support(support.by_hardware(rows, layout, tag, clashes))
     if clashes:
         out += _conflicts(clashes)
     sections: dict[str, list[dict]] = {}
     for rec in rows:
         sections.setdefault(hardware_label(rec), []).append(rec)
     for label, recs in sections.items():
-        out += _section(label, recs, clashes, tag)
+        out += _section(label, recs, clashes, tag, layout)
     if not rows:
         out += ["", "No records yet: run `compat run` (see README.md)."]
     return "\n".join(out) + "\n"
 
 
+STATE = {"works": "✅ works", "note": "🟡 works, with a note", "fails": "❌ fails", "unknown": "❔ unknown"}
+MEASUREMENT_NOTE = (
+    "Runs shaped to measure memory, not to check a feature: the models of matrix/models.toml with a run of their own "
+    "(size sweeps that `compat fit` is calibrated on and checked against, real-size models, the sequence-length "
+    "staircase). They are not in the support summary.")
+
+
+def _support(hardware: list[support.HardwareSupport]) -> list[str]:
+    out = ["", "## What works on each hardware", "",
+           "For each stack (column) and each value of a feature (row): ✅ works (every cell with it passed, its newest "
+           "record), 🟡 works, with a note (some cells did not pass: the note says which and why), ❌ fails (none passed: "
+           "the note says why), ❔ unknown (no record: not tested, which is not a failure). "
+           "Each entry gives the cells that passed and the date last tested. Evidence: *measured here* (a record "
+           "`compat run` wrote into this folder) or *measured by runner NAME (merged)* (a record `compat merge` took "
+           "in from a CI runner or a contributor, named by the runner that ran it). Measurement runs are left out. For a card with no record, "
+           "`compat recommend --gpu NAME` and the page's GPU picker give the predicted answer and the rule behind it."]
+    for n, hw in enumerate(hardware, 1):
+        out += _hardware_support(n, hw)
+    return out
+
+
+def _hardware_support(n: int, hw: support.HardwareSupport) -> list[str]:
+    dates = hw.first_tested if hw.first_tested == hw.last_tested else f"{hw.first_tested} to {hw.last_tested}"
+    out = ["", f"### {cell_text(hw.label)}", "",
+           f"Tested {dates}{' on ' + cell_text(hw.host) if hw.host else ''}; evidence: "
+           f"{cell_text('; '.join(hw.evidence))}. Stacks, as their newest record ran them: "
+           + "; ".join(f"`{s}` {cell_text(v)}" for s, v in hw.stack_versions.items()) + ".", "",
+           "| feature | " + " | ".join(f"`{s}`" for s in hw.stacks) + " |",
+           "|---" * (len(hw.stacks) + 1) + "|"]
+    notes: dict[tuple[str, str, str], support.Reason] = {}  # (stack, outcome, why): one note, every entry it explains links it
+    mixed = len({e.split(" (")[0] for e in hw.evidence}) > 1
+    for feature, value in hw.features:
+        entries = []
+        for s in hw.stacks:
+            st = hw.grid[(feature, value)][s]
+            if st.state == "unknown":
+                entries.append(STATE["unknown"])
+                continue
+            text = f"{STATE[st.state]} · {st.passed}/{st.total} · {st.last_tested}"
+            if mixed:
+                text += " · " + cell_text("; ".join(e.split(" (")[0] for e in st.evidence))
+            links = []
+            for r in st.reasons:
+                k = (s, r.outcome, r.why)
+                i = _note(notes, k, r)
+                links.append(f"[note {i}](#support-{n}-{i})")
+            if st.disputed:
+                links.append("[runners disagree](#conflicts)")
+            entries.append(" ".join([text, *links]))
+        out.append(f"| {feature} `{value}` | " + " | ".join(entries) + " |")
+    for i, ((s, _, _), r) in enumerate(notes.items(), 1):
+        out += ["", f"<a id=\"support-{n}-{i}\"></a>**note {i}.** `{s}`: {cell_text(r.text(named=len(r.cells)))}. "
+                f"Last tested {r.last_tested}; {cell_text('; '.join(r.evidence))}."]
+    return out
+
+
+def _note(notes: dict, k: tuple, reason: support.Reason) -> int:
+    """One note per stack and reason, holding the cells of every entry it explains; its number."""
+    have = notes.get(k)
+    if have is None:
+        notes[k] = support.Reason(reason.outcome, reason.why, list(reason.cells), reason.last_tested, list(reason.evidence))
+    else:
+        have.cells += [c for c in reason.cells if c not in have.cells]
+        have.last_tested = max(have.last_tested, reason.last_tested)
+        have.evidence = sorted(set(have.evidence) | set(reason.evidence))
+    return list(notes).index(k) + 1
+
+
 def _conflicts(clashes: dict) -> list[str]:
-    out = ["", "## ⚠️ Conflicts between runners", "",
+    out = ["", "<a id=\"conflicts\"></a>", "", "## ⚠️ Conflicts between runners", "",
            "The same cell with the same library versions on the same hardware ended differently on "
            "different runners (each runner's newest record). Both are shown; neither is hidden.", ""]
     for (label, cell, vers), c in sorted(clashes.items()):
@@ -66,13 +141,18 @@ def _conflicts(clashes: dict) -> list[str]:
     return out
 
 
-def _section(label: str, recs: list[dict], clashes: dict, tag) -> list[str]:
-    """One hardware's section: its counts, the by-stack grid, then every row."""
+def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.Layout) -> list[str]:
+    """One hardware's section: its counts, the by-stack grid, the measurement runs, then every row."""
     summary = ", ".join(f"{n} {o}" for o, n in sorted(outcome_counts(recs).items()))
     who = sorted({merge.runner_name(r) for r in recs})
     out = ["", f"## {cell_text(label)}", "",
            f"{len(recs)} rows: {summary}. Runner(s): {cell_text(', '.join(who))}.", ""]
-    out += _by_stack(recs, clashes)
+    checks = [r for r in recs if not layout.is_measurement(r)]
+    runs = [r for r in recs if layout.is_measurement(r)]
+    if checks:
+        out += _by_stack(checks, clashes, "### By stack")
+    if runs:
+        out += ["", *_by_stack(runs, clashes, "### Measurement runs: size sweeps and fit calibration", MEASUREMENT_NOTE)]
     out += ["", "### Every cell and stack versions", ""]
     header = ["cell", "outcome", "peak memory", "loss first → last", *TRACKED, "python", "date", "record", "error"]
     out.append("| " + " | ".join(header) + " |")
@@ -93,7 +173,7 @@ def _section(label: str, recs: list[dict], clashes: dict, tag) -> list[str]:
     return out
 
 
-def _by_stack(recs: list[dict], clashes: dict) -> list[str]:
+def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> list[str]:
     """Configurations × stacks: each entry the newest record's outcome and largest card's peak."""
     grid: dict[str, dict[str, dict]] = {}
     flagged: set[tuple[str, str]] = set()
@@ -105,7 +185,7 @@ def _by_stack(recs: list[dict], clashes: dict) -> list[str]:
         if key(rec) in clashes:
             flagged.add((conf, stack))
     stacks = sorted({s for row in grid.values() for s in row})
-    out = ["### By stack", "",
+    out = [heading, "", *([note, ""] if note else []),
            "Each entry: the newest record's outcome and the peak memory of its largest card (RSS on a CPU; "
            "NVML used, else torch reserved, on a GPU). ⚠️: runners disagree (see Conflicts).", "",
            "| configuration | " + " | ".join(f"`{s}`" for s in stacks) + " |",
@@ -124,7 +204,7 @@ def _by_stack(recs: list[dict], clashes: dict) -> list[str]:
     return out
 
 
-def write(results_dir: Path, recs, command: str, bad_lines: int = 0, tag=None) -> Path:
+def write(results_dir: Path, recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None) -> Path:
     path = results_dir / "COMPATIBILITY.md"
-    records.write_atomic(path, render(recs, command, bad_lines, tag))
+    records.write_atomic(path, render(recs, command, bad_lines, tag, layout))
     return path

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import hardware, home, known_issues, records, resolve, summary, table
+from harness import hardware, home, known_issues, records, resolve, summary, support, table
 from harness.errors import MatrixError, ResultsWriteError, UsageError
 from harness.home import Home
 
@@ -251,11 +251,12 @@ def render(results: Path, matrix_dir: Path, base):
     shown, bad = records.reduce_records(files, summary.Summary, rules().check, records.reader_view)
     print_skipped(bad)
     tag = base.tag if base else None
-    path = table.write(results, shown, "compat table", len(bad), tag)
+    layout = support.Layout.load(matrix_dir)
+    path = table.write(results, shown, "compat table", len(bad), tag, layout)
     predicted = []
     if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
         predicted = resolve.per_card(resolve.ResolverData.load(matrix_dir), shown.rows())
-    html_path = page.write(results, page.page_data(shown, len(bad), base, predicted), "compat table")
+    html_path = page.write(results, page.page_data(shown, len(bad), base, predicted, layout), "compat table")
     print(f"wrote {path} and {html_path.name} ({shown.count} records from {len(files)} file(s))")
     return shown
 

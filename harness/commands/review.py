@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import records, summary, table
+from harness import records, summary, support, table
 from harness.commands import common
 from harness.commands.common import find_home, known_issues_base, rules
 from harness.errors import UsageError
@@ -34,9 +34,10 @@ def handle(args) -> int:
     matrix_dir = find_home().matrix
     base = known_issues_base(matrix_dir)
     tag = base.tag if base else None
+    layout = support.Layout.load(matrix_dir)
     trust = rules()
     shown, stored_bad = records.reduce_records(records.record_files(results), summary.Summary, trust.check, records.reader_view)
-    before = table.render(shown, "compat table", len(stored_bad), tag).splitlines()
+    before = table.render(shown, "compat table", len(stored_bad), tag, layout).splitlines()
     reports = merge.merge(args.files, results, check=trust.check, dry_run=True)
     print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
     refused = 0
@@ -47,7 +48,7 @@ def handle(args) -> int:
         refused += len(r.bad)
         for rec in r.accepted:
             shown.add(records.slim(rec))
-    after = table.render(shown, "compat table", len(stored_bad), tag).splitlines()
+    after = table.render(shown, "compat table", len(stored_bad), tag, layout).splitlines()
     changes = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"]
     if not changes:
         print(f"{results / 'COMPATIBILITY.md'} would not change.")

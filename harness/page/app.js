@@ -5,9 +5,11 @@
 (function () {
   const DATA = JSON.parse(document.getElementById("compat-data").textContent);
   const SVG = "http://www.w3.org/2000/svg";
-  const FILTERS = ["hardware", "stack", "model", "precision", "quantization", "method", "strategy", "outcome"];
+  const FILTERS = ["run", "hardware", "stack", "model", "precision", "quantization", "method", "strategy", "outcome"];
   const FIGURES = { rss: "peak RSS", allocated: "torch max allocated", reserved: "torch max reserved", nvml_used: "NVML peak used" };
   const rows = DATA.rows;
+  // measurement runs (size sweeps, fit calibration) are their own section of the table: a filter value
+  for (const r of rows) r.run = r.measurement ? "measurement run" : "feature check";
   const PAGE = 1000;  // rows listed at a time: a page of 100k rows stays quick to open and to filter
   const state = { sort: "cell", dir: 1, selected: null, limit: PAGE };
 
@@ -242,6 +244,108 @@
     return box;
   }
 
+  // -- what works on my GPU: the support statements measured on it, and what is predicted ------
+  const STATE_TEXT = { works: "works", note: "works, with a note", fails: "fails", unknown: "unknown" };
+  const picker = document.getElementById("gpu-picker");
+  const measuredGroup = el("optgroup", { label: "hardware with records" });
+  for (const hw of DATA.support) measuredGroup.append(el("option", { value: "hw:" + hw.label }, hw.label));
+  const cardGroup = el("optgroup", { label: "every card compat knows (" + DATA.predicted.length + ")" });
+  for (const p of DATA.predicted) {
+    const measured = DATA.support.some((h) => h.arch === p.arch);
+    cardGroup.append(el("option", { value: "gpu:" + p.gpu }, p.gpu + " (" + p.arch + ", " + (measured ? "measured" : "predicted only") + ")"));
+  }
+  if (DATA.support.length) picker.append(measuredGroup);
+  if (DATA.predicted.length) picker.append(cardGroup);
+
+  function stateBadge(state) { return el("span", { class: "state s-" + state }, STATE_TEXT[state] || state); }
+
+  function supportTable(hw) {
+    const dates = hw.first_tested === hw.last_tested ? hw.first_tested : hw.first_tested + " to " + hw.last_tested;
+    const head = el("tr", {}, el("th", {}, "feature"), ...hw.stacks.map((s) => el("th", { title: hw.stack_versions[s] || "" }, s)));
+    const body = el("tbody", {});
+    hw.features.forEach(([feature, value], i) => {
+      const tr = el("tr", {}, el("td", {}, feature + " ", el("code", {}, value)));
+      hw.stacks.forEach((stack, j) => {
+        const st = hw.grid[i][j];
+        const td = el("td", { class: "entry", "data-state": st.state, "data-stack": stack, "data-feature": feature + "=" + value }, stateBadge(st.state));
+        if (st.state !== "unknown") td.append(" " + st.passed + "/" + st.total + " · " + st.last_tested);
+        if (st.state === "note" || st.state === "fails") td.addEventListener("click", () => showWhy(hw, feature, value, stack, st));
+        tr.append(td);
+      });
+      body.append(tr);
+    });
+    return el("div", { class: "support-of", "data-hardware": hw.label },
+      el("h3", {}, hw.label),
+      el("p", { class: "muted" }, "Tested " + dates + (hw.host ? " on " + hw.host : "") + "; evidence: ",
+        ...hw.evidence.map((e, i) => [i ? "; " : "", el("span", { class: "kind measured" }, "measured"), " " + e.replace(/^measured /, "")]).flat(),
+        ". Stacks as their newest record ran them: " + hw.stacks.map((s) => s + " (" + hw.stack_versions[s] + ")").join("; ") + "."),
+      el("table", { class: "support" }, el("thead", {}, head), body));
+  }
+
+  function showWhy(hw, feature, value, stack, st) {
+    const box = document.getElementById("pick-why");
+    box.hidden = false;
+    const reasons = el("ul", {}, ...st.reasons.map((r) => el("li", {}, badge(r.outcome), " in " + r.cells.length + " cell(s): ",
+      el("span", { class: "mono" }, r.cells.join(", ")), " — " + r.why + " (last tested " + r.last_tested + "; " + r.evidence.join("; ") + ")")));
+    if (st.disputed.length) reasons.append(el("li", {}, el("span", { class: "badge conflict" }, "conflict"), " runners disagree on " + st.disputed.join(", ")));
+    const show = el("button", { type: "button", id: "why-cells" }, "show these cells in the table");
+    show.addEventListener("click", () => {
+      for (const f of FILTERS) document.getElementById("filter-" + f).value = "";
+      const want = { hardware: hw.label, stack: stack, run: "feature check" };
+      want[feature] = value;
+      for (const [f, v] of Object.entries(want)) {
+        const select = document.getElementById("filter-" + f);
+        if (select && [...select.options].some((o) => o.value === v)) select.value = v;
+      }
+      render();
+      document.getElementById("cells").scrollIntoView({ block: "start" });
+    });
+    box.replaceChildren(el("h4", {}, stack + ", " + feature + " " + value + ": ", stateBadge(st.state),
+      " — " + st.passed + " of " + st.total + " cell(s) passed, last tested " + st.last_tested), reasons, show);
+  }
+
+  function predictedCard(p) {
+    const dl = el("dl", { class: "predicted-card", "data-gpu": p.gpu });
+    const add = (k, ...v) => dl.append(el("dt", {}, k), el("dd", {}, ...v));
+    add("card", p.gpu + ", compute capability " + p.cc + " (" + p.arch + ")");
+    add("answer", "precision " + p.precision + ", torch " + p.torch + (p.bitsandbytes ? ", bitsandbytes " + p.bitsandbytes : ""));
+    for (const e of p.evidence) {
+      add(e.about, el("span", { class: "kind " + e.kind }, e.kind), " " + e.says,
+        ...(e.rule ? [el("span", { class: "muted" }, " (rule " + e.rule + ")")] : []),
+        ...(e.records ? [el("span", { class: "muted" }, " (records " + e.records.map((x) => x.slice(0, 12)).join(", ") + ")")] : []),
+        ...(e.sources || []).slice(0, 3).flatMap((src) => [" ", link(src, "source")]));
+    }
+    return dl;
+  }
+
+  function showPick(value) {
+    let measured = [], cards = [], name = "";
+    if (value.startsWith("hw:")) {
+      measured = DATA.support.filter((h) => "hw:" + h.label === value);
+      const arch = measured.length ? measured[0].arch : "";
+      cards = DATA.predicted.filter((p) => p.arch === arch);
+      name = value.slice(3);
+    } else if (value.startsWith("gpu:")) {
+      cards = DATA.predicted.filter((p) => "gpu:" + p.gpu === value);
+      measured = cards.length ? DATA.support.filter((h) => h.arch === cards[0].arch) : [];
+      name = value.slice(4) + (cards.length ? " (" + cards[0].arch + ")" : "");
+    }
+    const m = document.getElementById("pick-measured");
+    if (measured.length) {
+      m.replaceChildren(...(value.startsWith("gpu:") ? [el("h3", {}, "Measured on " + name)] : []), ...measured.map(supportTable));
+    } else {
+      m.replaceChildren(el("h3", {}, "Measured on " + name),
+        el("p", { id: "nothing-measured" }, "Nothing measured on this architecture yet: no record in this table. What follows is ",
+          el("span", { class: "kind predicted" }, "predicted"), ", not measured. Run ", el("code", {}, "compat run"),
+          " on such a card to measure it (README.md)."));
+    }
+    const pr = document.getElementById("pick-predicted");
+    pr.replaceChildren(...(cards.length ? [el("h3", {}, "Predicted: what compat recommend --gpu NAME --method qlora answers, and from what"),
+      ...cards.map(predictedCard)] : [el("p", { class: "muted" }, "No prediction: compat predicts for the GPUs of matrix/gpus.toml.")]));
+    document.getElementById("pick-why").hidden = true;
+  }
+  picker.addEventListener("change", () => { showPick(picker.value); writeHash(current()); });
+
   // -- conflicts, predicted cards, summary -------------------------------------------------------
   const conflictList = document.getElementById("conflict-list");
   const conflicted = rows.filter((r) => r.conflict);
@@ -271,10 +375,15 @@
   function writeHash(q) {
     const parts = FILTERS.filter((f) => q.want[f]).map((f) => f + "=" + encodeURIComponent(q.want[f]));
     if (q.conflicts) parts.push("conflicts=1");
+    if (picker.value) parts.push("gpu=" + encodeURIComponent(picker.value));
     const hash = parts.length ? "#" + parts.join("&") : "";
     try {
       if (location.hash !== hash) history.replaceState(null, "", hash || location.pathname + location.search);
     } catch (e) { /* some browsers refuse this for file: pages; the view still works */ }
+  }
+  const runFilter = document.getElementById("filter-run");
+  if ([...runFilter.options].some((o) => o.value === "measurement run") && [...runFilter.options].some((o) => o.value === "feature check")) {
+    runFilter.value = "feature check";  // measurement runs are their own section: one choice away
   }
   for (const part of location.hash.slice(1).split("&")) {
     const [k, raw] = part.split("=");
@@ -283,8 +392,10 @@
     const select = FILTERS.includes(k) && document.getElementById("filter-" + k);
     if (select && [...select.options].some((o) => o.value === v)) select.value = v;
     if (k === "conflicts") onlyConflicts.checked = true;
+    if (k === "gpu" && [...picker.options].some((o) => o.value === v)) picker.value = v;
   }
   form.addEventListener("input", render);
   form.addEventListener("change", render);
+  if (picker.value) showPick(picker.value);
   render();
 })();

@@ -179,3 +179,61 @@ def test_a_page_of_130k_rows_lists_them_a_thousand_at_a_time(browser, tmp_path):
     assert len(visible_rows(browser)) == 2000
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == [], severe
+
+
+def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(browser, page):
+    from selenium.webdriver.support.ui import Select
+
+    from harness.summary import hardware_label
+
+    browser.get(page["url"])
+    cpu_label = hardware_label(page["cpu"][0])
+    # the first screen: the first hardware with records and its support statements
+    assert Select(browser.find_element("id", "gpu-picker")).first_selected_option.get_attribute("value") == "hw:" + cpu_label
+    (cpu,) = browser.find_elements("css selector", "#pick-measured .support-of")
+    assert cpu.get_attribute("data-hardware") == cpu_label and "measured by runner ci-cpu-2 (merged)" in cpu.text
+    # the hostile record disagrees with this host's own: that entry works, with a note
+    disputed = cpu.find_elements("css selector", f"td.entry[data-state=note][data-stack='{page['passed']['axes']['stack']}']")
+    assert disputed
+    disputed[0].click()
+    why = browser.find_element("id", "pick-why")
+    assert why.is_displayed() and "runners disagree on " + page["passed"]["cell"] in why.text
+    browser.find_element("id", "why-cells").click()
+    shown = visible_rows(browser)
+    assert shown and {r.get_attribute("data-hardware") for r in shown} == {cpu_label}
+    assert page["hostile"]["id"] in {r.get_attribute("data-id") for r in shown}  # the disputed cell's row shown: the newer record
+
+    # a card with a (contributed) record: measured on its architecture, and predicted beside it
+    Select(browser.find_element("id", "gpu-picker")).select_by_value("gpu:Tesla P4")
+    (p4,) = browser.find_elements("css selector", "#pick-measured .support-of")
+    assert p4.get_attribute("data-hardware") == "sm_61 — Tesla P4"
+    assert "measured by runner ci-gpu-p4 (merged)" in p4.text and "driver 550.54" in p4.text
+    assert p4.find_elements("css selector", "td.entry[data-state=works]")
+    predicted = browser.find_element("css selector", "#pick-predicted dl.predicted-card[data-gpu='Tesla P4']").text
+    assert "compute capability 6.1" in predicted and "rule fp32-without-tensor-cores" in predicted
+
+    # a card nothing was measured on: said so, then the prediction and its rules
+    Select(browser.find_element("id", "gpu-picker")).select_by_value("gpu:H100")
+    assert browser.find_elements("css selector", "#pick-measured .support-of") == []
+    assert "Nothing measured on this architecture yet" in browser.find_element("id", "nothing-measured").text
+    predicted = browser.find_element("css selector", "#pick-predicted dl.predicted-card[data-gpu='H100']").text
+    assert "rule bf16-needs-cc-8.0" in predicted and "predicted" in predicted
+    assert "gpu=gpu%3AH100" in browser.current_url
+    browser.get(browser.current_url)  # the address keeps the pick
+    assert Select(browser.find_element("id", "gpu-picker")).first_selected_option.get_attribute("value") == "gpu:H100"
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe
+
+
+def test_measurement_runs_are_their_own_part_of_the_table(browser, tmp_path):
+    """TEST INPUT built from the project's first real record: one row a feature check, one a
+    measurement run (a size-sweep cell)."""
+    from selenium.webdriver.support.ui import Select
+
+    base = _row_of(real_records(1)[0])
+    check = dict(base, measurement=False)
+    sweep = dict(base, id="f" * 32, cell=base["cell"] + "-m_fit_w256_l2_v8k_s128", measurement=True)
+    browser.get(_render_page(tmp_path, [check, sweep]))
+    assert [r.get_attribute("data-id") for r in visible_rows(browser)] == [check["id"]]
+    Select(browser.find_element("id", "filter-run")).select_by_value("measurement run")
+    assert [r.get_attribute("data-id") for r in visible_rows(browser)] == [sweep["id"]]

@@ -102,10 +102,11 @@ def test_table_keeps_latest_per_cell_and_versions_and_escapes_error_text():
     assert "<script>" not in text
     assert "## cpu — Test CPU" in text
     # in each table, header, separator and every row have the same number of columns (escaped
-    # pipes aside): the by-stack grid (configuration + 1 stack) and the table of every record
+    # pipes aside): the support summary and the by-stack grid (a first column + 1 stack) and the
+    # table of every record
     tables = [block.splitlines() for block in text.split("\n\n") if block.startswith("|")]
-    assert [{len(line.replace("\\|", "").split("|")) for line in t} for t in tables] == [{4}, {16}]
-    grid = tables[0]
+    assert [{len(line.replace("\\|", "").split("|")) for line in t} for t in tables] == [{4}, {4}, {16}]
+    grid = tables[1]
     assert grid[0] == "| configuration | `local` |" and grid[2] == "| `fp32-none-full-single` | ✅ 400 MiB |"
 
 
