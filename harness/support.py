@@ -195,12 +195,15 @@ def _hardware(label: str, recs: list[dict], layout: Layout, tag, conflicted: set
     stacks = sorted({r["axes"]["stack"] for r in recs})
     features = [(f, v) for f in FEATURES for v in layout.sort(f, {_value(r, f) for r in recs})]
     trained = {(r["axes"]["stack"], _value(r, "model")) for r in recs if r["outcome"] == "pass"}
-
-    def cells(feature: str, value: str, stack: str) -> list[dict]:
-        return [r for r in recs if r["axes"]["stack"] == stack and _value(r, feature) == value
-                and (feature == "model" or _value(r, "model") == "default" or (stack, _value(r, "model")) in trained)]
-
-    grid = {(f, v): {s: statement(cells(f, v, s), tag, conflicted) for s in stacks} for f, v in features}
+    # per stack and feature value, its cells: one pass over the records
+    cells: dict[tuple[str, str, str], list[dict]] = {}
+    for r in recs:
+        stack, model = r["axes"]["stack"], _value(r, "model")
+        counts = model == "default" or (stack, model) in trained
+        for f in FEATURES:
+            if f == "model" or counts:
+                cells.setdefault((stack, f, _value(r, f)), []).append(r)
+    grid = {(f, v): {s: statement(cells.get((s, f, v), []), tag, conflicted) for s in stacks} for f, v in features}
     dates = sorted(r.get("finished_at", "")[:10] for r in recs)
     stack_versions = {}
     for s in stacks:
