@@ -16,6 +16,9 @@ An entry:
     fix = ["...", ...]                      # what to do, most direct first
     pins = { torch = ">=2.1" }              # optional: specifiers the fix amounts to
     sources = ["https://...", ...]          # where this is reported; at least one
+    reports = 12                            # distinct public reports of this error found (a lower bound)
+    related = { other-id = "why" }          # optional: entries whose examples this entry's signatures
+                                            #   match too (or theirs this one's), and what tells them apart
     [issue.when]                            # optional; every key given must hold
     torch = "<2.1"                          # package specifiers (PEP 440), for torch,
                                             #   transformers, peft, accelerate, bitsandbytes, deepspeed
@@ -40,7 +43,7 @@ from packaging.version import InvalidVersion, Version
 from harness import outcome, records
 from harness.errors import MatrixError
 from harness.packages import TRACKED
-from harness.tomldata import NONEMPTY_TEXT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
+from harness.tomldata import NONEMPTY_TEXT, POSITIVE_INT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
 
 PACKAGES = TRACKED  # harness/packages.py
 CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
@@ -59,6 +62,8 @@ class Issue:
     pins: dict[str, SpecifierSet]
     sources: tuple[str, ...]
     when: dict  # package -> SpecifierSet, "cc" -> SpecifierSet, axis -> tuple of values
+    reports: int | None = None  # distinct public reports found (a lower bound)
+    related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
 
     def hits(self, text: str) -> list[str]:
         """The log text the signatures found: one entry per distinct place in the log (two
@@ -125,6 +130,11 @@ class KnownIssues:
                 problems.append(at("id", f"{issue.id!r} is used by another entry"))
             ids.add(issue.id)
             issues.append(issue)
+        for n, issue in enumerate(issues if not problems else ()):  # every entry parsed: n is its place in the file
+            for other in issue.related:
+                if other not in ids or other == issue.id:
+                    problems.append(where("related", f"[[issue]] ({issue.id}).related",
+                                          f"{other!r} is not another entry's id", table="issue", nth=n))
         if not issues and not problems:
             problems.append(f"{path}: no [[issue]] entries")
         if problems:
@@ -250,6 +260,10 @@ ISSUE = Table({
     "pins": Key.of(Kind(_pins_problem)),
     "sources": Key.of(TEXT_LIST, each=URL, required=True),
     "when": Key.of(TABLE),
+    "reports": Key.of(POSITIVE_INT, required=True),
+    "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
+                                                                      for k, w in v.items()),
+                           "must be a table of entry id = why the two share wording")),
 })
 AXIS_VALUES = kind(lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
                    "must be a value or a list of values")
@@ -274,5 +288,5 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     return Issue(
         id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
         example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
-        sources=tuple(table["sources"]), when=when,
+        sources=tuple(table["sources"]), when=when, reports=table.get("reports"), related=dict(table.get("related") or {}),
     )

@@ -184,6 +184,7 @@ def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
         example = "boom happened"
         fix = ["f"]
         sources = ["https://example.org/1"]
+        reports = 1
 
         [[issue]]
         id = "Bad Id"
@@ -201,11 +202,12 @@ def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
         KnownIssues.load(tmp_path)
     p = str(path)
     assert err.value.problems == [
-        f"{p}:11: [[issue]] #2 (Bad Id).id: 'Bad Id': an id is lower-case words joined by '-'",
-        f"{p}:14: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a regex RE2 takes (no lookaround, no backreference): missing ): unclosed(",
-        f"{p}:17: [[issue]] #2 (Bad Id).sources: 'not a url' is not a URL",
-        f"{p}:19: [[issue]] #2 (Bad Id).when.torch: '=>2' is not a version specifier",
-        f"{p}:20: [[issue]] #2 (Bad Id).when.precison: unknown condition (did you mean 'precision'?)",
+        f"{p}:12: [[issue]] #2 (Bad Id).id: 'Bad Id': an id is lower-case words joined by '-'",
+        f"{p}:15: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a regex RE2 takes (no lookaround, no backreference): missing ): unclosed(",
+        f"{p}:18: [[issue]] #2 (Bad Id).sources: 'not a url' is not a URL",
+        f"{p}:11: [[issue]] #2 (Bad Id): missing key 'reports'",
+        f"{p}:20: [[issue]] #2 (Bad Id).when.torch: '=>2' is not a version specifier",
+        f"{p}:21: [[issue]] #2 (Bad Id).when.precison: unknown condition (did you mean 'precision'?)",
     ]
 
 
@@ -219,6 +221,32 @@ def test_an_example_its_signature_does_not_match_is_an_error(tmp_path):
         example = "nothing to see"
         fix = ["f"]
         sources = ["https://example.org/1"]
+        reports = 1
         """)
     with pytest.raises(MatrixError, match="no signature of this entry matches its own example"):
         KnownIssues.load(tmp_path)
+
+
+def test_no_entry_matches_another_entrys_example_without_a_declared_relation():
+    """Two entries whose signatures find each other's examples must say why (`related`): else a
+    user's log gets two answers and nothing tells which is theirs."""
+    undeclared = [(a.id, b.id) for a in BASE.issues for b in BASE.issues
+                  if a.id != b.id and a.hits(b.example) and b.id not in a.related and a.id not in b.related]
+    assert undeclared == []
+
+
+def test_a_relation_names_another_entry(tmp_path):
+    (tmp_path / "known_issues.toml").write_text(
+        (ROOT / "matrix" / "known_issues.toml").read_text().replace(
+            'related = { gradckpt-use-reentrant-warning = ', 'related = { no-such-entry = ', 1))
+    with pytest.raises(MatrixError) as err:
+        KnownIssues.load(tmp_path)
+    assert "(gradckpt-no-grad-fn).related: 'no-such-entry' is not another entry's id" in str(err.value)
+
+
+def test_pins_only_raise_a_floor():
+    """`compat recommend` applies the pins of every entry whose conditions hold for a card: an
+    upper bound would hold every user on an old release to dodge a break that only some code hits
+    (a fix that says "pin X<N" belongs in `fix`, for the users it concerns)."""
+    ceilings = {i.id: str(spec) for i in BASE.issues for spec in i.pins.values() if any(s.operator in ("<", "<=", "==", "~=", "===") for s in spec)}
+    assert ceilings == {}
