@@ -77,6 +77,17 @@ class Issue:
                 spans = [(min(a, m.start()), max(b, m.end())) if a < m.end() and m.start() < b else (a, b) for a, b in spans]
         return [text[a:b] for a, b in sorted(spans)]
 
+    def verdict(self, packages: dict[str, str] | None, cc: str | None) -> str:
+        """Whether the versions and compute capability known confirm this entry's package and cc
+        conditions ("hold": at least one checked, none failed), contradict them, or say nothing."""
+        checkable = [k for k in self.when if (k in PACKAGES and (packages or {}).get(k)) or (k == "cc" and cc)]
+        if not self.applies(packages, cc):
+            return "contradicted"
+        return "hold" if checkable else "unknown"
+
+    def conditions_text(self) -> str:
+        return ", ".join(f"{k} {v}" if k in (*PACKAGES, "cc") else f"{k} in {'/'.join(v)}" for k, v in self.when.items())
+
     def applies(self, packages: dict[str, str] | None = None, cc: str | None = None, axes: dict | None = None) -> bool:
         """Whether every condition holds for what is known; an unknown value does not rule out."""
         for key, cond in self.when.items():
@@ -94,10 +105,14 @@ class Issue:
         return True
 
 
+VERDICT_RANK = {"hold": 2, "unknown": 1, "contradicted": 0}
+
+
 @dataclasses.dataclass(frozen=True)
 class Match:
     issue: Issue
     hits: list[str]
+    verdict: str = "unknown"  # hold | unknown | contradicted: the entry's conditions against the versions known
 
     @property
     def score(self) -> tuple:
@@ -144,11 +159,13 @@ class KnownIssues:
     def get(self, issue_id: str) -> Issue | None:
         return next((i for i in self.issues if i.id == issue_id), None)
 
-    def explain(self, text: str) -> list[Match]:
-        """Every issue whose signature is in the text, best first."""
+    def explain(self, text: str, packages: dict[str, str] | None = None, cc: str | None = None) -> list[Match]:
+        """Every issue whose signature is in the text, best first. With the versions and compute
+        capability the log (or an env report) shows: entries whose conditions those contradict
+        go last, and those whose conditions they confirm go first."""
         text = clean(text)
-        found = [Match(i, h) for i in self.issues if (h := i.hits(text))]
-        return sorted(found, key=lambda m: m.score, reverse=True)
+        found = [Match(i, h, i.verdict(packages, cc)) for i in self.issues if (h := i.hits(text))]
+        return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
 
     def tag(self, record: dict) -> list[str]:
         """Ids of the issues a failed record shows: a signature in its error, and conditions that

@@ -16,45 +16,68 @@ NAME = "explain"
 def add(sub) -> None:
     p = sub.add_parser("explain", help="match a log or traceback against the known issues")
     p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
+    p.add_argument("--env", metavar="FILE", help="a report of the environment beside the log (pip freeze, "
+                   "`transformers-cli env`, `accelerate env`, `ds_report`, `python -m torch.utils.collect_env`, "
+                   "nvidia-smi): its versions and GPUs rank the matches")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
+def _read(path_text: str, what: str) -> tuple[str, str]:
+    if path_text == "-":
+        return known_issues.read_log(sys.stdin.buffer), "stdin"
+    path = Path(path_text)
+    try:
+        with open(path, "rb") as f:
+            return known_issues.read_log(f), str(path)
+    except IsADirectoryError:
+        raise UsageError(f"{what}{path}: is a folder, not a {'log ' if not what else ''}file") from None
+    except OSError as exc:
+        raise UsageError(f"{what}{path}: cannot be read: {exc.strerror}") from None
+
+
 def handle(args) -> int:
-    data = known_issues.KnownIssues.load(find_home().matrix)
-    if args.log == "-":
-        text = known_issues.read_log(sys.stdin.buffer)
-        name = "stdin"
-    else:
-        path = Path(args.log)
-        try:
-            with open(path, "rb") as f:
-                text = known_issues.read_log(f)
-        except IsADirectoryError:
-            raise UsageError(f"{path}: is a folder, not a log file") from None
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
-        name = str(path)
-    matches = data.explain(text)
+    from harness import gpus, logfacts
+
+    matrix = find_home().matrix
+    data = known_issues.KnownIssues.load(matrix)
+    gpu_db = gpus.GpuDb.load(matrix) if (matrix / "gpus.toml").is_file() else None
+    if args.log == "-" and args.env == "-":
+        raise UsageError("--env -: the log already reads stdin; give the env report as a file")
+    text, name = _read(args.log, "")
+    text = known_issues.clean(text)
+    facts = logfacts.read(text, gpu_db)
+    if args.env:
+        env_text, _ = _read(args.env, "--env ")
+        facts.merge(logfacts.read(known_issues.clean(env_text), gpu_db))
+    matches = data.explain(text, facts.packages(), facts.cc)
+    answer = logfacts.classify(text, facts)
     signature = known_issues.error_signature(text)
     if args.format == "json":
         print(json.dumps({
             "log": name,
             "signature": signature,
+            "facts": {"versions": facts.versions, "gpus": facts.gpus, "cc": facts.cc, "package": facts.package},
+            "family": {"name": answer.family, "matched": answer.matched, "cause": answer.cause, "next_step": answer.step},
             "matches": [{
                 "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
                 "pins": {k: str(v) for k, v in m.issue.pins.items()}, "sources": list(m.issue.sources),
-                "matched": m.hits, "score": list(m.score),
+                "matched": m.hits, "score": list(m.score), "conditions": m.verdict,
             } for m in matches],
         }, indent=1))
         return 0
+    for line in facts.describe():
+        print(line)
     if not matches:
-        print(f"No known issue matches {name}.\nIts error signature: {signature or '(no error line found)'}")
+        _family(name, answer, signature, data, facts)
         return 0
     print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
     for n, m in enumerate(matches, 1):
         i = m.issue
         print(f"{n}. {i.id}: {i.title}")
         print(f"   matched: {m.hits[0].strip()[:200]}")
+        if m.verdict != "unknown":
+            said = "hold for the versions in the log" if m.verdict == "hold" else "do NOT hold for the versions in the log"
+            print(f"   when:    {i.conditions_text()}: {said}")
         print(f"   cause:   {i.cause}")
         for k, f in enumerate(i.fix):
             print(f"   {'fix:     ' if k == 0 else '         '}{f}")
@@ -64,3 +87,26 @@ def handle(args) -> int:
             print(f"   {'sources: ' if k == 0 else '         '}{url}")
         print()
     return 0
+
+
+def _family(name: str, answer, signature: str, data, facts) -> None:
+    """No entry matched: the family-level answer, and the entries of that family whose
+    conditions the log's versions meet."""
+    from harness import logfacts
+
+    print(f"No known issue matches {name}.")
+    print(f"Its error signature: {signature or '(no error line found)'}\n")
+    print(f"A family-level answer, not a matched known issue: {answer.family}")
+    if answer.matched:
+        print(f"   matched: {answer.matched}")
+    print(f"   cause:   {answer.cause}")
+    print(f"   next:    {answer.step}")
+    packages = facts.packages()
+    if not packages:
+        return
+    near = [i for i in data.issues if any(k in packages for k in i.when) and i.verdict(packages, facts.cc) == "hold"
+            and logfacts.classify(known_issues.clean(i.example), logfacts.Facts()).family == answer.family]
+    if near:
+        print("   known issues of this family whose conditions your versions meet:")
+        for i in near[:5]:
+            print(f"     {i.id}: {i.title}")

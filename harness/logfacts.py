@@ -1,0 +1,260 @@
+"""What a log says besides a known issue's exact wording, for `compat explain` (issue 21): the
+exception and the package whose code raised it, the library versions and GPUs the log prints
+(pip freeze / pip list lines, `transformers-cli env`, `accelerate env`, `ds_report`,
+`python -m torch.utils.collect_env`, LLaMA-Factory's env banner, nvidia-smi), and the failure
+family the error belongs to, with what usually causes it and the next step.
+
+    facts = read(text, gpu_db)         # Facts: exception, package, versions, gpus, cc
+    family = classify(text, facts)     # Family answer: never None for a log with an error line
+
+A family answer is not a matched known issue and says so. Every pattern here is RE2 (linear in
+the log, whatever the log), searched over the log's last lines where the error is, and over the
+whole kept log for versions and GPUs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from harness import gpus as gpu_names
+from harness import known_issues, outcome
+
+TAIL_LINES = 400  # the family is read from the log's end, where the error is
+
+# a library the log names with a version: what pip, the env reports and the banners print
+LIBRARIES = {
+    "pytorch": "torch", "torch": "torch", "transformers": "transformers", "peft": "peft", "accelerate": "accelerate",
+    "bitsandbytes": "bitsandbytes", "deepspeed": "deepspeed", "trl": "trl", "flash-attn": "flash-attn",
+    "flash_attn": "flash-attn", "xformers": "xformers", "datasets": "datasets", "tokenizers": "tokenizers",
+    "numpy": "numpy", "triton": "triton", "vllm": "vllm", "llamafactory": "llamafactory", "unsloth": "unsloth",
+    "axolotl": "axolotl", "safetensors": "safetensors", "optimum": "optimum", "auto-gptq": "auto-gptq",
+}
+_LIB = "|".join(sorted((re.escape(k) for k in LIBRARIES), key=len, reverse=True))
+VERSION = known_issues.compile_signature(
+    r"(?i)(?:^|[\s\[`'\"(-])(?P<name>" + _LIB + r")[`'\"]?(?:\s+(?:version|info))?(?:\s*\(GPU\?\))?"
+    r"(?:\s*==\s*|\s*:\s*|\s*\.{3,}\s*|[ \t]{2,}|\s+v?)(?P<version>\d+\.\d+(?:\.\d+)?(?:(?:rc|a|b|\.dev|\.post)\d+)?(?:\+[\w.]+)?)")
+GPU_NAME = known_issues.compile_signature(
+    r"(?:GPU \d+: |GPU type: |GPU model: |device name: |Device \d+ \[|^\|\s+\d+\s+)"
+    r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 .-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})")
+CAPABILITY = known_issues.compile_signature(
+    r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)")
+FRAME = known_issues.compile_signature(r'File "[^"]{0,300}?(?:site|dist)-packages/(?P<pkg>[A-Za-z0-9_]+)/')
+
+
+@dataclasses.dataclass
+class Facts:
+    exception: tuple[str, str] | None = None  # (type, message) of the last Python exception
+    package: str | None = None  # the installed package whose frame is last before it
+    versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
+    gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
+    cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
+
+    def merge(self, other: "Facts") -> None:
+        """Take what another source (an --env report) says where this log says nothing."""
+        for k, v in other.versions.items():
+            self.versions.setdefault(k, v)
+        self.gpus += [g for g in other.gpus if g not in self.gpus]
+        self.cc = self.cc or other.cc
+
+    def packages(self) -> dict[str, str]:
+        """The versions of the packages a known issue's conditions name, without local tags."""
+        return {k: v.split("+")[0] for k, v in self.versions.items() if k in known_issues.PACKAGES}
+
+    def describe(self) -> list[str]:
+        out = []
+        if self.versions:
+            out.append("versions in the log: " + ", ".join(f"{k} {v}" for k, v in sorted(self.versions.items())))
+        if self.gpus or self.cc:
+            out.append("GPU: " + ", ".join(self.gpus or ["not named"]) + (f" (compute capability {self.cc})" if self.cc else ""))
+        return out
+
+
+def read(text: str, gpu_db=None) -> Facts:
+    """The facts of a cleaned log (known_issues.clean)."""
+    facts = Facts(exception=outcome.raised_in_log(text))
+    for m in VERSION.finditer(text):
+        name = LIBRARIES[m.group("name").lower()]
+        facts.versions.setdefault(name, m.group("version"))  # the first mention: the env report comes first
+    if facts.exception:
+        at = text.rfind(facts.exception[0].rsplit(".", 1)[-1] + ":")
+        frames = [m.group("pkg") for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
+        facts.package = frames[-1] if frames else None
+    for m in GPU_NAME.finditer(text):
+        name = _card(m.group("name").strip(), gpu_db)
+        if name not in facts.gpus:
+            facts.gpus.append(name)
+    cc = CAPABILITY.search(text)
+    if cc:
+        raw = cc.group("cc")
+        facts.cc = raw if "." in raw else f"{raw[:-1]}.{raw[-1]}"
+    elif gpu_db is not None and facts.gpus:
+        known = [g for g in gpu_db.gpus if g.name in facts.gpus]
+        facts.cc = known[0].cc_text if known else None
+    return facts
+
+
+def _card(name: str, gpu_db) -> str:
+    """The database's name for a card as a log prints it ('NVIDIA A100-SXM4-80GB' -> 'A100'):
+    the longest alias its normalized name starts with; else the name as printed."""
+    if gpu_db is None:
+        return name
+    wanted = gpu_names.normalize(name)
+    best = None
+    for gpu in gpu_db.gpus:
+        for alias in (gpu.name, *gpu.aliases):
+            a = gpu_names.normalize(alias)
+            if a and wanted.startswith(a) and (best is None or len(a) > best[0]):
+                best = (len(a), gpu.name)
+    return best[1] if best else name
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    name: str
+    pattern: object  # RE2, searched in the log's last lines
+    cause: str
+    step: str  # the next step; {name} fields come from the pattern's groups and the facts
+    package_group: str | None = None  # the group naming the package the answer is about
+
+
+def _f(name, pattern, cause, step, package_group=None) -> Family:
+    return Family(name, known_issues.compile_signature(pattern), cause, step, package_group)
+
+
+# Most specific first: the first family whose pattern is in the log's last lines answers.
+FAMILIES = (
+    _f("undefined-symbol", r"(?P<lib>[\w./-]{1,200}\.so)[\w.]{0,10}: undefined symbol: (?P<symbol>\S{1,300})",
+       "a compiled extension was built against another version of the library it links to (most often another torch, "
+       "or another C++ ABI, CUDA or Python)",
+       "rebuild or reinstall {lib} for the torch you have (torch {v_torch}): a prebuilt wheel must match torch's "
+       "major.minor, CUDA major and C++ ABI; or install the torch it was built for"),
+    _f("no-kernel-image", r"no kernel image is available for execution on the device|is not compatible with the current PyTorch installation",
+       "the installed torch (or extension) has no compiled kernels for this GPU's architecture",
+       "install a torch build whose kernel list covers this card ({gpu}): `compat recommend --gpu CARD` names one and its index URL"),
+    _f("import-name", r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'",
+       "the installed {module} has no {name}: it was removed or renamed in a newer {module}, or added after the "
+       "installed one", "compare your {top} version ({v_top}) with the one your training code was written for: "
+       "upgrade {top} if the code is newer, or pin the version the code names", "module"),
+    _f("module-missing", r"No module named '(?P<module>[\w.]{1,100})'",
+       "a package the code imports is not installed in this environment (or a submodule moved in a newer release)",
+       "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is installed, "
+       "check whether {module} moved between its versions", "module"),
+    _f("unexpected-kwarg", r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
+       "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
+       "added after it", "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
+       "your code or config was written for; rename or drop {arg}, or install that version"),
+    _f("attribute-missing", r"AttributeError: (?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no attribute '(?P<attr>\w{1,100})'",
+       "code expects an attribute the installed library does not have: an API that changed between versions",
+       "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written for"),
+    _f("version-requirement", r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} ?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
+       "a library checks the version of another at import or start and refuses the one installed",
+       "install the version of the library that the message names, in the environment that runs the job"),
+    _f("oom-gpu", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+       "the GPU ran out of memory: the model, its gradients and optimizer state, or the activations of this "
+       "sequence length and batch do not fit the card (or memory is fragmented)",
+       "check what fits before the next try: `compat fit` (model size, method, strategy, card); then lower the "
+       "micro-batch or sequence length, turn on gradient checkpointing, use LoRA/QLoRA, or shard (ZeRO-3/FSDP) "
+       "across cards; if the message shows much memory reserved but unallocated, set "
+       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+    _f("killed", r"exitcode\s{0,4}: -9|Signal 9 \(SIGKILL\)|return code = -9|^Killed\s*$|DefaultCPUAllocator: can't allocate memory",
+       "the process was killed from outside Python, nearly always by the Linux OOM killer when host RAM ran out",
+       "confirm with `dmesg | grep -i oom` (or the scheduler's report) and lower the host memory peak: fewer ranks per "
+       "node, load in the training dtype with low_cpu_mem_usage, ZeRO-3 / FSDP loading, fewer dataloader workers"),
+    _f("nccl-error", r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL",
+       "a collective between ranks failed: another rank died first, the ranks disagree on the work, or the "
+       "transport (shared memory, P2P, InfiniBand, network) failed",
+       "find the first rank that failed and its own error (higher up in the log); rerun with NCCL_DEBUG=INFO to see "
+       "the transport; in containers give /dev/shm room (--ipc=host)"),
+    _f("cuda-error", r"CUDA error: (?P<what>[^\n]{1,120})|CUBLAS_STATUS_\w{1,40}|CUDNN_STATUS_\w{1,40}|device-side assert triggered",
+       "a CUDA kernel failed; CUDA errors are reported asynchronously, so the line in the traceback may not be the "
+       "one that failed", "rerun with CUDA_LAUNCH_BLOCKING=1 to see the failing operation; a device-side assert is "
+       "usually an index out of range (token ids beyond the embedding size, labels outside the vocabulary)"),
+    _f("dtype-mismatch", r"expected scalar type \w{1,20} but found \w{1,20}|must have the same dtype|not implemented for '(?:Half|BFloat16|Float)'",
+       "two tensors of different precision meet in one operation, or an operation has no kernel for this dtype on "
+       "this device", "train with mixed precision through the Trainer's --bf16/--fp16 (autocast) rather than casting "
+       "the model by hand; on a card without bf16 ({gpu}) use fp16 or fp32"),
+    _f("nan-loss", r"(?i)'loss': nan|loss(?: is|=) ?nan|Loss scale already at minimum|inf checks",
+       "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data",
+       "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
+       "for empty or masked-out examples"),
+    _f("file-missing", r"FileNotFoundError|No such file or directory|does not appear to have a file named|Can't load tokenizer|is not a local folder and is not a valid model identifier",
+       "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository",
+       "check the path or model id the message names, and, offline, that the files are in the cache (HF_HUB_OFFLINE=1 "
+       "needs them there)"),
+    _f("network-hub", r"(?i)couldn't connect to 'https://huggingface\.co'|Max retries exceeded|ConnectionError|ReadTimeout|LocalEntryNotFoundError",
+       "the job tried to download from the hub and could not reach it",
+       "download the model and data ahead of time and run with HF_HUB_OFFLINE=1, or set HF_ENDPOINT to a mirror"),
+)
+
+
+BARE_EXCEPTION = known_issues.compile_signature(
+    r"^(?:\[rank\d{1,5}\]:\s*)?\s*(?P<type>[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt)): (?P<message>[^\n]{1,1000})$")
+ERROR_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
+
+
+def _bare_exception(tail: str) -> tuple[str, str] | None:
+    """The last `SomeError: message` line, for a log pasted without its traceback header."""
+    found = [(m.group("type"), m.group("message").strip()) for m in BARE_EXCEPTION.finditer(tail)]
+    return found[-1] if found else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    family: str
+    matched: str
+    cause: str
+    step: str
+    facts: Facts
+
+
+def classify(text: str, facts: Facts) -> Answer:
+    """The family-level answer for a log: the most specific family whose pattern is in its last
+    lines; else the exception it ends with and the package that raised it; else that no error
+    line was found."""
+    tail = "\n".join(text.splitlines()[-TAIL_LINES:])
+    for fam in FAMILIES:
+        m = fam.pattern.search(tail)
+        if m:
+            fields = _fields(m, facts)
+            line = tail[tail.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0]  # the whole line it is on
+            return Answer(fam.name, line.strip()[:200], fam.cause.format_map(fields), fam.step.format_map(fields), facts)
+    raised = facts.exception or _bare_exception(tail)
+    if raised:
+        kind, message = raised
+        where = f" in {facts.package}'s code" if facts.package else ""
+        return Answer("python-exception", f"{kind}: {message}"[:200],
+                      f"{kind.rsplit('.', 1)[-1]} raised{where}: no known issue and no family compat knows matches its message",
+                      "read the exception's message and the last frame of the traceback"
+                      + (f" ({facts.package}{' ' + facts.versions[facts.package] if facts.package in facts.versions else ''})" if facts.package else "")
+                      + "; search its wording with your library versions, and compare them with the versions your code was written for", facts)
+    flagged = ERROR_LINE.search(tail)
+    if flagged:
+        line = [m.group(0) for m in ERROR_LINE.finditer(tail)][-1].strip()
+        return Answer("error-line", line[:200], "the log ends in an error that is not a Python exception compat can read "
+                      "(a launcher's, a compiler's or a library's own message)",
+                      "read the lines just above it for the first failure, and search its fixed wording with your "
+                      "library versions", facts)
+    return Answer("no-error-line", "", "the log has no Python exception and no error line compat recognises",
+                  "paste the end of the log, from the first error down (a launcher's summary, such as torchrun's "
+                  "ChildFailedError, hides the rank's own error higher up)", facts)
+
+
+class _Fields(dict):
+    def __missing__(self, key):
+        return "unknown" if key.startswith("v_") else ""
+
+
+def _fields(m, facts: Facts) -> dict:
+    groups = {k: v for k, v in m.groupdict().items() if v}
+    module = groups.get("module", "")
+    top = module.split(".")[0] if module else (facts.package or "the library")
+    pkg = facts.package or top
+    fields = _Fields(groups, top=top, pkg=pkg, gpu=", ".join(facts.gpus) or "this card")
+    for name, version in facts.versions.items():
+        fields[f"v_{name.replace('-', '_')}"] = version
+    fields["v_top"] = facts.versions.get(LIBRARIES.get(top, top), "not in the log")
+    fields["v_pkg"] = facts.versions.get(LIBRARIES.get(pkg, pkg), "not in the log")
+    for k in ("lib", "module", "callee", "name", "symbol", "arg", "req", "req2"):
+        fields.setdefault(k, "")
+    return fields

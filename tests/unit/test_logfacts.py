@@ -1,0 +1,119 @@
+"""What `compat explain` reads from a log besides a known issue's wording (harness/logfacts.py):
+versions and GPUs from the reports users paste, the failure family when no entry matches, and
+the ranking by the versions found (`--env`).
+
+The env-report lines below are TEST INPUTS written in the formats the tools print (pip freeze,
+`transformers-cli env`, `ds_report`, collect_env, nvidia-smi), not copied from a report; the
+logs the families are tested on are the known-issue base's examples, copied from public reports."""
+
+import json
+import textwrap
+
+import pytest
+
+from conftest import ROOT, assert_clean_error, call_compat
+from harness import gpus, known_issues, logfacts
+
+BASE = known_issues.KnownIssues.load(ROOT / "matrix")
+GPUS = gpus.GpuDb.load(ROOT / "matrix")
+
+ENV_REPORT = textwrap.dedent("""\
+    - `transformers` version: 4.28.1
+    - Platform: Linux-5.15.0-91-generic-x86_64-with-glibc2.35
+    - PyTorch version (GPU?): 2.0.1+cu118 (True)
+    - `Accelerate` version: 0.20.3
+    deepspeed info ................... 0.9.5, unknown, unknown
+    [pip3] peft==0.4.0
+    bitsandbytes                  0.39.0
+    GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-5f1c3a3e)
+    """)
+NVIDIA_SMI = textwrap.dedent("""\
+    |   0  NVIDIA A100-SXM4-80GB          On  | 00000000:07:00.0 Off |                    0 |
+    |   1  NVIDIA A100-SXM4-80GB          On  | 00000000:0F:00.0 Off |                    0 |
+    """)
+
+
+def test_versions_and_gpus_from_the_reports_users_paste():
+    facts = logfacts.read(known_issues.clean(ENV_REPORT), GPUS)
+    assert facts.versions == {"transformers": "4.28.1", "torch": "2.0.1+cu118", "accelerate": "0.20.3",
+                              "deepspeed": "0.9.5", "peft": "0.4.0", "bitsandbytes": "0.39.0"}
+    assert facts.packages()["torch"] == "2.0.1"  # the local build tag is not part of the version a condition reads
+    assert facts.gpus == ["Tesla V100"] and facts.cc == "7.0"
+    smi = logfacts.read(NVIDIA_SMI, GPUS)
+    assert smi.gpus == ["A100"] and smi.cc == "8.0"
+    # a card the database lacks keeps the name the log prints, and no compute capability is guessed
+    other = logfacts.read("GPU 0: NVIDIA Imaginary X9 (UUID: GPU-1)\n", GPUS)
+    assert other.gpus == ["NVIDIA Imaginary X9"] and other.cc is None
+    # torch's own warning names the capability
+    warned = logfacts.read("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n", GPUS)
+    assert warned.cc == "12.0"
+
+
+@pytest.mark.parametrize("issue_id,family", [
+    ("transformers-top-k-top-p-filtering-removed", "import-name"),
+    ("transformers-pre430-no-4bit", "unexpected-kwarg"),
+    ("flash-attn-undefined-symbol-torch-abi", "undefined-symbol"),
+    ("torchrun-child-sigkill-host-oom", "killed"),
+    ("nccl-duplicate-gpu-detected", "nccl-error"),
+    ("ddp-oom-no-sharding", "oom-gpu"),
+    ("torch-sm120-blackwell-not-compatible", "no-kernel-image"),
+    ("transformers-bf16-unsupported-pre-ampere", "python-exception"),
+])
+def test_the_family_of_real_errors(issue_id, family):
+    text = known_issues.clean(BASE.get(issue_id).example)
+    assert logfacts.classify(text, logfacts.read(text, GPUS)).family == family
+
+
+def test_the_family_answer_names_what_the_log_says():
+    text = known_issues.clean(BASE.get("transformers-top-k-top-p-filtering-removed").example)
+    facts = logfacts.read(text + "\n[pip3] transformers==4.40.0\n", GPUS)
+    answer = logfacts.classify(text, facts)
+    assert "the installed transformers has no top_k_top_p_filtering" in answer.cause
+    assert "your transformers version (4.40.0)" in answer.step
+
+
+def test_explain_without_a_match_gives_a_family_answer_and_the_entries_the_versions_meet(tmp_path):
+    """TEST INPUT: the import error of a real report (transformers-top-k-top-p-filtering-removed's
+    example) with the name changed, so that no entry's signature matches it."""
+    log = tmp_path / "train.log"
+    example = BASE.get("transformers-top-k-top-p-filtering-removed").example.replace("top_k_top_p_filtering", "some_helper")
+    log.write_text("[pip3] transformers==4.46.0\n" + example)
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "No known issue matches" in out and "A family-level answer, not a matched known issue: import-name" in out
+    assert "compare your transformers version (4.46.0)" in out
+    assert "transformers-top-k-top-p-filtering-removed" in out  # its conditions (transformers >= 4.39) hold
+    data = json.loads(call_compat("explain", str(log), "--format", "json").stdout)
+    assert data["matches"] == [] and data["family"]["name"] == "import-name" and data["facts"]["versions"] == {"transformers": "4.46.0"}
+
+
+def test_any_bytes_get_an_answer(tmp_path):
+    log = tmp_path / "garbage.log"
+    log.write_bytes(b"\x00\xff\xfe random bytes \x80\n\n")
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0 and "A family-level answer, not a matched known issue: no-error-line" in proc.stdout
+
+
+def test_env_versions_rank_the_entry_whose_conditions_hold_first(tmp_path):
+    """Both entries match `unexpected keyword argument 'load_in_4bit'`: transformers < 4.30 (no
+    4-bit yet) and >= 5 (removed). The env report's transformers 4.28.1 decides."""
+    log = tmp_path / "train.log"
+    log.write_text(BASE.get("transformers-pre430-no-4bit").example + BASE.get("transformers5-load-in-kbit-removed").example)
+    env = tmp_path / "env.txt"
+    env.write_text(ENV_REPORT)
+    ranked = [m.issue.id for m in BASE.explain(log.read_text(), {"transformers": "5.1.0"})]
+    assert ranked.index("transformers5-load-in-kbit-removed") < ranked.index("transformers-pre430-no-4bit")
+    proc = call_compat("explain", str(log), "--env", str(env))
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
+    assert first.startswith("transformers-pre430-no-4bit")
+    assert "transformers <4.30, quantization in nf4/nf4dq/fp4/fp4dq: hold for the versions in the log" in proc.stdout
+    assert "transformers >=5.0: do NOT hold for the versions in the log" in proc.stdout
+    assert "GPU: Tesla V100 (compute capability 7.0)" in proc.stdout
+
+
+def test_a_missing_env_report_is_a_clear_error(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: x\n")
+    assert_clean_error(call_compat("explain", str(log), "--env", str(tmp_path / "nope.txt")), 2)
