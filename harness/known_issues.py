@@ -19,6 +19,12 @@ An entry:
     reports = 12                            # distinct public reports of this error found (a lower bound)
     related = { other-id = "why" }          # optional: entries whose examples this entry's signatures
                                             #   match too (or theirs this one's), and what tells them apart
+    [[issue.wordings]]                      # optional, repeatable: the error as one range of releases
+    package = "bitsandbytes"                #   prints it, where the wording changed between releases;
+    version = ">=0.43.1,<0.46"              #   `text` verbatim (a log line, or the source line at a
+    text = '''...'''                          #   release tag), `rendered` that source line with sample
+    rendered = '''...'''                      #   values where it is a template; the signatures must
+    source = "https://..."                  #   match every wording
     [issue.when]                            # optional; every key given must hold
     torch = "<2.1"                          # package specifiers (PEP 440), for torch,
                                             #   transformers, peft, accelerate, bitsandbytes, deepspeed
@@ -63,6 +69,7 @@ class Issue:
     sources: tuple[str, ...]
     when: dict  # package -> SpecifierSet, "cc" -> SpecifierSet, axis -> tuple of values
     reports: int | None = None  # distinct public reports found (a lower bound)
+    wordings: tuple = ()  # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
     related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
 
     def hits(self, text: str) -> list[str]:
@@ -255,6 +262,23 @@ def _signature_problem(pattern) -> str | None:
     return None
 
 
+def _wordings_problem(wordings) -> str | None:
+    if not isinstance(wordings, list) or not wordings:
+        return "must be an array of tables ([[issue.wordings]])"
+    for n, w in enumerate(wordings, 1):
+        if not isinstance(w, dict):
+            return f"#{n} must be a table"
+        unknown = sorted(set(w) - {"package", "version", "text", "rendered", "source"})
+        if unknown:
+            return f"#{n}: unknown key {unknown[0]!r} (package, version, text, rendered, source)"
+        for key in ("package", "version", "text", "source"):
+            if not isinstance(w.get(key), str) or not w[key].strip():
+                return f"#{n}: {key} must be non-empty text"
+        if URL.problem(w["source"]):
+            return f"#{n}: source {w['source']!r} is not a URL"
+    return None
+
+
 def _pins_problem(pins) -> str | None:
     if not isinstance(pins, dict):  # `pins = 1`: said like any other bad key, not a crash
         return "must be a table of package = specifier"
@@ -278,6 +302,7 @@ ISSUE = Table({
     "sources": Key.of(TEXT_LIST, each=URL, required=True),
     "when": Key.of(TABLE),
     "reports": Key.of(POSITIVE_INT, required=True),
+    "wordings": Key.of(Kind(lambda v: _wordings_problem(v))),
     "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
                                                                       for k, w in v.items()),
                            "must be a table of entry id = why the two share wording")),
@@ -306,4 +331,5 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
         id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
         example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
         sources=tuple(table["sources"]), when=when, reports=table.get("reports"), related=dict(table.get("related") or {}),
+        wordings=tuple(table.get("wordings") or ()),
     )

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT, call_compat
+from harness import known_issues
 from harness.errors import MatrixError
 from harness.known_issues import KnownIssues, error_signature, read_log
 
@@ -253,3 +254,13 @@ def test_pins_only_raise_a_floor():
     (a fix that says "pin X<N" belongs in `fix`, for the users it concerns)."""
     ceilings = {i.id: str(spec) for i in BASE.issues for spec in i.pins.values() if any(s.operator in ("<", "<=", "==", "~=", "===") for s in spec)}
     assert ceilings == {}
+
+
+@pytest.mark.parametrize("issue_id", [i.id for i in BASE.issues if i.wordings])
+def test_an_entry_matches_every_wording_its_error_had(issue_id):
+    """Where a release reworded an error, the entry lists each wording (`wordings`, verbatim, with
+    the releases that print it and where that is written): its signatures must find every one."""
+    issue = BASE.get(issue_id)
+    missed = [f"{w['package']}{w['version']}: {w.get('rendered') or w['text']}" for w in issue.wordings
+              if not issue.hits(known_issues.clean(w.get("rendered") or w["text"]))]
+    assert missed == []
