@@ -39,13 +39,16 @@ GPU_NAME = known_issues.compile_signature(
     r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 .-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})")
 CAPABILITY = known_issues.compile_signature(
     r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)")
-FRAME = known_issues.compile_signature(r'File "[^"]{0,300}?(?:site|dist)-packages/(?P<pkg>[A-Za-z0-9_]+)/')
+FRAME = known_issues.compile_signature(r'File "(?P<path>[^"\n]{1,400})", line \d+')
+PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)/")
+REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
 
 
 @dataclasses.dataclass
 class Facts:
     exception: tuple[str, str] | None = None  # (type, message) of the last Python exception
     package: str | None = None  # the installed package whose frame is last before it
+    remote_model: str | None = None  # the hub model whose own code (trust_remote_code) raised it
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
     cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
@@ -76,10 +79,16 @@ def read(text: str, gpu_db=None) -> Facts:
     for m in VERSION.finditer(text):
         name = LIBRARIES[m.group("name").lower()]
         facts.versions.setdefault(name, m.group("version"))  # the first mention: the env report comes first
-    if facts.exception:
-        at = text.rfind(facts.exception[0].rsplit(".", 1)[-1] + ":")
-        frames = [m.group("pkg") for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
-        facts.package = frames[-1] if frames else None
+    raised = facts.exception or _bare_exception("\n".join(text.splitlines()[-TAIL_LINES:]))
+    if raised:
+        at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
+        frames = [m.group("path") for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
+        last = frames[-1].replace("\\", "/") if frames else ""
+        remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
+        if remote:
+            facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
+        elif installed:
+            facts.package = installed.group(1)
     for m in GPU_NAME.finditer(text):
         name = _card(m.group("name").strip(), gpu_db)
         if name not in facts.gpus:
@@ -209,9 +218,19 @@ class Answer:
 
 
 def classify(text: str, facts: Facts) -> Answer:
-    """The family-level answer for a log: the most specific family whose pattern is in its last
-    lines; else the exception it ends with and the package that raised it; else that no error
-    line was found."""
+    """The family-level answer for a log (`_classify`); where the model's own code raised the
+    error, the next step points at that model's repository, not at the library."""
+    answer = _classify(text, facts)
+    if facts.remote_model:
+        step = (f"the error is raised in {facts.remote_model}'s own modeling code (loaded with trust_remote_code): look at "
+                "that model repository's revision and the transformers version it names first; then: " + answer.step)
+        answer = dataclasses.replace(answer, step=step)
+    return answer
+
+
+def _classify(text: str, facts: Facts) -> Answer:
+    """The most specific family whose pattern is in the log's last lines; else the exception it
+    ends with and the package that raised it; else its last error line; else that there is none."""
     tail = "\n".join(text.splitlines()[-TAIL_LINES:])
     for fam in FAMILIES:
         m = fam.pattern.search(tail)

@@ -117,3 +117,15 @@ def test_a_missing_env_report_is_a_clear_error(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("RuntimeError: x\n")
     assert_clean_error(call_compat("explain", str(log), "--env", str(tmp_path / "nope.txt")), 2)
+
+
+def test_an_error_from_a_models_own_code_points_at_that_model():
+    """The Emu3 report (transformers449-cache-get-max-length-removed's example): the last frame is
+    the model's own modeling_emu3.py from the hub, not transformers."""
+    text = known_issues.clean(BASE.get("transformers449-cache-get-max-length-removed").example)
+    facts = logfacts.read(text, GPUS)
+    assert facts.remote_model == "BAAI/Emu3-Gen" and facts.package is None
+    assert logfacts.classify(text, facts).step.startswith("the error is raised in BAAI/Emu3-Gen's own modeling code")
+    library = known_issues.clean(BASE.get("transformers-pre430-no-4bit").example)
+    facts = logfacts.read(library, GPUS)
+    assert facts.package == "transformers" and facts.remote_model is None
