@@ -84,11 +84,13 @@ class Issue:
                 spans = [(min(a, m.start()), max(b, m.end())) if a < m.end() and m.start() < b else (a, b) for a, b in spans]
         return [text[a:b] for a, b in sorted(spans)]
 
-    def verdict(self, packages: dict[str, str] | None, cc: str | None) -> str:
-        """Whether the versions and compute capability known confirm this entry's package and cc
-        conditions ("hold": at least one checked, none failed), contradict them, or say nothing."""
-        checkable = [k for k in self.when if (k in PACKAGES and (packages or {}).get(k)) or (k == "cc" and cc)]
-        if not self.applies(packages, cc):
+    def verdict(self, packages: dict[str, str] | None, cc: str | None, axes: dict | None = None) -> str:
+        """Whether the versions, compute capability and axes known (a strategy the log names)
+        confirm this entry's conditions ("hold": at least one checked, none failed), contradict
+        them, or say nothing."""
+        checkable = [k for k in self.when if (k in PACKAGES and (packages or {}).get(k)) or (k == "cc" and cc)
+                     or (k in CONDITION_AXES and (axes or {}).get(k))]
+        if not self.applies(packages, cc, axes):
             return "contradicted"
         return "hold" if checkable else "unknown"
 
@@ -166,12 +168,13 @@ class KnownIssues:
     def get(self, issue_id: str) -> Issue | None:
         return next((i for i in self.issues if i.id == issue_id), None)
 
-    def explain(self, text: str, packages: dict[str, str] | None = None, cc: str | None = None) -> list[Match]:
-        """Every issue whose signature is in the text, best first. With the versions and compute
-        capability the log (or an env report) shows: entries whose conditions those contradict
-        go last, and those whose conditions they confirm go first."""
+    def explain(self, text: str, packages: dict[str, str] | None = None, cc: str | None = None,
+                axes: dict | None = None) -> list[Match]:
+        """Every issue whose signature is in the text, best first. With the versions, compute
+        capability and strategy the log (or an env report) shows: entries whose conditions those
+        contradict go last, and those whose conditions they confirm go first."""
         text = clean(text)
-        found = [Match(i, h, i.verdict(packages, cc)) for i in self.issues if (h := i.hits(text))]
+        found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text))]
         return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
 
     def tag(self, record: dict) -> list[str]:

@@ -39,6 +39,13 @@ GPU_NAME = known_issues.compile_signature(
     r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 .-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})")
 CAPABILITY = known_issues.compile_signature(
     r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)")
+# the strategy a log shows, most specific first: a ZeRO stage, FSDP, else several ranks (DDP)
+STRATEGY = (
+    ("zero3", known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
+    ("zero2", known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2')),
+    ("fsdp", known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
+    ("ddp", known_issues.compile_signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]")),
+)
 FRAME = known_issues.compile_signature(r'File "(?P<path>[^"\n]{1,400})", line \d+')
 PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)/")
 REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
@@ -49,6 +56,7 @@ class Facts:
     exception: tuple[str, str] | None = None  # (type, message) of the last Python exception
     package: str | None = None  # the installed package whose frame is last before it
     remote_model: str | None = None  # the hub model whose own code (trust_remote_code) raised it
+    strategy: str | None = None  # zero3 / zero2 / fsdp, or ddp where several ranks show; None: not shown
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
     cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
@@ -59,6 +67,11 @@ class Facts:
             self.versions.setdefault(k, v)
         self.gpus += [g for g in other.gpus if g not in self.gpus]
         self.cc = self.cc or other.cc
+        self.strategy = self.strategy or other.strategy
+
+    def axes(self) -> dict[str, str]:
+        """The cell axes the log shows, for a known issue's conditions."""
+        return {"strategy": self.strategy} if self.strategy else {}
 
     def packages(self) -> dict[str, str]:
         """The versions of the packages a known issue's conditions name, without local tags."""
@@ -68,6 +81,8 @@ class Facts:
         out = []
         if self.versions:
             out.append("versions in the log: " + ", ".join(f"{k} {v}" for k, v in sorted(self.versions.items())))
+        if self.strategy:
+            out.append(f"strategy the log shows: {self.strategy}")
         if self.gpus or self.cc:
             out.append("GPU: " + ", ".join(self.gpus or ["not named"]) + (f" (compute capability {self.cc})" if self.cc else ""))
         return out
@@ -93,6 +108,7 @@ def read(text: str, gpu_db=None) -> Facts:
         name = _card(m.group("name").strip(), gpu_db)
         if name not in facts.gpus:
             facts.gpus.append(name)
+    facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(text)), None)
     cc = CAPABILITY.search(text)
     if cc:
         raw = cc.group("cc")

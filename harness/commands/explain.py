@@ -49,14 +49,15 @@ def handle(args) -> int:
     if args.env:
         env_text, _ = _read(args.env, "--env ")
         facts.merge(logfacts.read(known_issues.clean(env_text), gpu_db))
-    matches = data.explain(text, facts.packages(), facts.cc)
+    matches = data.explain(text, facts.packages(), facts.cc, facts.axes())
     answer = logfacts.classify(text, facts)
     signature = known_issues.error_signature(text)
     if args.format == "json":
         print(json.dumps({
             "log": name,
             "signature": signature,
-            "facts": {"versions": facts.versions, "gpus": facts.gpus, "cc": facts.cc, "package": facts.package},
+            "facts": {"versions": facts.versions, "gpus": facts.gpus, "cc": facts.cc, "package": facts.package,
+                      "remote_model": facts.remote_model, "strategy": facts.strategy},
             "family": {"name": answer.family, "matched": answer.matched, "cause": answer.cause, "next_step": answer.step},
             "matches": [{
                 "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
@@ -76,7 +77,7 @@ def handle(args) -> int:
         print(f"{n}. {i.id}: {i.title}")
         print(f"   matched: {m.hits[0].strip()[:200]}")
         if m.verdict != "unknown":
-            said = "hold for the versions in the log" if m.verdict == "hold" else "do NOT hold for the versions in the log"
+            said = "hold for what the log shows" if m.verdict == "hold" else "do NOT hold for what the log shows"
             print(f"   when:    {i.conditions_text()}: {said}")
         print(f"   cause:   {i.cause}")
         for k, f in enumerate(i.fix):
@@ -86,6 +87,11 @@ def handle(args) -> int:
         for k, url in enumerate(i.sources[:4]):
             print(f"   {'sources: ' if k == 0 else '         '}{url}")
         print()
+    if all(m.verdict == "contradicted" for m in matches):
+        print("What the log shows contradicts every match's conditions, so here is also the family-level answer "
+              f"(not a matched known issue): {answer.family}")
+        print(f"   cause:   {answer.cause}")
+        print(f"   next:    {answer.step}")
     return 0
 
 
@@ -104,7 +110,7 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
     packages = facts.packages()
     if not packages:
         return
-    near = [i for i in data.issues if any(k in packages for k in i.when) and i.verdict(packages, facts.cc) == "hold"
+    near = [i for i in data.issues if any(k in packages for k in i.when) and i.verdict(packages, facts.cc, facts.axes()) == "hold"
             and logfacts.classify(known_issues.clean(i.example), logfacts.Facts()).family == answer.family]
     if near:
         print("   known issues of this family whose conditions your versions meet:")

@@ -108,8 +108,8 @@ def test_env_versions_rank_the_entry_whose_conditions_hold_first(tmp_path):
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
     assert first.startswith("transformers-pre430-no-4bit")
-    assert "transformers <4.30, quantization in nf4/nf4dq/fp4/fp4dq: hold for the versions in the log" in proc.stdout
-    assert "transformers >=5.0: do NOT hold for the versions in the log" in proc.stdout
+    assert "transformers <4.30, quantization in nf4/nf4dq/fp4/fp4dq: hold for what the log shows" in proc.stdout
+    assert "transformers >=5.0: do NOT hold for what the log shows" in proc.stdout
     assert "GPU: Tesla V100 (compute capability 7.0)" in proc.stdout
 
 
@@ -129,3 +129,16 @@ def test_an_error_from_a_models_own_code_points_at_that_model():
     library = known_issues.clean(BASE.get("transformers-pre430-no-4bit").example)
     facts = logfacts.read(library, GPUS)
     assert facts.package == "transformers" and facts.remote_model is None
+
+
+def test_an_oom_under_zero3_is_not_blamed_on_ddp(tmp_path):
+    """TEST INPUT: ddp-oom-no-sharding's real OOM line under a line of a ZeRO-3 config, as
+    DeepSpeed's JSON writes it: the DDP entry's condition (strategy ddp) does not hold, and the
+    family answer (compat fit, checkpointing, sequence length) is given beside it."""
+    log = tmp_path / "train.log"
+    log.write_text('  "zero_optimization": {"stage": 3, "offload_param": {"device": "none"}},\n' + BASE.get("ddp-oom-no-sharding").example)
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert "strategy the log shows: zero3" in proc.stdout
+    assert "strategy in ddp: do NOT hold for what the log shows" in proc.stdout
+    assert "family-level answer (not a matched known issue): oom-gpu" in proc.stdout and "compat fit" in proc.stdout
