@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from harness import gpus as gpu_names
-from harness import known_issues, outcome
+from harness import known_issues, outcome, strategies
 
 TAIL_LINES = 400  # the family is read from the log's end, where the error is
 
@@ -41,10 +41,10 @@ CAPABILITY = known_issues.compile_signature(
     r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)")
 # the strategy a log shows, most specific first: a ZeRO stage, FSDP, else several ranks (DDP)
 STRATEGY = (
-    ("zero3", known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
-    ("zero2", known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2')),
-    ("fsdp", known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
-    ("ddp", known_issues.compile_signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]")),
+    (strategies.for_deepspeed(3, False).name, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
+    (strategies.for_deepspeed(2, False).name, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2')),
+    (strategies.for_trainer_fsdp(1).name, known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
+    (strategies.data_parallel(2).name, known_issues.compile_signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]")),
 )
 FRAME = known_issues.compile_signature(r'File "(?P<path>[^"\n]{1,400})", line \d+')
 PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)/")
@@ -56,7 +56,7 @@ class Facts:
     exception: tuple[str, str] | None = None  # (type, message) of the last Python exception
     package: str | None = None  # the installed package whose frame is last before it
     remote_model: str | None = None  # the hub model whose own code (trust_remote_code) raised it
-    strategy: str | None = None  # zero3 / zero2 / fsdp, or ddp where several ranks show; None: not shown
+    strategy: str | None = None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
     cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
