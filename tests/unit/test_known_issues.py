@@ -264,3 +264,33 @@ def test_an_entry_matches_every_wording_its_error_had(issue_id):
     missed = [f"{w['package']}{w['version']}: {w.get('rendered') or w['text']}" for w in issue.wordings
               if not issue.hits(known_issues.clean(w.get("rendered") or w["text"]))]
     assert missed == []
+
+
+def test_no_signature_backtracks_on_long_near_misses():
+    """Every signature (and explain's own patterns) on 100 KB of near-misses: each entry's matched
+    text with its last character cut, repeated on one line and on many. RE2 matches in time linear
+    in the text, so this takes milliseconds; a backtracking engine (Python's re) took minutes on
+    such input (the reason compat uses RE2). The bound is far above linear time and far below
+    catastrophic: it fails only if a pattern backtracks."""
+    import time
+
+    from harness import logfacts
+
+    patterns = [s for i in BASE.issues for s in i.signatures]
+    patterns += [f.pattern for f in logfacts.FAMILIES] + [logfacts.VERSION, logfacts.GPU_NAME, logfacts.BARE_EXCEPTION,
+                                                           logfacts.ERROR_LINE, logfacts.FRAME]
+    slowest = 0.0
+    for issue in BASE.issues:
+        hit = issue.hits(known_issues.clean(issue.example))[0]
+        near = hit[:-1] if len(hit) > 1 else hit
+        for text in ((near + " ") * (100_000 // (len(near) + 1)), (near + "\n") * (100_000 // (len(near) + 1))):
+            for sig in issue.signatures:
+                started = time.perf_counter()
+                sig.search(text)
+                slowest = max(slowest, time.perf_counter() - started)
+    block = "".join(known_issues.clean(i.example) for i in BASE.issues)[:100_000]
+    for pattern in patterns:
+        started = time.perf_counter()
+        pattern.search(block.replace("Error", "Errr"))
+        slowest = max(slowest, time.perf_counter() - started)
+    assert slowest < 2.0, f"a pattern took {slowest:.2f} s on 100 KB"
