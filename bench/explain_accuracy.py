@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -85,7 +86,7 @@ def main() -> int:
     result = {"reports": len(rows), "right": right, "share_right": round(right / len(rows), 3) if rows else None,
               "no_answer": no_answer, "entries": len(base.issues), "explain_100mb_s": [round(s, 2) for s in seconds],
               "explain_100mb_median_s": round(statistics.median(seconds), 2), "python": platform.python_version(),
-              "machine": f"{platform.machine()}, {__import__('os').cpu_count()} CPUs", "rows": rows}
+              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "explain_accuracy.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = [f"# compat explain on {len(rows)} held-out public reports ({len(base.issues)} known issues)", "",

@@ -140,11 +140,10 @@ class Family:
     pattern: object  # RE2, searched in the log's last lines
     cause: str
     step: str  # the next step; {name} fields come from the pattern's groups and the facts
-    package_group: str | None = None  # the group naming the package the answer is about
 
 
-def _f(name, pattern, cause, step, package_group=None) -> Family:
-    return Family(name, known_issues.compile_signature(pattern), cause, step, package_group)
+def _f(name, pattern, cause, step) -> Family:
+    return Family(name, known_issues.compile_signature(pattern), cause, step)
 
 
 # Most specific first: the first family whose pattern is in the log's last lines answers.
@@ -160,11 +159,11 @@ FAMILIES = (
     _f("import-name", r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'",
        "the installed {module} has no {name}: it was removed or renamed in a newer {module}, or added after the "
        "installed one", "compare your {top} version ({v_top}) with the one your training code was written for: "
-       "upgrade {top} if the code is newer, or pin the version the code names", "module"),
+       "upgrade {top} if the code is newer, or pin the version the code names"),
     _f("module-missing", r"No module named '(?P<module>[\w.]{1,100})'",
        "a package the code imports is not installed in this environment (or a submodule moved in a newer release)",
        "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is installed, "
-       "check whether {module} moved between its versions", "module"),
+       "check whether {module} moved between its versions"),
     _f("unexpected-kwarg", r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
        "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
        "added after it", "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
