@@ -19,6 +19,9 @@ An entry:
     reports = 12                            # distinct public reports of this error found (a lower bound)
     related = { other-id = "why" }          # optional: entries whose examples this entry's signatures
                                             #   match too (or theirs this one's), and what tells them apart
+    shown = ["strategy"]                    # optional: `when` keys the log (or --env) must show for the
+                                            #   entry to be an answer: its signatures alone cannot tell
+                                            #   this case from others (a CUDA OOM is not a DDP OOM)
     [[issue.wordings]]                      # optional, repeatable: the error as one range of releases
     package = "bitsandbytes"                #   prints it, where the wording changed between releases;
     version = ">=0.43.1,<0.46"              #   `text` verbatim (a log line, or the source line at a
@@ -71,6 +74,7 @@ class Issue:
     reports: int | None = None  # distinct public reports found (a lower bound)
     wordings: tuple = ()  # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
     related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
+    shown: tuple = ()  # `when` keys that must be known (not just not contradicted) for this entry to answer
 
     def hits(self, text: str) -> list[str]:
         """The log text the signatures found: one entry per distinct place in the log (two
@@ -87,11 +91,13 @@ class Issue:
     def verdict(self, packages: dict[str, str] | None, cc: str | None, axes: dict | None = None) -> str:
         """Whether the versions, compute capability and axes known (a strategy the log names)
         confirm this entry's conditions ("hold": at least one checked, none failed), contradict
-        them, or say nothing."""
+        them, leave unknown a condition the entry needs shown ("unshown"), or say nothing."""
         checkable = [k for k in self.when if (k in PACKAGES and (packages or {}).get(k)) or (k == "cc" and cc)
                      or (k in CONDITION_AXES and (axes or {}).get(k))]
         if not self.applies(packages, cc, axes):
             return "contradicted"
+        if any(k not in checkable for k in self.shown):
+            return "unshown"
         return "hold" if checkable else "unknown"
 
     def conditions_text(self) -> str:
@@ -114,14 +120,19 @@ class Issue:
         return True
 
 
-VERDICT_RANK = {"hold": 2, "unknown": 1, "contradicted": 0}
+VERDICT_RANK = {"hold": 3, "unknown": 2, "unshown": 1, "contradicted": 0}
+ANSWERS = ("hold", "unknown")  # the verdicts under which a match answers the log; below them the family answer comes first
 
 
 @dataclasses.dataclass(frozen=True)
 class Match:
     issue: Issue
     hits: list[str]
-    verdict: str = "unknown"  # hold | unknown | contradicted: the entry's conditions against the versions known
+    verdict: str = "unknown"  # hold | unknown | unshown | contradicted: the entry's conditions against what the log shows
+
+    @property
+    def answers(self) -> bool:
+        return self.verdict in ANSWERS
 
     @property
     def score(self) -> tuple:
@@ -309,6 +320,8 @@ ISSUE = Table({
     "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
                                                                       for k, w in v.items()),
                            "must be a table of entry id = why the two share wording")),
+    "shown": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(k, str) for k in v),
+                         "must list `when` keys, e.g. [\"strategy\"]")),
 })
 AXIS_VALUES = kind(lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
                    "must be a value or a list of values")
@@ -330,9 +343,13 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
         return None
     when = {key: SpecifierSet(value) if key not in CONDITION_AXES else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
             for key, value in (table.get("when") or {}).items()}
+    missing = [k for k in table.get("shown") or () if k not in when]
+    if missing:
+        problems.append(at("shown", f"{missing[0]!r} is not one of this entry's `when` conditions"))
+        return None
     return Issue(
         id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
         example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
         sources=tuple(table["sources"]), when=when, reports=table.get("reports"), related=dict(table.get("related") or {}),
-        wordings=tuple(table.get("wordings") or ()),
+        wordings=tuple(table.get("wordings") or ()), shown=tuple(table.get("shown") or ()),
     )

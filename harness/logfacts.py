@@ -14,6 +14,7 @@ whole kept log for versions and GPUs.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 
@@ -171,21 +172,39 @@ FAMILIES = (
     _f("attribute-missing", r"AttributeError: (?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no attribute '(?P<attr>\w{1,100})'",
        "code expects an attribute the installed library does not have: an API that changed between versions",
        "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written for"),
+    _f("signature-mismatch", r"(?P<callee>[\w.]{1,100})\(\) (?:takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:was|were) given|missing \d+ required (?:positional|keyword-only) arguments?)",
+       "{callee} is called with other arguments than it takes: the caller and the definition it reaches come from "
+       "different releases (a library now passes one more argument to a method that your code, or a library that "
+       "patches it, overrides with the old signature; or the reverse)",
+       "find where {callee} is defined (the last frame: {pkg} {v_pkg}) and which package calls it; install the releases "
+       "that go together (the caller's release notes name the change), or give the override the new signature"),
+    _f("name-not-defined", r"NameError: name '(?P<name>\w{1,100})' is not defined",
+       "{name} is used but was never imported: most often the code imports it only when an optional package is "
+       "installed (a guarded import), and that package is missing or too old to have {name}; else the release of "
+       "{pkg} that raised it has a bug",
+       "find which package provides {name} and install or upgrade it in the environment that runs the job; if {name} "
+       "is {pkg}'s own, upgrade {pkg} ({v_pkg}) or go back to the release before"),
+    _f("cli-usage", r"invalid choice: '(?P<cmd>[\w.-]{1,60})'|No such command '(?P<cmd2>[\w.-]{1,60})'|unrecognized arguments: \S|No such option: \S|Some specified arguments are not used by the HfArgumentParser",
+       "the command line names a subcommand or option the installed program does not have: its version differs from "
+       "the one the instructions were written for, or another package installed a command of the same name",
+       "check which program runs (`which` it, `pip show` its package) and its version against the docs or tutorial you "
+       "follow; upgrade or pin it, or use what its --help lists"),
     _f("version-requirement", r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} ?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
        "a library checks the version of another at import or start and refuses the one installed",
        "install the version of the library that the message names, in the environment that runs the job"),
     _f("oom-gpu", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
        "the GPU ran out of memory: the model, its gradients and optimizer state, or the activations of this "
        "sequence length and batch do not fit the card (or memory is fragmented)",
-       "check what fits before the next try: `compat fit` (model size, method, strategy, card); then lower the "
-       "micro-batch or sequence length, turn on gradient checkpointing, use LoRA/QLoRA, or shard (ZeRO-3/FSDP) "
-       "across cards; if the message shows much memory reserved but unallocated, set "
-       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+       "check what fits before the next try: `compat fit` (model size, method, strategy, cards, sequence length); then "
+       "lower the micro-batch or sequence length, turn on gradient checkpointing, use LoRA/QLoRA, or shard (ZeRO-3/FSDP) "
+       "across cards, offloading to CPU if that is still short; if it fails while loading, before the first step, "
+       "load in the training dtype without building the whole model on each card; if the message shows much memory "
+       "reserved but unallocated, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
     _f("killed", r"exitcode\s{0,4}: -9|Signal 9 \(SIGKILL\)|return code = -9|^Killed\s*$|DefaultCPUAllocator: can't allocate memory",
        "the process was killed from outside Python, nearly always by the Linux OOM killer when host RAM ran out",
        "confirm with `dmesg | grep -i oom` (or the scheduler's report) and lower the host memory peak: fewer ranks per "
        "node, load in the training dtype with low_cpu_mem_usage, ZeRO-3 / FSDP loading, fewer dataloader workers"),
-    _f("nccl-error", r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL",
+    _f("nccl-error", r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL|nccl\w{0,30} failed: unhandled (?:cuda|system) error",
        "a collective between ranks failed: another rank died first, the ranks disagree on the work, or the "
        "transport (shared memory, P2P, InfiniBand, network) failed",
        "find the first rank that failed and its own error (higher up in the log); rerun with NCCL_DEBUG=INFO to see "
@@ -198,6 +217,12 @@ FAMILIES = (
        "two tensors of different precision meet in one operation, or an operation has no kernel for this dtype on "
        "this device", "train with mixed precision through the Trainer's --bf16/--fp16 (autocast) rather than casting "
        "the model by hand; on a card without bf16 ({gpu}) use fp16 or fp32"),
+    _f("data-format", r"num_samples should be a positive integer value, but got num_samples=0|KeyError: '(?P<column>text|input_ids|labels|attention_mask|messages|conversations|instruction|input|output|prompt|response|completion|chosen|rejected|query|content|role|image|images)'|Column (?:to remove )?\[?'?(?P<column2>\w{1,60})'?\]? not in the dataset",
+       "the data does not have the shape the training code reads: a field it expects ({column}{column2}) is missing or "
+       "named otherwise, or the dataset is empty after loading, filtering or formatting",
+       "print the column names and the first example of the dataset as the trainer receives it; map or rename the "
+       "fields to what the code and its template expect, check that the dataset argument names the prepared data, and "
+       "that length filtering leaves examples"),
     _f("nan-loss", r"(?i)'loss': nan|loss(?: is|=) ?nan|Loss scale already at minimum|inf checks",
        "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data",
        "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
@@ -213,8 +238,10 @@ FAMILIES = (
 
 
 BARE_EXCEPTION = known_issues.compile_signature(
-    r"^(?:\[rank\d{1,5}\]:\s*)?\s*(?P<type>[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt)): (?P<message>[^\n]{1,1000})$")
+    r"^(?:\[rank\d{1,5}\]:\s*)?\s*(?P<type>[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt)"
+    r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$")  # or any class named with its module path
 ERROR_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
+WARNING_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
 
 
 def _bare_exception(tail: str) -> tuple[str, str] | None:
@@ -269,6 +296,17 @@ def _classify(text: str, facts: Facts) -> Answer:
                       "(a launcher's, a compiler's or a library's own message)",
                       "read the lines just above it for the first failure, and search its fixed wording with your "
                       "library versions", facts)
+    warned = [m.group(0).strip() for m in WARNING_LINE.finditer(tail)]
+    if warned:
+        counts = collections.Counter(re.sub(r"\d+", "N", w) for w in warned)
+        lead = max(reversed(warned), key=lambda w: counts[re.sub(r"\d+", "N", w)])  # the most repeated, else the last
+        times = counts[re.sub(r"\d+", "N", lead)]
+        return Answer("warnings-only", lead[:200], "the log ends in warnings, not an error: the job did not stop on an "
+                      "exception here" + (f"; this warning repeats {times} times, so it concerns the data or every step"
+                                          if times > 1 else ""),
+                      "if the run misbehaves (a loss of 0 or nan, no learning, a hang), start from this warning: it names "
+                      "what the code skipped or fell back from; search its fixed wording with your library versions. "
+                      "If the job did fail, paste the log from the first error down", facts)
     return Answer("no-error-line", "", "the log has no Python exception and no error line compat recognises",
                   "paste the end of the log, from the first error down (a launcher's summary, such as torchrun's "
                   "ChildFailedError, hides the rank's own error higher up)", facts)
@@ -289,6 +327,6 @@ def _fields(m, facts: Facts) -> dict:
         fields[f"v_{name.replace('-', '_')}"] = version
     fields["v_top"] = facts.versions.get(LIBRARIES.get(top, top), "not in the log")
     fields["v_pkg"] = facts.versions.get(LIBRARIES.get(pkg, pkg), "not in the log")
-    for k in ("lib", "module", "callee", "name", "symbol", "arg", "req", "req2"):
+    for k in ("lib", "module", "callee", "name", "symbol", "arg", "req", "req2", "cmd", "cmd2", "column", "column2"):
         fields.setdefault(k, "")
     return fields

@@ -63,6 +63,7 @@ def handle(args) -> int:
                 "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
                 "pins": {k: str(v) for k, v in m.issue.pins.items()}, "sources": list(m.issue.sources),
                 "matched": m.hits, "score": list(m.score), "conditions": m.verdict,
+                "answers": m.answers,  # false: conditions unshown or contradicted; the family answer comes first
             } for m in matches],
         }, indent=1))
         return 0
@@ -71,14 +72,33 @@ def handle(args) -> int:
     if not matches:
         _family(name, answer, signature, data, facts)
         return 0
-    print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
+    _matches(name, matches, answer)
+    return 0
+
+
+def _matches(name: str, matches: list, answer) -> None:
+    """The matched entries, best first; where none is confirmed by what the log shows, the
+    family-level answer before them."""
+    if not any(m.answers for m in matches):
+        # every match needs a condition the log does not show, or the log contradicts one: the
+        # family-level answer comes first, the matches after it
+        print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match the wording of {name}, but what the log "
+              "shows does not confirm their conditions, so first the family-level answer (not a matched known issue): "
+              f"{answer.family}")
+        print(f"   cause:   {answer.cause}")
+        print(f"   next:    {answer.step}\n")
+        print("Known issues whose wording matches, if their conditions are yours:\n")
+    else:
+        print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
     for n, m in enumerate(matches, 1):
         i = m.issue
         print(f"{n}. {i.id}: {i.title}")
         print(f"   matched: {m.hits[0].strip()[:200]}")
-        if m.verdict != "unknown":
+        if m.verdict in ("hold", "contradicted"):
             said = "hold for what the log shows" if m.verdict == "hold" else "do NOT hold for what the log shows"
             print(f"   when:    {i.conditions_text()}: {said}")
+        elif m.verdict == "unshown":
+            print(f"   when:    {i.conditions_text()}: the log does not show the {' or '.join(i.shown)}; this applies only if it is so")
         print(f"   cause:   {i.cause}")
         for k, f in enumerate(i.fix):
             print(f"   {'fix:     ' if k == 0 else '         '}{f}")
@@ -87,12 +107,6 @@ def handle(args) -> int:
         for k, url in enumerate(i.sources[:4]):
             print(f"   {'sources: ' if k == 0 else '         '}{url}")
         print()
-    if all(m.verdict == "contradicted" for m in matches):
-        print("What the log shows contradicts every match's conditions, so here is also the family-level answer "
-              f"(not a matched known issue): {answer.family}")
-        print(f"   cause:   {answer.cause}")
-        print(f"   next:    {answer.step}")
-    return 0
 
 
 def _family(name: str, answer, signature: str, data, facts) -> None:

@@ -248,6 +248,17 @@ def test_a_relation_names_another_entry(tmp_path):
     assert "(gradckpt-no-grad-fn).related: 'no-such-entry' is not another entry's id" in str(err.value)
 
 
+def test_shown_names_a_condition_of_the_entry(tmp_path):
+    """`shown` lists `when` keys the log must show; one the entry does not condition on is an error
+    naming the place, not an entry that can never answer."""
+    (tmp_path / "known_issues.toml").write_text(
+        (ROOT / "matrix" / "known_issues.toml").read_text().replace(
+            'shown = ["strategy"]\n[issue.when]\nstrategy = ["ddp"]', 'shown = ["precision"]\n[issue.when]\nstrategy = ["ddp"]', 1))
+    with pytest.raises(MatrixError) as err:
+        KnownIssues.load(tmp_path)
+    assert "(ddp-oom-no-sharding).shown: 'precision' is not one of this entry's `when` conditions" in str(err.value)
+
+
 def test_pins_only_raise_a_floor():
     """`compat recommend` applies the pins of every entry whose conditions hold for a card: an
     upper bound would hold every user on an old release to dodge a break that only some code hits
@@ -278,7 +289,7 @@ def test_no_signature_backtracks_on_long_near_misses():
 
     patterns = [s for i in BASE.issues for s in i.signatures]
     patterns += [f.pattern for f in logfacts.FAMILIES] + [logfacts.VERSION, logfacts.GPU_NAME, logfacts.BARE_EXCEPTION,
-                                                           logfacts.ERROR_LINE, logfacts.FRAME]
+                                                           logfacts.ERROR_LINE, logfacts.WARNING_LINE, logfacts.FRAME]
     slowest = 0.0
     for issue in BASE.issues:
         hit = issue.hits(known_issues.clean(issue.example))[0]

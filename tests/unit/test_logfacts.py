@@ -58,10 +58,43 @@ def test_versions_and_gpus_from_the_reports_users_paste():
     ("ddp-oom-no-sharding", "oom-gpu"),
     ("torch-sm120-blackwell-not-compatible", "no-kernel-image"),
     ("transformers-bf16-unsupported-pre-ampere", "python-exception"),
+    ("deepspeed-launcher-local-rank-unrecognized", "cli-usage"),
+    ("gradckpt-use-reentrant-warning", "warnings-only"),
 ])
 def test_the_family_of_real_errors(issue_id, family):
     text = known_issues.clean(BASE.get(issue_id).example)
     assert logfacts.classify(text, logfacts.read(text, GPUS)).family == family
+
+
+@pytest.mark.parametrize("log,family,says", [
+    # TEST INPUTS: made-up tracebacks in the wording Python, torch and NCCL print (no real record)
+    ('  File "/env/site-packages/somelib/trainer.py", line 9, in _loop\n    self.log(logs, start_time)\n'
+     "TypeError: log() takes 2 positional arguments but 3 were given\n", "signature-mismatch", "log is called with other arguments"),
+    ('  File "/env/site-packages/somelib/utils.py", line 7, in get_config\n    return AdapterConfig(r=8)\n'
+     "NameError: name 'AdapterConfig' is not defined\n", "name-not-defined", "find which package provides AdapterConfig"),
+    ('  File "/env/site-packages/somelib/sft.py", line 5, in tokenize\n    element["messages"]\nKeyError: \'messages\'\n',
+     "data-format", "a field it expects (messages)"),
+    ("    raise ValueError(\"num_samples should be a positive integer value, but got num_samples=0\")\n"
+     "ValueError: num_samples should be a positive integer value, but got num_samples=0\n", "data-format", "empty"),
+    ("UnknownError: ncclCommInitRank failed: unhandled cuda error\n", "nccl-error", "a collective between ranks failed"),
+    ("    raise InvalidRequirement(str(e)) from e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
+     "python-exception", "InvalidRequirement raised"),
+])
+def test_families_of_errors_no_entry_names(log, family, says):
+    """The families of common failures: an argument count that changed between releases, a name a
+    guarded import left undefined, data without the fields the code reads, an NCCL init failure,
+    and an exception class that does not end in Error (read with its module path)."""
+    facts = logfacts.read(log, GPUS)
+    answer = logfacts.classify(log, facts)
+    assert answer.family == family and says in answer.cause + answer.step
+
+
+def test_a_log_of_warnings_names_the_most_repeated_one():
+    """TEST INPUT: made-up warning lines, one repeated with different numbers: the answer is a
+    family answer (warnings-only), not "no error line", and leads with the repeated warning."""
+    log = "WARNING: something once\n" + "".join(f"WARNING: mismatch {n} vs. {n + 14}. (ignored)\n" for n in range(5)) + "UserWarning: last\n"
+    answer = logfacts.classify(log, logfacts.read(log, GPUS))
+    assert answer.family == "warnings-only" and answer.matched.startswith("WARNING: mismatch") and "repeats 5 times" in answer.cause
 
 
 def test_the_family_answer_names_what_the_log_says():
@@ -134,11 +167,41 @@ def test_an_error_from_a_models_own_code_points_at_that_model():
 def test_an_oom_under_zero3_is_not_blamed_on_ddp(tmp_path):
     """TEST INPUT: ddp-oom-no-sharding's real OOM line under a line of a ZeRO-3 config, as
     DeepSpeed's JSON writes it: the DDP entry's condition (strategy ddp) does not hold, and the
-    family answer (compat fit, checkpointing, sequence length) is given beside it."""
+    answer is the sharded-OOM entry (activations, offload, the load-time peak, compat fit)."""
     log = tmp_path / "train.log"
     log.write_text('  "zero_optimization": {"stage": 3, "offload_param": {"device": "none"}},\n' + BASE.get("ddp-oom-no-sharding").example)
     proc = call_compat("explain", str(log))
     assert proc.returncode == 0, proc.stderr
     assert "strategy the log shows: zero3" in proc.stdout
-    assert "strategy in ddp: do NOT hold for what the log shows" in proc.stdout
-    assert "family-level answer (not a matched known issue): oom-gpu" in proc.stdout and "compat fit" in proc.stdout
+    first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
+    assert first.startswith("sharded-oom-activations-load-peak")
+    assert "strategy in ddp: do NOT hold for what the log shows" in proc.stdout and "compat fit" in proc.stdout
+
+
+def test_an_oom_that_shows_no_strategy_gets_the_oom_answer_before_any_strategys(tmp_path):
+    """TEST INPUT: ddp-oom-no-sharding's real OOM line alone, as a single-card user pastes it:
+    nothing shows DDP or sharding, so the family answer (compat fit, micro-batch, sequence length,
+    checkpointing, expandable_segments) comes first and neither strategy's entry is the answer."""
+    text = BASE.get("ddp-oom-no-sharding").example
+    facts = logfacts.read(known_issues.clean(text), GPUS)
+    assert facts.strategy is None
+    matches = BASE.explain(text, facts.packages(), facts.cc, facts.axes())
+    assert {m.issue.id for m in matches} >= {"ddp-oom-no-sharding", "sharded-oom-activations-load-peak"}
+    assert not any(m.answers for m in matches)
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.split("\n1. ", 1)[0]
+    assert "family-level answer (not a matched known issue): oom-gpu" in head and "compat fit" in head
+    assert "the log does not show the strategy; this applies only if it is so" in proc.stdout
+
+
+def test_an_oom_from_several_ranks_without_sharding_is_the_ddp_entry():
+    """TEST INPUT: the same real OOM line, as rank 1 of a torchrun job prints it: ranks and no
+    ZeRO/FSDP show plain DDP, so the DDP entry holds and comes first."""
+    text = "[rank1]: " + BASE.get("ddp-oom-no-sharding").example.strip()
+    facts = logfacts.read(known_issues.clean(text), GPUS)
+    assert facts.strategy == "ddp"
+    matches = BASE.explain(text, facts.packages(), facts.cc, facts.axes())
+    assert matches[0].issue.id == "ddp-oom-no-sharding" and matches[0].verdict == "hold"
