@@ -19,6 +19,9 @@ An entry:
     reports = 12                            # distinct public reports of this error found (a lower bound)
     related = { other-id = "why" }          # optional: entries whose examples this entry's signatures
                                             #   match too (or theirs this one's), and what tells them apart
+    settings = ['--tf32[ =]True']           # optional: RE2 regexes for the option or config line that
+                                            #   leads to this failure: explain names the entry where a log
+                                            #   shows the setting and the conditions hold, before the error
     shown = ["strategy"]                    # optional: `when` keys the log (or --env) must show for the
                                             #   entry to be an answer: its signatures alone cannot tell
                                             #   this case from others (a CUDA OOM is not a DDP OOM)
@@ -75,6 +78,7 @@ class Issue:
     wordings: tuple = ()  # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
     related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
     shown: tuple = ()  # `when` keys that must be known (not just not contradicted) for this entry to answer
+    settings: tuple = ()  # RE2 patterns: the option that leads to this failure, as a command line or config shows it
 
     def hits(self, text: str) -> list[str]:
         """The log text the signatures found: one entry per distinct place in the log (two
@@ -187,6 +191,21 @@ class KnownIssues:
         text = clean(text)
         found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text))]
         return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
+
+    def set_to_fail(self, text: str, packages: dict[str, str] | None, cc: str | None, axes: dict | None,
+                    besides: set[str]) -> list[tuple[Issue, str]]:
+        """Entries (other than `besides`) whose `settings` the log shows, with conditions the log
+        confirms ("hold"): an option this run sets that fails under what the log shows, whether or
+        not the log has reached that error yet. Each with the setting as the log writes it."""
+        text = clean(text)
+        found = []
+        for issue in self.issues:
+            if issue.id in besides or not issue.settings or issue.verdict(packages, cc, axes) != "hold":
+                continue
+            m = next((m for m in (p.search(text) for p in issue.settings) if m), None)
+            if m:
+                found.append((issue, m.group(0).strip()))
+        return found
 
     def tag(self, record: dict) -> list[str]:
         """Ids of the issues a failed record shows: a signature in its error, and conditions that
@@ -320,6 +339,7 @@ ISSUE = Table({
     "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
                                                                       for k, w in v.items()),
                            "must be a table of entry id = why the two share wording")),
+    "settings": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem)),
     "shown": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(k, str) for k in v),
                          "must list `when` keys, e.g. [\"strategy\"]")),
 })
@@ -352,4 +372,5 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
         example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
         sources=tuple(table["sources"]), when=when, reports=table.get("reports"), related=dict(table.get("related") or {}),
         wordings=tuple(table.get("wordings") or ()), shown=tuple(table.get("shown") or ()),
+        settings=tuple(compile_signature(p) for p in table.get("settings") or ()),
     )

@@ -169,7 +169,7 @@ FAMILIES = (
        "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
        "added after it", "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
        "your code or config was written for; rename or drop {arg}, or install that version"),
-    _f("attribute-missing", r"AttributeError: (?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no attribute '(?P<attr>\w{1,100})'",
+    _f("attribute-missing", r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no attribute '(?P<attr>\w{1,100})'",
        "code expects an attribute the installed library does not have: an API that changed between versions",
        "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written for"),
     _f("signature-mismatch", r"(?P<callee>[\w.]{1,100})\(\) (?:takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:was|were) given|missing \d+ required (?:positional|keyword-only) arguments?)",
@@ -178,7 +178,7 @@ FAMILIES = (
        "patches it, overrides with the old signature; or the reverse)",
        "find where {callee} is defined (the last frame: {pkg} {v_pkg}) and which package calls it; install the releases "
        "that go together (the caller's release notes name the change), or give the override the new signature"),
-    _f("name-not-defined", r"NameError: name '(?P<name>\w{1,100})' is not defined",
+    _f("name-not-defined", r"(?:NameError: |^)name '(?P<name>\w{1,100})' is not defined",
        "{name} is used but was never imported: most often the code imports it only when an optional package is "
        "installed (a guarded import), and that package is missing or too old to have {name}; else the release of "
        "{pkg} that raised it has a bug",
@@ -213,6 +213,18 @@ FAMILIES = (
        "a CUDA kernel failed; CUDA errors are reported asynchronously, so the line in the traceback may not be the "
        "one that failed", "rerun with CUDA_LAUNCH_BLOCKING=1 to see the failing operation; a device-side assert is "
        "usually an index out of range (token ids beyond the embedding size, labels outside the vocabulary)"),
+    _f("device-mismatch", r"Expected all tensors to be on the same device|Expected object of device type cuda but got device type cpu|Input type \(torch\.(?:cuda\.)?\w{1,20}\) and weight type \(torch\.(?:cuda\.)?\w{1,20}\) should be the same|indices should be either on cpu or on the same device",
+       "two tensors of one operation live on different devices: a batch or label tensor not moved to the model's "
+       "device, part of the model on the CPU or another card (device_map='auto', CPU offload of ZeRO/FSDP), or a tensor "
+       "that custom code creates on the default device",
+       "move every batch tensor to the model's device (model.device, or let accelerate / the Trainer do it); do not "
+       "combine device_map='auto' with a multi-process launcher or ZeRO/FSDP; if it began with an upgrade of {pkg} "
+       "({v_pkg}), compare with the release before: offload code paths regress between releases"),
+    _f("shape-mismatch", r"size mismatch for [\w.]{1,200}: copying a param with shape|Error\(s\) in loading state_dict for \w{1,100}",
+       "the checkpoint was saved from a model of another shape than the one built now: a vocabulary resized for added "
+       "tokens, another size or revision of the model, or adapters trained on a resized embedding",
+       "build the model exactly as when the checkpoint was saved (same config and tokenizer; resize the embeddings to "
+       "the tokenizer's length before loading adapters), and check that the checkpoint path belongs to this model"),
     _f("dtype-mismatch", r"expected scalar type \w{1,20} but found \w{1,20}|must have the same dtype|not implemented for '(?:Half|BFloat16|Float)'",
        "two tensors of different precision meet in one operation, or an operation has no kernel for this dtype on "
        "this device", "train with mixed precision through the Trainer's --bf16/--fp16 (autocast) rather than casting "
@@ -259,10 +271,26 @@ class Answer:
     facts: Facts
 
 
+WARNINGS_CAUSE = "the log ends in warnings, not an error: the job did not stop on an exception here"
+WARNINGS_STEP = ("if the run misbehaves (a loss of 0 or nan, no learning, a hang), start from this warning: it names "
+                 "what the code skipped or fell back from; search its fixed wording with your library versions. "
+                 "If the job did fail, paste the log from the first error down")
+REMOTE_CODE_CAUSE = ("the error is raised in {model}'s own code from the hub (trust_remote_code), which was written for "
+                     "the transformers of its release: a newer transformers renamed, moved or removed what it uses, or "
+                     "the model repository's revision changed")
+REMOTE_CODE_STEP = ("install the transformers version the model names (its config.json's transformers_version, or its "
+                    "README), or take the model repository's latest revision, whose maintainers update the code for new "
+                    "transformers; the fix belongs to the model's code, not to transformers")
+
+
 def classify(text: str, facts: Facts) -> Answer:
     """The family-level answer for a log (`_classify`); where the model's own code raised the
-    error, the next step points at that model's repository, not at the library."""
+    error, the answer points at that model's repository, not at the library: a family of its
+    own where nothing more specific is known, else the family's step prefixed."""
     answer = _classify(text, facts)
+    if facts.remote_model and answer.family == "python-exception":
+        return dataclasses.replace(answer, family="remote-code", cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
+                                   step=REMOTE_CODE_STEP)
     if facts.remote_model:
         step = (f"the error is raised in {facts.remote_model}'s own modeling code (loaded with trust_remote_code): look at "
                 "that model repository's revision and the transformers version it names first; then: " + answer.step)
@@ -301,12 +329,8 @@ def _classify(text: str, facts: Facts) -> Answer:
         counts = collections.Counter(re.sub(r"\d+", "N", w) for w in warned)
         lead = max(reversed(warned), key=lambda w: counts[re.sub(r"\d+", "N", w)])  # the most repeated, else the last
         times = counts[re.sub(r"\d+", "N", lead)]
-        return Answer("warnings-only", lead[:200], "the log ends in warnings, not an error: the job did not stop on an "
-                      "exception here" + (f"; this warning repeats {times} times, so it concerns the data or every step"
-                                          if times > 1 else ""),
-                      "if the run misbehaves (a loss of 0 or nan, no learning, a hang), start from this warning: it names "
-                      "what the code skipped or fell back from; search its fixed wording with your library versions. "
-                      "If the job did fail, paste the log from the first error down", facts)
+        return Answer("warnings-only", lead[:200], WARNINGS_CAUSE + (
+            f"; this warning repeats {times} times, so it concerns the data or every step" if times > 1 else ""), WARNINGS_STEP, facts)
     return Answer("no-error-line", "", "the log has no Python exception and no error line compat recognises",
                   "paste the end of the log, from the first error down (a launcher's summary, such as torchrun's "
                   "ChildFailedError, hides the rank's own error higher up)", facts)

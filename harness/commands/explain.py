@@ -51,6 +51,7 @@ def handle(args) -> int:
         facts.merge(logfacts.read(known_issues.clean(env_text), gpu_db))
     matches = data.explain(text, facts.packages(), facts.cc, facts.axes())
     answer = logfacts.classify(text, facts)
+    also = data.set_to_fail(text, facts.packages(), facts.cc, facts.axes(), {m.issue.id for m in matches if m.answers})
     signature = known_issues.error_signature(text)
     if args.format == "json":
         print(json.dumps({
@@ -65,14 +66,22 @@ def handle(args) -> int:
                 "matched": m.hits, "score": list(m.score), "conditions": m.verdict,
                 "answers": m.answers,  # false: conditions unshown or contradicted; the family answer comes first
             } for m in matches],
+            "settings": [{"id": i.id, "title": i.title, "set": setting, "fix": list(i.fix)} for i, setting in also],
         }, indent=1))
         return 0
     for line in facts.describe():
         print(line)
     if not matches:
         _family(name, answer, signature, data, facts)
-        return 0
-    _matches(name, matches, answer)
+    else:
+        _matches(name, matches, answer)
+    if also:
+        print("The log also sets options that fail under what it shows (whether or not it reached that error):\n")
+        for i, setting in also:
+            print(f"- {i.id}: {i.title}")
+            print(f"   set:     {setting[:200]}")
+            print(f"   when:    {i.conditions_text()}: hold for what the log shows")
+            print(f"   fix:     {i.fix[0]}\n")
     return 0
 
 

@@ -77,6 +77,11 @@ def test_the_family_of_real_errors(issue_id, family):
     ("    raise ValueError(\"num_samples should be a positive integer value, but got num_samples=0\")\n"
      "ValueError: num_samples should be a positive integer value, but got num_samples=0\n", "data-format", "empty"),
     ("UnknownError: ncclCommInitRank failed: unhandled cuda error\n", "nccl-error", "a collective between ranks failed"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
+     "device-mismatch", "not moved to the model's device"),
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for model.embed_tokens.weight: "
+     "copying a param with shape torch.Size([32001, 4096]) from checkpoint\n", "shape-mismatch", "resize the embeddings"),
+    ("'tuple' object has no attribute 'logits'\n", "attribute-missing", "an API that changed between versions"),
     ("    raise InvalidRequirement(str(e)) from e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
      "python-exception", "InvalidRequirement raised"),
 ])
@@ -205,3 +210,40 @@ def test_an_oom_from_several_ranks_without_sharding_is_the_ddp_entry():
     assert facts.strategy == "ddp"
     matches = BASE.explain(text, facts.packages(), facts.cc, facts.axes())
     assert matches[0].issue.id == "ddp-oom-no-sharding" and matches[0].verdict == "hold"
+
+
+def test_a_log_with_two_problems_names_both(tmp_path):
+    """TEST INPUT: the bf16 refusal of a real report (transformers-bf16-unsupported-pre-ampere's
+    example) under a made-up torchrun command line that also sets --tf32 True, on a V100 as
+    nvidia-smi -L names it: the bf16 entry matches, and the tf32 option, which fails on this card
+    next, is named too. On an A100 the tf32 option is no problem and is not named."""
+    command = "torchrun --nproc_per_node 2 train.py --bf16 True --tf32 True --output_dir out\n"
+    example = BASE.get("transformers-bf16-unsupported-pre-ampere").example
+    log = tmp_path / "train.log"
+    log.write_text(command + example + "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-1)\n")
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
+    assert first.startswith("transformers-bf16-unsupported-pre-ampere")
+    also = proc.stdout.split("The log also sets options that fail", 1)[1]
+    assert "transformers-tf32-requires-ampere" in also and "set:     --tf32 True" in also
+    data = json.loads(call_compat("explain", str(log), "--format", "json").stdout)
+    assert [s["id"] for s in data["settings"]] == ["transformers-tf32-requires-ampere"]
+    log.write_text(command.replace("--tf32 True", "--tf32 False") + example + "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-1)\n")
+    assert "also sets options" not in call_compat("explain", str(log)).stdout
+    a100 = known_issues.clean(command + "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n")
+    facts = logfacts.read(a100, GPUS)
+    assert facts.cc == "8.0" and BASE.set_to_fail(a100, facts.packages(), facts.cc, facts.axes(), set()) == []
+
+
+def test_a_generic_error_in_a_models_own_code_is_the_remote_code_family():
+    """TEST INPUT: a made-up traceback whose last frame is a hub model's own configuration code
+    (transformers_modules/...), ending in a KeyError no family reads: the answer is that model's
+    code and the transformers version it was written for, not a bare exception."""
+    log = ('  File "/root/.cache/huggingface/modules/transformers_modules/Org/Some-Model-8B/configuration_some.py", line 40, in __init__\n'
+           "    self.vision = VisionConfig(**vision_config['params'])\n"
+           "KeyError: 'params'\n")
+    facts = logfacts.read(log, GPUS)
+    answer = logfacts.classify(log, facts)
+    assert facts.remote_model == "Org/Some-Model-8B" and answer.family == "remote-code"
+    assert "Org/Some-Model-8B's own code" in answer.cause and "transformers_version" in answer.step
