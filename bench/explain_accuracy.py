@@ -47,15 +47,21 @@ JUDGED_FAMILIES = SET / "judged-families.md"
 
 
 def family_texts() -> str:
-    """The family answers' texts as the judge read them (judged-families.md begins with these)."""
-    return "".join(f"## {f.name}\n- cause: {f.cause}\n- next step: {f.step}\n\n" for f in logfacts.FAMILIES)
+    """The family answers' texts as the judge reads them (judged-families.md): every family, the
+    answer for an error raised in a hub model's own code, and the one for a log of warnings."""
+    rows = [(f.name, f.cause, f.step) for f in logfacts.FAMILIES]
+    rows += [("remote-code", logfacts.REMOTE_CODE_CAUSE, logfacts.REMOTE_CODE_STEP),
+             ("warnings-only", logfacts.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
+              logfacts.WARNINGS_STEP)]
+    return ("# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"
+            + "".join(f"## {name}\n- cause: {cause}\n- next step: {step}\n\n" for name, cause, step in rows))
 
 
 def acceptances() -> tuple[dict, str | None]:
     """{url: families judged to name its cause and fix}, and why they are not used, if not."""
     if not JUDGED.is_file():
         return {}, "no judged.json"
-    if family_texts() not in JUDGED_FAMILIES.read_text():
+    if family_texts() != JUDGED_FAMILIES.read_text():
         return {}, "the family answers' texts changed since they were judged: judged acceptances not used (judge again)"
     return {url: set(v["accepts"]) for url, v in json.loads(JUDGED.read_text()).items()}, None
 
