@@ -192,7 +192,7 @@ FAMILIES = (
     _f("version-requirement", r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} ?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
        "a library checks the version of another at import or start and refuses the one installed",
        "install the version of the library that the message names, in the environment that runs the job"),
-    _f("oom-gpu", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+    _f("oom-gpu", r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
        "the GPU ran out of memory: the model, its gradients and optimizer state, or the activations of this "
        "sequence length and batch do not fit the card (or memory is fragmented)",
        "check what fits before the next try: `compat fit` (model size, method, strategy, cards, sequence length); then "
