@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from harness import gpus, known_issues, logfacts  # noqa: E402
 
 SET = ROOT / "bench" / "explain-accuracy"
-GENERIC = {"python-exception", "error-line", "no-error-line"}
+GENERIC = {"python-exception", "error-line", "traceback-cut", "no-error-line"}
 JUDGED = SET / "judged.json"
 JUDGED_FAMILIES = SET / "judged-families.md"
 

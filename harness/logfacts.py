@@ -192,7 +192,7 @@ FAMILIES = (
     _f("version-requirement", r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} ?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
        "a library checks the version of another at import or start and refuses the one installed",
        "install the version of the library that the message names, in the environment that runs the job"),
-    _f("oom-gpu", r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+    _f("oom-gpu", r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|No executable batch size found, reached zero",
        "the GPU ran out of memory: the model, its gradients and optimizer state, or the activations of this "
        "sequence length and batch do not fit the card (or memory is fragmented)",
        "check what fits before the next try: `compat fit` (model size, method, strategy, cards, sequence length); then "
@@ -324,6 +324,14 @@ def _classify(text: str, facts: Facts) -> Answer:
                       "(a launcher's, a compiler's or a library's own message)",
                       "read the lines just above it for the first failure, and search its fixed wording with your "
                       "library versions", facts)
+    frames = [m for m in FRAME.finditer(tail)]
+    if frames:
+        last = tail[frames[-1].start():].split("\n")
+        code = next((line.strip() for line in last[1:] if line.strip()), "")
+        return Answer("traceback-cut", (last[0].strip() + (f": {code}" if code else ""))[:200],
+                      "the log shows a Python traceback but not the exception line that ends it: the paste stops early",
+                      "paste the traceback to its end, the `SomeError: message` line after the last frame"
+                      + (f" ({code[:80]})" if code else "") + "; that line names the failure", facts)
     warned = [m.group(0).strip() for m in WARNING_LINE.finditer(tail)]
     if warned:
         counts = collections.Counter(re.sub(r"\d+", "N", w) for w in warned)

@@ -82,6 +82,9 @@ def test_the_family_of_real_errors(issue_id, family):
     ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for model.embed_tokens.weight: "
      "copying a param with shape torch.Size([32001, 4096]) from checkpoint\n", "shape-mismatch", "resize the embeddings"),
     ("'tuple' object has no attribute 'logits'\n", "attribute-missing", "an API that changed between versions"),
+    ("RuntimeError: No executable batch size found, reached zero.\n", "oom-gpu", "compat fit"),
+    ('  File "/env/site-packages/somelib/loader.py", line 10, in load\n    assert is_valid, "model is not correctly loaded."\n',
+     "traceback-cut", "paste the traceback to its end"),
     ("    raise InvalidRequirement(str(e)) from e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
      "python-exception", "InvalidRequirement raised"),
 ])
