@@ -50,6 +50,7 @@ STRATEGY = (
 FRAME = known_issues.compile_signature(r'File "(?P<path>[^"\n]{1,400})", line \d+')
 PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)/")
 REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
+PYTHON_OWN = re.compile(r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/")  # Python's own modules, <frozen ...>, eggs
 
 
 @dataclasses.dataclass
@@ -57,6 +58,7 @@ class Facts:
     exception: tuple[str, str] | None = None  # (type, message) of the last Python exception
     package: str | None = None  # the installed package whose frame is last before it
     remote_model: str | None = None  # the hub model whose own code (trust_remote_code) raised it
+    project_file: str | None = None  # the file of the project's own code (not an installed package's, not Python's) that raised it
     strategy: str | None = None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
@@ -105,6 +107,8 @@ def read(text: str, gpu_db=None) -> Facts:
             facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
         elif installed:
             facts.package = installed.group(1)
+        elif last and not PYTHON_OWN.search(last):
+            facts.project_file = last.rsplit("/", 1)[-1]
     for m in GPU_NAME.finditer(text):
         name = _card(m.group("name").strip(), gpu_db)
         if name not in facts.gpus:
@@ -283,6 +287,14 @@ REMOTE_CODE_STEP = ("install the transformers version the model names (its confi
                     "transformers; the fix belongs to the model's code, not to transformers")
 
 
+PROJECT_CODE_CAUSE = ("the error is raised in the training project's own code ({file}), not in an installed library: "
+                      "that code was written for particular versions of its libraries and a particular model and data "
+                      "layout, and a later commit of the project often fixes what it raised")
+PROJECT_CODE_STEP = ("install the versions the project pins (its requirements file or README) in a clean environment, "
+                     "update the project to its latest commit or release, use the script and arguments its README gives "
+                     "for this model and data, and search the project's own issues for this exception")
+
+
 def classify(text: str, facts: Facts) -> Answer:
     """The family-level answer for a log (`_classify`); where the model's own code raised the
     error, the answer points at that model's repository, not at the library: a family of its
@@ -291,6 +303,9 @@ def classify(text: str, facts: Facts) -> Answer:
     if facts.remote_model and answer.family == "python-exception":
         return dataclasses.replace(answer, family="remote-code", cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
                                    step=REMOTE_CODE_STEP)
+    if facts.project_file and answer.family == "python-exception":
+        return dataclasses.replace(answer, family="project-code", cause=PROJECT_CODE_CAUSE.format(file=facts.project_file),
+                                   step=PROJECT_CODE_STEP)
     if facts.remote_model:
         step = (f"the error is raised in {facts.remote_model}'s own modeling code (loaded with trust_remote_code): look at "
                 "that model repository's revision and the transformers version it names first; then: " + answer.step)

@@ -250,3 +250,20 @@ def test_a_generic_error_in_a_models_own_code_is_the_remote_code_family():
     answer = logfacts.classify(log, facts)
     assert facts.remote_model == "Org/Some-Model-8B" and answer.family == "remote-code"
     assert "Org/Some-Model-8B's own code" in answer.cause and "transformers_version" in answer.step
+
+
+def test_a_generic_error_in_the_projects_own_code_points_at_the_project():
+    """TEST INPUT: a made-up traceback whose last frame is a training script of the project itself
+    (no site-packages, not Python's own modules), ending in a ValueError no family reads: the answer
+    is the project's pinned versions, latest commit and documented usage. The same error raised in
+    Python's own modules stays a bare exception."""
+    log = ('  File "/home/user/SomeTuner/train/rl_training.py", line 120, in main\n'
+           "    score = float(outputs.scores)\n"
+           "ValueError: only one element tensors can be converted to Python scalars\n")
+    facts = logfacts.read(log, GPUS)
+    answer = logfacts.classify(log, facts)
+    assert facts.project_file == "rl_training.py" and facts.package is None
+    assert answer.family == "project-code" and "rl_training.py" in answer.cause and "pins" in answer.step
+    stdlib = log.replace("/home/user/SomeTuner/train/rl_training.py", "/usr/lib/python3.10/json/decoder.py")
+    assert logfacts.read(stdlib, GPUS).project_file is None
+    assert logfacts.classify(stdlib, logfacts.read(stdlib, GPUS)).family == "python-exception"
