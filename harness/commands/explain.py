@@ -58,7 +58,7 @@ def handle(args) -> int:
             "log": name,
             "signature": signature,
             "facts": {"versions": facts.versions, "gpus": facts.gpus, "cc": facts.cc, "package": facts.package,
-                      "remote_model": facts.remote_model, "strategy": facts.strategy},
+                      "remote_model": facts.remote_model, "project_file": facts.project_file, "strategy": facts.strategy},
             "family": {"name": answer.family, "matched": answer.matched, "cause": answer.cause, "next_step": answer.step},
             "matches": [{
                 "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
