@@ -78,14 +78,13 @@ def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
     top = next((m.issue.id for m in matches if m.answers), None)  # else the family answer is first
     if expected:
         entry = base.get(expected)
-        right = top is not None and (top == expected or top in (entry.related if entry else {}) or
-                                     (base.get(top) is not None and expected in base.get(top).related))
+        right = by_label = top is not None and (top == expected or top in (entry.related if entry else {}) or
+                                                (base.get(top) is not None and expected in base.get(top).related))
     else:
         judged = (accepts or {}).get(rec["url"])
         by_label = top is None and answer.family not in GENERIC and answer.family == rec["family"]
         right = top is None and answer.family not in GENERIC and answer.family in judged if judged is not None else by_label
-    else_label = right if expected else by_label
-    return {"url": rec["url"], "expected_entry": expected, "right_by_label": else_label, "label_family": rec["family"], "top_match": top,
+    return {"url": rec["url"], "expected_entry": expected, "right_by_label": by_label, "label_family": rec["family"], "top_match": top,
             "family": answer.family, "right": right, "no_answer": top is None and answer.family == "no-error-line"}
 
 

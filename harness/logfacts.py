@@ -258,6 +258,14 @@ BARE_EXCEPTION = known_issues.compile_signature(
     r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$")  # or any class named with its module path
 ERROR_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
 WARNING_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
+DIGITS = re.compile(r"\d+")
+
+
+def _shape(line: str) -> str:
+    """A log line with every digit run masked: repeats of one warning with other counts, or from
+    other ranks ([rank3]), are one shape (outcome.signature masks only whole-token numbers, so it
+    would keep rank0 and rank1 apart)."""
+    return DIGITS.sub("N", line)
 
 
 def _bare_exception(tail: str) -> tuple[str, str] | None:
@@ -349,9 +357,9 @@ def _classify(text: str, facts: Facts) -> Answer:
                       + (f" ({code[:80]})" if code else "") + "; that line names the failure", facts)
     warned = [m.group(0).strip() for m in WARNING_LINE.finditer(tail)]
     if warned:
-        counts = collections.Counter(re.sub(r"\d+", "N", w) for w in warned)
-        lead = max(reversed(warned), key=lambda w: counts[re.sub(r"\d+", "N", w)])  # the most repeated, else the last
-        times = counts[re.sub(r"\d+", "N", lead)]
+        counts = collections.Counter(_shape(w) for w in warned)
+        lead = max(reversed(warned), key=lambda w: counts[_shape(w)])  # the most repeated, else the last
+        times = counts[_shape(lead)]
         return Answer("warnings-only", lead[:200], WARNINGS_CAUSE + (
             f"; this warning repeats {times} times, so it concerns the data or every step" if times > 1 else ""), WARNINGS_STEP, facts)
     return Answer("no-error-line", "", "the log has no Python exception and no error line compat recognises",
@@ -374,6 +382,4 @@ def _fields(m, facts: Facts) -> dict:
         fields[f"v_{name.replace('-', '_')}"] = version
     fields["v_top"] = facts.versions.get(LIBRARIES.get(top, top), "not in the log")
     fields["v_pkg"] = facts.versions.get(LIBRARIES.get(pkg, pkg), "not in the log")
-    for k in ("lib", "module", "callee", "name", "symbol", "arg", "req", "req2", "cmd", "cmd2", "column", "column2"):
-        fields.setdefault(k, "")
-    return fields
+    return fields  # a group the pattern did not fill reads "" (_Fields.__missing__)

@@ -239,24 +239,28 @@ def test_no_entry_matches_another_entrys_example_without_a_declared_relation():
     assert undeclared == []
 
 
-def test_a_relation_names_another_entry(tmp_path):
-    (tmp_path / "known_issues.toml").write_text(
-        (ROOT / "matrix" / "known_issues.toml").read_text().replace(
-            'related = { gradckpt-use-reentrant-warning = ', 'related = { no-such-entry = ', 1))
+def load_edited(tmp_path, old: str, new: str) -> str:
+    """The base with its first `old` replaced by `new`, loaded: the MatrixError's text (the
+    replacement must have happened and the load must fail)."""
+    text = (ROOT / "matrix" / "known_issues.toml").read_text()
+    assert old in text
+    (tmp_path / "known_issues.toml").write_text(text.replace(old, new, 1))
     with pytest.raises(MatrixError) as err:
         KnownIssues.load(tmp_path)
-    assert "(gradckpt-no-grad-fn).related: 'no-such-entry' is not another entry's id" in str(err.value)
+    return str(err.value)
+
+
+def test_a_relation_names_another_entry(tmp_path):
+    err = load_edited(tmp_path, 'related = { gradckpt-use-reentrant-warning = ', 'related = { no-such-entry = ')
+    assert "(gradckpt-no-grad-fn).related: 'no-such-entry' is not another entry's id" in err
 
 
 def test_shown_names_a_condition_of_the_entry(tmp_path):
     """`shown` lists `when` keys the log must show; one the entry does not condition on is an error
     naming the place, not an entry that can never answer."""
-    (tmp_path / "known_issues.toml").write_text(
-        (ROOT / "matrix" / "known_issues.toml").read_text().replace(
-            'shown = ["strategy"]\n[issue.when]\nstrategy = ["ddp"]', 'shown = ["precision"]\n[issue.when]\nstrategy = ["ddp"]', 1))
-    with pytest.raises(MatrixError) as err:
-        KnownIssues.load(tmp_path)
-    assert "(ddp-oom-no-sharding).shown: 'precision' is not one of this entry's `when` conditions" in str(err.value)
+    err = load_edited(tmp_path, 'shown = ["strategy"]\n[issue.when]\nstrategy = ["ddp"]',
+                      'shown = ["precision"]\n[issue.when]\nstrategy = ["ddp"]')
+    assert "(ddp-oom-no-sharding).shown: 'precision' is not one of this entry's `when` conditions" in err
 
 
 def test_pins_only_raise_a_floor():
