@@ -48,11 +48,12 @@ JUDGED_FAMILIES = SET / "judged-families.md"
 
 def family_texts() -> str:
     """The family answers' texts as the judge reads them (judged-families.md): every family, the
-    answers for an error raised in a hub model's own code or in the project's own code, and the one
-    for a log of warnings."""
+    answers for an error raised in a hub model's own code or in the project's own code or by code
+    that touches ZeRO-3's partitioned parameters, and the one for a log of warnings."""
     rows = [(f.name, f.cause, f.step) for f in logfacts.FAMILIES]
     rows += [("remote-code", logfacts.REMOTE_CODE_CAUSE, logfacts.REMOTE_CODE_STEP),
              ("project-code", logfacts.PROJECT_CODE_CAUSE, logfacts.PROJECT_CODE_STEP),
+             ("zero3-partitioned", logfacts.ZERO3_CAUSE, logfacts.ZERO3_STEP),
              ("warnings-only", logfacts.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
               logfacts.WARNINGS_STEP)]
     return ("# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"

@@ -97,7 +97,7 @@ def read(text: str, gpu_db=None) -> Facts:
     for m in VERSION.finditer(text):
         name = LIBRARIES[m.group("name").lower()]
         facts.versions.setdefault(name, m.group("version"))  # the first mention: the env report comes first
-    raised = facts.exception or _bare_exception("\n".join(text.splitlines()[-TAIL_LINES:]))
+    raised = facts.exception or _bare_exception(_tail(text))
     if raised:
         at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
         frames = [m.group("path") for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
@@ -161,6 +161,24 @@ FAMILIES = (
     _f("no-kernel-image", r"no kernel image is available for execution on the device|is not compatible with the current PyTorch installation",
        "the installed torch (or extension) has no compiled kernels for this GPU's architecture",
        "install a torch build whose kernel list covers this card ({gpu}): `compat recommend --gpu CARD` names one and its index URL"),
+    _f("syntax-error", r"(?m)^\s*(?P<kind>SyntaxError|IndentationError|TabError): (?P<msg>[^\n]{1,200})$",
+       "Python could not parse the source file the traceback names last: the code uses syntax newer than this Python "
+       "(f-strings need 3.6, `:=` 3.8, `match` 3.10), the installed release is broken, or the file is not Python at "
+       "all (an HTML page or a git-lfs pointer that a failed download saved in place of the code)",
+       "look at the file and line shown above the error: if it is HTML or a pointer, download that file again; else "
+       "compare your Python (`python --version`) with the one the package or project requires (`Requires-Python` on "
+       "PyPI, or its README) and run it with that Python, or reinstall the package the file belongs to ({pkg}) with "
+       "`pip install --force-reinstall --no-cache-dir`, or its release before if the newest is broken"),
+    _f("shadowed-module", r"cannot import name '(?P<name>[\w.]{1,100})' from (?:partially initialized module )?"
+       r"'(?P<module>[\w.]{1,100})' \((?:most likely due to a circular import|unknown location)\)",
+       "Python found something other than the installed {module} under that name: a file or folder of yours named like "
+       "it ({module}.py, or a folder {module}/ in the directory you run from or on PYTHONPATH) comes first on the path, "
+       "so the import loops into your file or finds an empty folder; less often the package's install is partial "
+       "(a failed upgrade) or a package it imports fails while it loads",
+       "look at what Python found (the path at the end of the message, or `python -c \"import {module}; "
+       "print({module}.__path__)\"` run from the same directory): rename your file or folder of that name and delete "
+       "its __pycache__, or run from another directory; if it is the installed package, reinstall it (`pip install "
+       "--force-reinstall --no-deps {top}`) and check that the libraries it imports load on their own"),
     _f("import-name", r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'",
        "the installed {module} has no {name}: it was removed or renamed in a newer {module}, or added after the "
        "installed one", "compare your {top} version ({v_top}) with the one your training code was written for: "
@@ -173,6 +191,15 @@ FAMILIES = (
        "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
        "added after it", "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
        "your code or config was written for; rename or drop {arg}, or install that version"),
+    _f("none-value", r"'NoneType' object (?:has no attribute '(?P<attr>\w{1,100})'|is not (?:subscriptable|callable|iterable))"
+       r"|cannot unpack non-iterable NoneType object",
+       "a value the code uses is None where it expected an object: something that should have been loaded or set was "
+       "not: a part that failed to load earlier in the log (a compiled library, a tokenizer, a vision tower, a "
+       "checkpoint or its optimizer state that was not found), a config field this model or version lacks, or a "
+       "function that returns None in the installed release of {pkg}",
+       "look above the traceback for what failed to load or was not found (a warning, a `None` path) and fix that "
+       "first; else find in the last frame which variable is None and where it is set, and compare {pkg} ({v_pkg}) "
+       "and the code that calls it with the versions the project pins"),
     _f("attribute-missing", r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no attribute '(?P<attr>\w{1,100})'",
        "code expects an attribute the installed library does not have: an API that changed between versions",
        "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written for"),
@@ -303,10 +330,32 @@ PROJECT_CODE_STEP = ("install the versions the project pins (its requirements fi
                      "for this model and data, and search the project's own issues for this exception")
 
 
+ZERO3_CAUSE = ("the run shards parameters with ZeRO-3: outside the engine's own forward each parameter is an empty "
+               "placeholder (torch.Size([0])) on every rank, gathered only while its module runs, so code that reads, "
+               "loads, copies or moves weights itself (loading a pretrained part, a custom initialisation, a module "
+               "built after the model, the model's or the project's own code) meets empty tensors, or tensors left on "
+               "the CPU")
+ZERO3_STEP = ("run the same job once with ZeRO-2: if it passes, the code needs ZeRO-3 support: gather the parameters it "
+              "touches (`with deepspeed.zero.GatheredParameters(params, modifier_rank=0)`), load weights before "
+              "deepspeed.initialize or inside zero.Init, or take the project's release that supports ZeRO-3; else "
+              "train with ZeRO-2 (with offload if memory is short)")
+ZERO3 = strategies.for_deepspeed(3, False).name
+ZERO3_SUSPECT = {"python-exception", "shape-mismatch", "device-mismatch", "project-code", "remote-code"}
+
+
 def classify(text: str, facts: Facts) -> Answer:
     """The family-level answer for a log (`_classify`); where the model's own code raised the
     error, the answer points at that model's repository, not at the library: a family of its
-    own where nothing more specific is known, else the family's step prefixed."""
+    own where nothing more specific is known, else the family's step prefixed. Under ZeRO-3 (or
+    with a parameter of torch.Size([0]) in the error), an error that is not a library's version
+    or the data's points at code that touches partitioned parameters."""
+    answer = _answer(text, facts)
+    if answer.family in ZERO3_SUSPECT and (facts.strategy == ZERO3 or "torch.Size([0])" in _tail(text)):
+        return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
+    return answer
+
+
+def _answer(text: str, facts: Facts) -> Answer:
     answer = _classify(text, facts)
     if facts.remote_model and answer.family == "python-exception":
         return dataclasses.replace(answer, family="remote-code", cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
@@ -321,10 +370,20 @@ def classify(text: str, facts: Facts) -> Answer:
     return answer
 
 
+def _tail(text: str) -> str:
+    """The log's last TAIL_LINES lines, without splitting the whole of a 100 MB log."""
+    cut = len(text)
+    for _ in range(TAIL_LINES + 1):  # one more: a final newline ends the last line
+        cut = text.rfind("\n", 0, cut)
+        if cut < 0:
+            return "\n".join(text.splitlines()[-TAIL_LINES:])
+    return "\n".join(text[cut + 1:].splitlines()[-TAIL_LINES:])
+
+
 def _classify(text: str, facts: Facts) -> Answer:
     """The most specific family whose pattern is in the log's last lines; else the exception it
     ends with and the package that raised it; else its last error line; else that there is none."""
-    tail = "\n".join(text.splitlines()[-TAIL_LINES:])
+    tail = _tail(text)
     for fam in FAMILIES:
         m = fam.pattern.search(tail)
         if m:

@@ -97,6 +97,62 @@ def test_families_of_errors_no_entry_names(log, family, says):
     assert answer.family == family and says in answer.cause + answer.step
 
 
+@pytest.mark.parametrize("log,family,says", [
+    # TEST INPUTS: excerpts of public reports, as their threads quote them
+    # https://github.com/mudler/LocalAI/issues/1336: the project's own transformers.py shadows transformers
+    ('  File "/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py", line 18, in <module>\n'
+     "    from transformers import AutoModel\n"
+     "ImportError: cannot import name 'AutoModel' from partially initialized module 'transformers' (most likely due to a "
+     "circular import) (/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py)\n",
+     "shadowed-module", "a file or folder of yours named like it (transformers.py"),
+    # https://github.com/xmsley614/nt_tool/issues/2: a local parser/ folder shadows the standard library's parser
+    ('  File "xxx\\nt_tool\\main_zh.py", line 3, in <module>\n    from parser import convert_response, results_to_excel\n'
+     "ImportError: cannot import name 'convert_response' from 'parser' (unknown location)\n",
+     "shadowed-module", "print(parser.__path__)"),
+    # https://github.com/khast3x/h8mail/issues/54: an f-string in an installed package, on Python 3.5
+    ('  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18\n'
+     '    c.info_news(f"Looking up {t.target} in BreachCompilation")\n'
+     "                                                            ^\n"
+     "SyntaxError: invalid syntax\n", "syntax-error", "belongs to (h8mail)"),
+    # https://github.com/openai/gpt-2/issues/274: no checkpoint was found ("Loading snapshot None...")
+    ("Loading snapshot None...\nTraceback (most recent call last):\n"
+     '  File "/home/abigailkkeenan/gpt-2/tflex.py", line 206, in restore\n'
+     "    if '.ckpt' in os.path.basename(save_path):\n"
+     '  File "/usr/lib/python3.5/posixpath.py", line 139, in basename\n    i = p.rfind(sep) + 1\n'
+     "AttributeError: 'NoneType' object has no attribute 'rfind'\n", "none-value", "failed to load or was not found"),
+])
+def test_families_whose_cause_is_not_the_raising_librarys_version(log, family, says):
+    """Families whose cause is not a version of the library that raised them: a file or folder
+    named like a package, found before it (the import loops into it, or finds an empty folder);
+    source Python cannot parse (a newer Python's syntax, a broken release, a saved HTML page); and
+    a value that is None because something was not loaded or found earlier."""
+    answer = logfacts.classify(log, logfacts.read(log, GPUS))
+    assert answer.family == family and says in answer.cause + answer.step
+
+
+def test_an_error_of_code_that_touches_zero3_partitioned_parameters():
+    """Under ZeRO-3 a parameter outside the engine's forward is an empty placeholder: code that
+    loads or reads weights itself fails with a shape, device or plain exception. The log shows it
+    by the ZeRO-3 config or by a parameter of torch.Size([0]); the answer says to try ZeRO-2 and
+    to gather the parameters, not that the checkpoint belongs to another model."""
+    # TEST INPUT: https://github.com/haotian-liu/LLaVA/issues/665 (a comment's traceback, as quoted)
+    log = ('File "/llava/model/llava_arch.py", line 82, in initialize_vision_modules\n'
+           "self.mm_projector.load_state_dict(get_w(mm_projector_weights, 'mm_projector'))\n"
+           'File "/conda/envs/python3.8.13/lib/python3.8/site-packages/torch/nn/modules/module.py", line 2041, in load_state_dict\n'
+           "raise RuntimeError('Error(s) in loading state_dict for {}:\\n\\t{}'.format(\n"
+           "RuntimeError: Error(s) in loading state_dict for Sequential:\n"
+           "size mismatch for 0.weight: copying a param with shape torch.Size([5120, 1024]) from checkpoint, the shape in "
+           "current model is torch.Size([0]).\n")
+    answer = logfacts.classify(log, logfacts.read(log, GPUS))
+    assert answer.family == "zero3-partitioned" and "GatheredParameters" in answer.step and "ZeRO-2" in answer.step
+    other = log.replace("torch.Size([0])", "torch.Size([5120, 4096])")  # another shape: a checkpoint of another model
+    assert logfacts.classify(other, logfacts.read(other, GPUS)).family == "shape-mismatch"
+    # TEST INPUT, made up (no real record): a plain exception under a ZeRO-3 config that the log shows
+    plain = '--deepspeed ds_config_zero3.json\n  File "/work/train.py", line 9, in load\nIndexError: too many indices\n'
+    assert logfacts.classify(plain, logfacts.read(plain, GPUS)).family == "zero3-partitioned"
+    assert logfacts.classify(plain.replace("zero3", "zero2"), logfacts.read(plain.replace("zero3", "zero2"), GPUS)).family == "project-code"
+
+
 def test_a_log_of_warnings_names_the_most_repeated_one():
     """TEST INPUT: made-up warning lines, one repeated with different numbers: the answer is a
     family answer (warnings-only), not "no error line", and leads with the repeated warning."""
@@ -267,3 +323,15 @@ def test_a_generic_error_in_the_projects_own_code_points_at_the_project():
     stdlib = log.replace("/home/user/SomeTuner/train/rl_training.py", "/usr/lib/python3.10/json/decoder.py")
     assert logfacts.read(stdlib, GPUS).project_file is None
     assert logfacts.classify(stdlib, logfacts.read(stdlib, GPUS)).family == "python-exception"
+
+
+def test_the_tail_is_the_last_lines_however_they_end():
+    """explain reads the family from the log's last lines; it finds them from the end of the
+    text (a 100 MB log is not split whole), with the same lines str.splitlines gives, for every
+    line ending Python knows (\\n, \\r\\n, \\r, \\u2028) and a final newline or none."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        text = "".join(rng.choice(["a", "\n", "\r", "\r\n", "b\u2028", " "]) for _ in range(rng.randint(0, 3000)))
+        assert logfacts._tail(text) == "\n".join(text.splitlines()[-logfacts.TAIL_LINES:])
