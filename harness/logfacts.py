@@ -277,6 +277,22 @@ FAMILIES = (
     _f("network-hub", r"(?i)couldn't connect to 'https://huggingface\.co'|Max retries exceeded|ConnectionError|ReadTimeout|LocalEntryNotFoundError",
        "the job tried to download from the hub and could not reach it",
        "download the model and data ahead of time and run with HF_HUB_OFFLINE=1, or set HF_ENDPOINT to a mirror"),
+    # pip's own failures last: a log that goes on past the install to a Python error is answered by that error
+    _f("pip-no-distribution", r"Could not find a version that satisfies the requirement (?P<req>[^\s(]{1,120})|No matching distribution found for (?P<req2>\S{1,120})",
+       "pip found no release of {req}{req2} that installs here: that version is not published for this Python (too new "
+       "or too old for it, or a 32-bit Python) or this platform, it is only on another index (torch's +cuXXX builds are "
+       "on download.pytorch.org, not on PyPI), or the name or version does not exist; `(from versions: ...)` lists what "
+       "this Python can install",
+       "compare the pin with the versions the message lists: run a Python that the pinned release has wheels for (its "
+       "PyPI page lists them), add the package's own index for its CUDA builds (`--index-url "
+       "https://download.pytorch.org/whl/cu121` for torch), or pin a version from the list"),
+    _f("pip-conflict", r"ResolutionImpossible|because these package versions have conflicting dependencies",
+       "pip cannot install every requirement at once: two of them pin the same dependency to versions that do not "
+       "overlap (most often torch, through torchvision, xformers or a project's requirements file); the lines after "
+       "`The conflict is caused by:` name them",
+       "install the versions that go together: move the pin the message names to the one the other package depends on "
+       "(xformers, torchvision and torchaudio each need one exact torch), or take the set the project tested, in a "
+       "fresh environment; forcing past it leaves a package that breaks at import"),
 )
 
 

@@ -120,12 +120,28 @@ def test_families_of_errors_no_entry_names(log, family, says):
      "    if '.ckpt' in os.path.basename(save_path):\n"
      '  File "/usr/lib/python3.5/posixpath.py", line 139, in basename\n    i = p.rfind(sep) + 1\n'
      "AttributeError: 'NoneType' object has no attribute 'rfind'\n", "none-value", "failed to load or was not found"),
+    # https://github.com/ArtLabss/tennis-tracking/issues/16: a +cu102 torch, which only PyTorch's index has
+    ("ERROR: Could not find a version that satisfies the requirement torch==1.9.0+cu102 (from versions: 1.4.0, 1.5.0, "
+     "1.5.1, 1.6.0, 1.7.0, 1.7.1, 1.8.0, 1.8.1, 1.9.0, 1.9.1, 1.10.0, 1.10.1, 1.10.2, 1.11.0)\n"
+     "ERROR: No matching distribution found for torch==1.9.0+cu102\n", "pip-no-distribution", "no release of torch==1.9.0+cu102"),
+    # https://github.com/Abuuu122/Dereflection-Any-Image/pull/13: xformers pins another torch than the requirements file
+    ("ERROR: Cannot install -r requirements.txt (line 8) and torch==2.5.0 because these package versions have conflicting "
+     "dependencies.\n\nThe conflict is caused by:\n    The user requested torch==2.5.0\n"
+     "    xformers 0.0.28 depends on torch==2.4.1\n", "pip-conflict", "xformers, torchvision and torchaudio each need one exact torch"),
+    # https://github.com/tristandeleu/pytorch-meta/issues/170: the install failed, and the log goes on to the import
+    ("ERROR: Could not find a version that satisfies the requirement torch<1.8.0,>=1.4.0 (from torchmeta) (from versions: "
+     "1.11.0, 1.12.0, 1.12.1, 1.13.0, 1.13.1, 2.0.0, 2.0.1)\nERROR: No matching distribution found for torch<1.8.0,>=1.4.0\n\n"
+     "ModuleNotFoundError                       Traceback (most recent call last)\nCell In[3], line 2\n"
+     "----> 2 from torchmeta.modules import (MetaModule, MetaSequential, MetaLinear)\n\n"
+     "ModuleNotFoundError: No module named 'torchmeta'\n", "module-missing", "is not installed in this environment"),
 ])
 def test_families_whose_cause_is_not_the_raising_librarys_version(log, family, says):
     """Families whose cause is not a version of the library that raised them: a file or folder
     named like a package, found before it (the import loops into it, or finds an empty folder);
-    source Python cannot parse (a newer Python's syntax, a broken release, a saved HTML page); and
-    a value that is None because something was not loaded or found earlier."""
+    source Python cannot parse (a newer Python's syntax, a broken release, a saved HTML page); a
+    value that is None because something was not loaded or found earlier; and pip finding no
+    release for this Python or index, or pins that exclude each other (answered only when the log
+    does not go on to a Python error of its own)."""
     answer = logfacts.classify(log, logfacts.read(log, GPUS))
     assert answer.family == family and says in answer.cause + answer.step
 
