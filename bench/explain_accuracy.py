@@ -8,8 +8,8 @@ while writing the base, taken in search order, each labelled from what its own t
 established). For each report, explain reads its log with the versions the thread states (as
 `--env` would give them); the top answer is the first matched entry whose conditions the
 log does not leave unshown or contradict, else the family-level answer (as explain prints it). It is counted right when:
-- the label names an entry (`expected_entry`) and the top match is that entry or one it declares
-  `related`;
+- the label names an entry (`expected_entry`) and the top match is that entry, another entry the
+  label lists as stating the same cause (`also_entries`), or one it declares `related`;
 - the label names no entry and explain matched none, and its family is one that judged.json says
   names that report's cause and fix direction. judged.json was written by a reader given only the
   reports (log, cause, fix) and the family answers' texts as they stood (judged-families.md), not
@@ -79,7 +79,8 @@ def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
     top = next((m.issue.id for m in matches if m.answers), None)  # else the family answer is first
     if expected:
         entry = base.get(expected)
-        right = by_label = top is not None and (top == expected or top in (entry.related if entry else {}) or
+        right = by_label = top is not None and (top == expected or top in rec.get("also_entries", ()) or
+                                                top in (entry.related if entry else {}) or
                                                 (base.get(top) is not None and expected in base.get(top).related))
     else:
         judged = (accepts or {}).get(rec["url"])
