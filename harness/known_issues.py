@@ -61,6 +61,9 @@ PACKAGES = TRACKED  # harness/packages.py
 CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# what launchers put before each line of a worker's output: torchrun's "[rank3]:" (or "[default0]:"
+# with --tee), Ray's "(WorkerActor pid=6490, ip=10.0.0.2)"; signatures read the lines without it
+RANK_PREFIX = re.compile(r"(?m)^(?:\[(?:rank|default)\d{1,5}\]:[ \t]?|\(\w{1,60} pid=\d{1,10}(?:, ip=[\d.]{1,40})?\)[ \t]?)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +191,7 @@ class KnownIssues:
         """Every issue whose signature is in the text, best first. With the versions, compute
         capability and strategy the log (or an env report) shows: entries whose conditions those
         contradict go last, and those whose conditions they confirm go first."""
-        text = clean(text)
+        text = RANK_PREFIX.sub("", clean(text))
         found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text))]
         return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
 

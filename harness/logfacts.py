@@ -399,7 +399,7 @@ def _tail(text: str) -> str:
 def _classify(text: str, facts: Facts) -> Answer:
     """The most specific family whose pattern is in the log's last lines; else the exception it
     ends with and the package that raised it; else its last error line; else that there is none."""
-    tail = _tail(text)
+    tail = known_issues.RANK_PREFIX.sub("", _tail(text))  # a launcher's "[rank3]:" before each line
     for fam in FAMILIES:
         m = fam.pattern.search(tail)
         if m:

@@ -59,6 +59,20 @@ def test_signature_matches_its_own_example_and_ranks_it_first(issue_id):
     assert issue_id in [m.issue.id for m in ranked if m.score == best]
 
 
+def test_every_entry_matches_its_example_as_a_launcher_prefixes_it():
+    """torchrun writes "[rank3]:" before each line a worker prints (and "[default0]:" with --tee),
+    Ray "(WorkerActor pid=6490, ip=...)": an entry whose signature spans lines of a traceback, or
+    starts at a line's beginning, must still find its error in such a paste, and rank first."""
+    missed = []
+    for prefix in ("[rank3]: ", "[default0]:", "(TemporaryActor pid=6490) ", "(RayWorker pid=12, ip=10.0.0.2) "):
+        for issue in BASE.issues:
+            log = "\n".join(prefix + line for line in known_issues.clean(issue.example).split("\n"))
+            ranked = BASE.explain(log)
+            if not ranked or issue.id not in [m.issue.id for m in ranked if m.score == ranked[0].score]:
+                missed.append((prefix, issue.id))
+    assert missed == []
+
+
 @pytest.mark.parametrize("issue_id", IDS)
 def test_signature_does_not_match_unrelated_logs(issue_id):
     issue = BASE.get(issue_id)

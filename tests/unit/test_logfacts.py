@@ -351,3 +351,15 @@ def test_the_tail_is_the_last_lines_however_they_end():
     for _ in range(500):
         text = "".join(rng.choice(["a", "\n", "\r", "\r\n", "b\u2028", " "]) for _ in range(rng.randint(0, 3000)))
         assert logfacts._tail(text) == "\n".join(text.splitlines()[-logfacts.TAIL_LINES:])
+
+
+def test_a_family_is_read_through_a_launchers_line_prefixes():
+    """torchrun's "[rank0]:" before each line of a worker's traceback does not hide its family
+    (the syntax-error family reads the exception at a line's start)."""
+    # TEST INPUT: https://github.com/khast3x/h8mail/issues/54's traceback, each line prefixed as torchrun does
+    log = "".join("[rank0]: " + line + "\n" for line in (
+        '  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18',
+        '    c.info_news(f"Looking up {t.target} in BreachCompilation")',
+        "                                                            ^",
+        "SyntaxError: invalid syntax"))
+    assert logfacts.classify(log, logfacts.read(log, GPUS)).family == "syntax-error"
