@@ -1,6 +1,6 @@
 """A command that cannot outlive compat: every cell and every install runs under a guard.
 
-    python -I harness/guard.py --parent PID [--cleanup DIR] --start-error FILE -- COMMAND...
+    python -I harness/guard.py --parent PID [--cleanup DIR] [--shm GLOB] --start-error FILE -- COMMAND...
 
 The guard starts COMMAND and waits for it. What it adds:
 
@@ -10,6 +10,9 @@ The guard starts COMMAND and waits for it. What it adds:
   each rank in a session of its own). When COMMAND ends, whatever it left behind is killed.
 - **Dies with compat.** When compat dies, even by SIGKILL (no handler runs), the guard sees its
   parent change within POLL_S, kills every descendant, removes the --cleanup folder and exits.
+- **Leaves no shared memory.** Names in /dev/shm matching --shm are removed once COMMAND and
+  everything it started are gone (DeepSpeed's CPU allreduce buffers are created per rank and
+  never unlinked: 66 MB each, they fill /dev/shm over a few dozen cells).
 - **Stops on request.** SIGTERM to the guard is passed on to every descendant (a graceful stop:
   torchrun and DeepSpeed forward it to their ranks); SIGUSR1 kills every descendant at once.
 - **Ends as COMMAND ended.** Its exit code is COMMAND's; when COMMAND was killed by a signal the
@@ -39,12 +42,28 @@ START_FAILED = 127  # the exit code when COMMAND could not be started, as in a s
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def command(cmd: list[str], start_error: Path, cleanup: Path | None = None) -> list[str]:
+def command(cmd: list[str], start_error: Path, cleanup: Path | None = None, shm: str | None = None) -> list[str]:
     """`cmd` wrapped in a guard whose parent is this process."""
     out = [sys.executable, "-I", __file__, "--parent", str(os.getpid()), "--start-error", str(start_error)]
     if cleanup is not None:
         out += ["--cleanup", str(cleanup)]
+    if shm is not None:
+        out += ["--shm", shm]
     return out + ["--", *cmd]
+
+
+SHM = Path("/dev/shm")
+
+
+def _remove_shm(pattern: str | None) -> None:
+    """Remove the shared-memory names matching `pattern` (a glob in /dev/shm), where there is one."""
+    if pattern is None or not SHM.is_dir():
+        return
+    for path in SHM.glob(pattern):
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 def start_error(path: Path) -> str | None:
@@ -127,6 +146,7 @@ def main(argv: list[str]) -> int:
     parent = int(opts[opts.index("--parent") + 1])
     error_file = Path(opts[opts.index("--start-error") + 1])
     cleanup = Path(opts[opts.index("--cleanup") + 1]) if "--cleanup" in opts else None
+    shm = opts[opts.index("--shm") + 1] if "--shm" in opts else None
 
     if os.getppid() != parent:  # compat died before we got here
         return 1
@@ -149,10 +169,11 @@ def main(argv: list[str]) -> int:
         return START_FAILED
 
     abandoned = threading.Event()
-    threading.Thread(target=_watch_parent, args=(parent, cleanup, abandoned), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent, cleanup, shm, abandoned), daemon=True).start()
     status = _reap_until(child.pid)
     _kill_everything()  # what the command left behind goes with it
     _reap_all()
+    _remove_shm(shm)
     if abandoned.is_set():
         time.sleep(3600)  # the watcher is cleaning up; it ends the process when done
     if cleanup is not None and os.getppid() != parent:  # compat died just as the command ended
@@ -160,13 +181,15 @@ def main(argv: list[str]) -> int:
     return _end_as(status)
 
 
-def _watch_parent(parent: int, cleanup: Path | None, abandoned: threading.Event) -> None:
-    """Once compat is gone, nothing may outlive it: everything killed, `cleanup` removed, exit."""
+def _watch_parent(parent: int, cleanup: Path | None, shm: str | None, abandoned: threading.Event) -> None:
+    """Once compat is gone, nothing may outlive it: everything killed, `cleanup` and the `shm`
+    names removed, exit."""
     while True:
         time.sleep(POLL_S)
         if os.getppid() != parent:
             abandoned.set()
             _kill_everything()
+            _remove_shm(shm)
             if cleanup is not None:
                 shutil.rmtree(cleanup, ignore_errors=True)
             if not os.path.isdir("/proc"):

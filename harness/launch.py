@@ -103,13 +103,24 @@ def kill_running() -> None:
         guard.stop(pid, hard=True)
 
 
+def shm_left_by(command: list[str]) -> str | None:
+    """The shared-memory names a cell's ranks create and never remove, as a glob in /dev/shm:
+    DeepSpeed's CPU allreduce buffers, deepspeed_allreduce_buffer_{uid}_{addr}_{port}_{rank}
+    (deepspeed/ops/csrc/cpu/comm/shm.cpp; its shared_close, which would unlink them, is never
+    called), keyed by the master port the deepspeed launcher was given."""
+    if "--master_port" not in command:
+        return None
+    return f"deepspeed_allreduce_buffer_{os.getuid()}_*_{command[command.index('--master_port') + 1]}_*"
+
+
 def launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: float, cleanup: Path | None) -> Ended:
-    """Run `command` under a guard (harness/guard.py): nothing it starts outlives it, or compat."""
+    """Run `command` under a guard (harness/guard.py): nothing it starts outlives it, or compat,
+    not even the shared memory its ranks leave."""
     start_error = cwd / "start-error"
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(
-                guard.command(command, start_error, cleanup), stdin=subprocess.DEVNULL, stdout=log,
+                guard.command(command, start_error, cleanup, shm_left_by(command)), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True,
             )
         except OSError as exc:

@@ -4,10 +4,12 @@ transformers, peft and accelerate in the interpreter running the tests (tox's `p
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, compat_home, run_compat
+from harness import launch
 
 pytestmark = pytest.mark.integration
 for module in ("torch", "transformers", "peft", "accelerate"):
@@ -252,6 +254,9 @@ def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
         assert (ops["ops"], ops["ok"], ops["hardware"]) == (["CPUAdamBuilder" if offload else "FusedAdamBuilder"], True, "cpu")
     assert "DeepSpeed ops FusedAdamBuilder for local on cpu: built in" in proc.stdout
     assert proc.stdout.count("DeepSpeed ops ") == 2  # one build for each op, not one for each cell
+    # DeepSpeed's CPU ranks leave a 66 MB allreduce buffer each in /dev/shm; the cell's guard removes them
+    left = [p.name for rec in recs.values() for p in Path("/dev/shm").glob(launch.shm_left_by(rec["command"]) or "-")]
+    assert left == []
 
 
 def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):

@@ -54,6 +54,31 @@ def test_a_command_that_cannot_start_is_told_apart(tmp_path):
         f"could not start {tmp_path / 'no-such-program'}: [Errno 2] No such file or directory: '{tmp_path / 'no-such-program'}'")
 
 
+@pytest.mark.skipif(not guard.SHM.is_dir(), reason="no /dev/shm on this host")
+def test_the_shared_memory_a_cell_leaves_goes_with_it(tmp_path):
+    """DeepSpeed's CPU ranks create /dev/shm/deepspeed_allreduce_buffer_{uid}_{addr}_{port}_{rank}
+    and never unlink it (66 MB each): the guard removes the names of its cell's port once the
+    command has ended, and no other port's."""
+    from harness import launch
+
+    port, other = 40000 + uuid.uuid4().int % 20000, 1
+    mine = [guard.SHM / f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_{port}_{rank}" for rank in (0, 1)]
+    theirs = guard.SHM / f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_{port}{other}_0"
+    theirs.write_bytes(b"another cell's")
+    try:
+        cmd = ["python", "-m", "deepspeed.launcher.runner", "--master_port", str(port), "x.py"]
+        pattern = launch.shm_left_by(cmd)
+        made = "; ".join(f"echo rank > {p}" for p in mine)
+        proc = subprocess.run(guard.command(["sh", "-c", made], tmp_path / "start-error", shm=pattern),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert [p.exists() for p in mine] == [False, False] and theirs.exists()
+        assert launch.shm_left_by(["python", "train.py"]) is None
+    finally:
+        for p in [*mine, theirs]:
+            p.unlink(missing_ok=True)
+
+
 def test_what_the_command_left_behind_goes_with_it_even_in_a_session_of_its_own(tmp_path):
     marker = f"{uuid.uuid4().int % 10**6}.5"  # sleep's argument: finds the process by its command line
     proc = guarded(tmp_path, "sh", "-c", f"setsid sleep {marker} & sleep {marker} & exit 0")
