@@ -40,9 +40,10 @@ GPU_NAME = known_issues.compile_signature(
     r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 .-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})")
 CAPABILITY = known_issues.compile_signature(
     r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)")
+ZERO3 = strategies.for_deepspeed(3, False).name
 # the strategy a log shows, most specific first: a ZeRO stage, FSDP, else several ranks (DDP)
 STRATEGY = (
-    (strategies.for_deepspeed(3, False).name, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
+    (ZERO3, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
     (strategies.for_deepspeed(2, False).name, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2')),
     (strategies.for_trainer_fsdp(1).name, known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
     (strategies.data_parallel(2).name, known_issues.compile_signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]")),
@@ -355,7 +356,6 @@ ZERO3_STEP = ("run the same job once with ZeRO-2: if it passes, the code needs Z
               "touches (`with deepspeed.zero.GatheredParameters(params, modifier_rank=0)`), load weights before "
               "deepspeed.initialize or inside zero.Init, or take the project's release that supports ZeRO-3; else "
               "train with ZeRO-2 (with offload if memory is short)")
-ZERO3 = strategies.for_deepspeed(3, False).name
 ZERO3_SUSPECT = {"python-exception", "shape-mismatch", "device-mismatch", "project-code", "remote-code"}
 
 
@@ -365,14 +365,15 @@ def classify(text: str, facts: Facts) -> Answer:
     own where nothing more specific is known, else the family's step prefixed. Under ZeRO-3 (or
     with a parameter of torch.Size([0]) in the error), an error that is not a library's version
     or the data's points at code that touches partitioned parameters."""
-    answer = _answer(text, facts)
-    if answer.family in ZERO3_SUSPECT and (facts.strategy == ZERO3 or "torch.Size([0])" in _tail(text)):
+    tail = _tail(text)
+    answer = _answer(tail, facts)
+    if answer.family in ZERO3_SUSPECT and (facts.strategy == ZERO3 or "torch.Size([0])" in tail):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
     return answer
 
 
-def _answer(text: str, facts: Facts) -> Answer:
-    answer = _classify(text, facts)
+def _answer(tail: str, facts: Facts) -> Answer:
+    answer = _classify(tail, facts)
     if facts.remote_model and answer.family == "python-exception":
         return dataclasses.replace(answer, family="remote-code", cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
                                    step=REMOTE_CODE_STEP)
@@ -396,10 +397,11 @@ def _tail(text: str) -> str:
     return "\n".join(text[cut + 1:].splitlines()[-TAIL_LINES:])
 
 
-def _classify(text: str, facts: Facts) -> Answer:
-    """The most specific family whose pattern is in the log's last lines; else the exception it
-    ends with and the package that raised it; else its last error line; else that there is none."""
-    tail = known_issues.RANK_PREFIX.sub("", _tail(text))  # a launcher's "[rank3]:" before each line
+def _classify(tail: str, facts: Facts) -> Answer:
+    """The most specific family whose pattern is in the log's last lines (`tail`); else the
+    exception it ends with and the package that raised it; else its last error line; else that
+    there is none."""
+    tail = known_issues.RANK_PREFIX.sub("", tail)  # a launcher's "[rank3]:" before each line
     for fam in FAMILIES:
         m = fam.pattern.search(tail)
         if m:

@@ -66,8 +66,8 @@ def test_the_family_of_real_errors(issue_id, family):
     assert logfacts.classify(text, logfacts.read(text, GPUS)).family == family
 
 
-@pytest.mark.parametrize("log,family,says", [
-    # TEST INPUTS: made-up tracebacks in the wording Python, torch and NCCL print (no real record)
+# TEST INPUTS: made-up tracebacks in the wording Python, torch and NCCL print (no real record)
+MADE_UP = [
     ('  File "/env/site-packages/somelib/trainer.py", line 9, in _loop\n    self.log(logs, start_time)\n'
      "TypeError: log() takes 2 positional arguments but 3 were given\n", "signature-mismatch", "log is called with other arguments"),
     ('  File "/env/site-packages/somelib/utils.py", line 7, in get_config\n    return AdapterConfig(r=8)\n'
@@ -87,18 +87,9 @@ def test_the_family_of_real_errors(issue_id, family):
      "traceback-cut", "paste the traceback to its end"),
     ("    raise InvalidRequirement(str(e)) from e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
      "python-exception", "InvalidRequirement raised"),
-])
-def test_families_of_errors_no_entry_names(log, family, says):
-    """The families of common failures: an argument count that changed between releases, a name a
-    guarded import left undefined, data without the fields the code reads, an NCCL init failure,
-    and an exception class that does not end in Error (read with its module path)."""
-    facts = logfacts.read(log, GPUS)
-    answer = logfacts.classify(log, facts)
-    assert answer.family == family and says in answer.cause + answer.step
-
-
-@pytest.mark.parametrize("log,family,says", [
-    # TEST INPUTS: excerpts of public reports, as their threads quote them
+]
+# TEST INPUTS: excerpts of public reports, as their threads quote them
+QUOTED = [
     # https://github.com/mudler/LocalAI/issues/1336: the project's own transformers.py shadows transformers
     ('  File "/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py", line 18, in <module>\n'
      "    from transformers import AutoModel\n"
@@ -134,14 +125,20 @@ def test_families_of_errors_no_entry_names(log, family, says):
      "ModuleNotFoundError                       Traceback (most recent call last)\nCell In[3], line 2\n"
      "----> 2 from torchmeta.modules import (MetaModule, MetaSequential, MetaLinear)\n\n"
      "ModuleNotFoundError: No module named 'torchmeta'\n", "module-missing", "is not installed in this environment"),
-])
-def test_families_whose_cause_is_not_the_raising_librarys_version(log, family, says):
-    """Families whose cause is not a version of the library that raised them: a file or folder
-    named like a package, found before it (the import loops into it, or finds an empty folder);
-    source Python cannot parse (a newer Python's syntax, a broken release, a saved HTML page); a
-    value that is None because something was not loaded or found earlier; and pip finding no
-    release for this Python or index, or pins that exclude each other (answered only when the log
-    does not go on to a Python error of its own)."""
+]
+
+
+@pytest.mark.parametrize("log,family,says", MADE_UP + QUOTED)
+def test_families_of_errors_no_entry_names(log, family, says):
+    """The families of common failures: an argument count that changed between releases, a name a
+    guarded import left undefined, data without the fields the code reads, an NCCL init failure,
+    and an exception class that does not end in Error (read with its module path). And families
+    whose cause is not a version of the library that raised them: a file or folder named like a
+    package, found before it (the import loops into it, or finds an empty folder); source Python
+    cannot parse (a newer Python's syntax, a broken release, a saved HTML page); a value that is
+    None because something was not loaded or found earlier; and pip finding no release for this
+    Python or index, or pins that exclude each other (answered only when the log does not go on to
+    a Python error of its own)."""
     answer = logfacts.classify(log, logfacts.read(log, GPUS))
     assert answer.family == family and says in answer.cause + answer.step
 
