@@ -48,10 +48,22 @@ STRATEGY = (
     (strategies.for_trainer_fsdp(1).name, known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
     (strategies.data_parallel(2).name, known_issues.compile_signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]")),
 )
-FRAME = known_issues.compile_signature(r'File "(?P<path>[^"\n]{1,400})", line \d+')
-PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)/")
+# a traceback's frame: Python's own, IPython's (8: `File PATH:LINE, in f`; 7 and Colab: `PATH in f(...)`,
+# Colab making the path a link) and rich's (`│ PATH:LINE in f │`); frame_path() gives its file
+FRAME = known_issues.compile_signature(
+    r'File "(?P<path>[^"\n]{1,400})", line \d+'
+    r'|(?m:^\s*File (?P<ipython>[^\s"][^\n]{0,400}?\.pyc?):\d+, in \w)'
+    r'|(?m:^\[?(?P<ipython7>(?:/|~|[A-Za-z]:\\)[^\s\[\]()]{1,400}\.pyc?)\]?(?:\([^)\n]{0,200}\))? in \w)'
+    r'|\x{2502} (?P<rich>\S{1,400}\.pyc?):\d+ in \w')
+
+PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)(?:/|\.pyc?$)")  # a package's folder, or a one-file module
 REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
 PYTHON_OWN = re.compile(r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/")  # Python's own modules, <frozen ...>, eggs
+
+
+def frame_path(m) -> str:
+    """The file of a FRAME match, whichever traceback style printed it."""
+    return m.group("path") or m.group("ipython") or m.group("ipython7") or m.group("rich")
 
 
 @dataclasses.dataclass
@@ -101,7 +113,7 @@ def read(text: str, gpu_db=None) -> Facts:
     raised = facts.exception or _bare_exception(_tail(text))
     if raised:
         at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
-        frames = [m.group("path") for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
+        frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
         last = frames[-1].replace("\\", "/") if frames else ""
         remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
         if remote:

@@ -285,6 +285,37 @@ def test_pins_only_raise_a_floor():
     assert ceilings == {}
 
 
+# TEST INPUTS: the last frame of transformers' model-type lookup as three traceback styles print it.
+# The plain one is the end of QwenLM/Qwen3#434's log (the entry's example); the IPython and rich
+# ones put the code lines that bitsandbytes-foundation/bitsandbytes#413 quotes (transformers 4.27's
+# configuration_auto.py, lines 576-581) into those tools' layouts. The last is the standard
+# library's configparser raising the same statement (Damian89/extended-ssrf-search#8).
+MODEL_TYPE_FRAMES = [
+    ('  File "/home/anaconda3/envs/qwen/lib/python3.11/site-packages/transformers/models/auto/configuration_auto.py", '
+     "line 723, in __getitem__\n    raise KeyError(key)\nKeyError: 'qwen2'\n", True),
+    ("/usr/local/lib/python3.9/dist-packages/transformers/models/auto/configuration_auto.py in __getitem__(self, key)\n"
+     "    576         if key in self._extra_content:\n    577             return self._extra_content[key]\n"
+     "    578         if key not in self._mapping:\n--> 579             raise KeyError(key)\n"
+     "    580         value = self._mapping[key]\n    581         module_name = model_type_to_module_name(key)\n\n"
+     "KeyError: 'llama'\n", True),
+    ("\u2502 /usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py:579 in __getitem__ \u2502\n"
+     "\u2502   578 \u2502   \u2502   if key not in self._mapping:                                  \u2502\n"
+     "\u2502 > 579 \u2502   \u2502   \u2502   raise KeyError(key)                                       \u2502\n"
+     "\u2502   580 \u2502   \u2502   value = self._mapping[key]                                    \u2502\n"
+     "\u2514" + "\u2500" * 77 + "\u2518\nKeyError: 'llama'\n", True),
+    ('  File "/usr/lib/python3.6/configparser.py", line 959, in __getitem__\n    raise KeyError(key)\nKeyError: \'default\'\n', False),
+]
+
+
+@pytest.mark.parametrize("log,found", MODEL_TYPE_FRAMES)
+def test_an_old_transformers_model_type_keyerror_is_read_from_its_last_frame(log, found):
+    """A paste that keeps only the last frame, or a notebook's or rich's traceback, still shows the
+    mapping's own `raise KeyError(key)` in configuration_auto.py: the entry for a transformers too
+    old for the model's type answers it; the same statement in another file does not."""
+    ids = [m.issue.id for m in BASE.explain(known_issues.clean(log))]
+    assert ("transformers-model-type-keyerror-config-mapping" in ids) == found
+
+
 @pytest.mark.parametrize("issue_id", [i.id for i in BASE.issues if i.wordings])
 def test_an_entry_matches_every_wording_its_error_had(issue_id):
     """Where a release reworded an error, the entry lists each wording (`wordings`, verbatim, with

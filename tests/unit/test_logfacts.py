@@ -338,6 +338,40 @@ def test_a_generic_error_in_the_projects_own_code_points_at_the_project():
     assert logfacts.classify(stdlib, logfacts.read(stdlib, GPUS)).family == "python-exception"
 
 
+# TEST INPUTS: the last frame of a traceback as notebooks and rich print it, quoted from public
+# reports, each followed by a made-up exception line (the quoted excerpts stop before theirs).
+FRAME_STYLES = [
+    # IPython 8 in VS Code, https://github.com/zai-org/GLM-4/issues/237
+    ("File /opt/conda/lib/python3.10/site-packages/transformers/trainer.py:1885, in Trainer.train(self, "
+     "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n", "transformers", None),
+    # IPython 8 on Windows, https://github.com/huggingface/transformers/issues/36723
+    ("File ~\\anaconda3\\Lib\\site-packages\\transformers\\trainer.py:2241, in Trainer.train(self, "
+     "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n", "transformers", None),
+    # IPython 7, a one-file module in site-packages, https://github.com/marvin-ai/marvin-python-toolbox/issues/31
+    ("/home/taka/.virtualenvs/iris-species-engine-env/local/lib/python2.7/site-packages/configobj.pyc in "
+     "__getitem__(self, key)\n    552     def __getitem__(self, key):\n", "configobj", None),
+    # IPython 7, the project's own file, the same report
+    ("/home/taka/marvin/marvin-python-toolbox/marvin_python_toolbox/common/config.pyc in _load(cls, section)\n"
+     "---> 88         cls._conf[section] = load_conf_from_file(section=section)\n", None, "config.pyc"),
+    # rich, https://github.com/huggingface/transformers/issues/22358
+    ("\u2502 /opt/conda/lib/python3.7/site-packages/transformers/utils/import_utils.py:1110 in _get_module    \u2502\n"
+     "\u2502 \u2771 1110 \u2502   def __getattr__(self, name: str) -> Any:                                              \u2502\n",
+     "transformers", None),
+]
+
+
+@pytest.mark.parametrize("frame,package,project_file", FRAME_STYLES)
+def test_the_frame_that_raised_is_read_in_notebook_and_rich_tracebacks(frame, package, project_file):
+    """Users fine-tune in notebooks (Colab, Jupyter, VS Code) and with tools that print rich
+    tracebacks: the package or project file whose frame raised the error is read from those
+    layouts too, so the family answer names the package and its version, or the project."""
+    log = frame + "RuntimeError: something failed\n"
+    facts = logfacts.read(log, GPUS)
+    assert (facts.package, facts.project_file) == (package, project_file)
+    if package:
+        assert f"({package}" in logfacts.classify(log, facts).step
+
+
 def test_the_tail_is_the_last_lines_however_they_end():
     """explain reads the family from the log's last lines; it finds them from the end of the
     text (a 100 MB log is not split whole), with the same lines str.splitlines gives, for every
