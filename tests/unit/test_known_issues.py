@@ -3,6 +3,7 @@ own example (a log excerpt from a cited report) and not unrelated logs; `compat 
 reads any bytes, and says so when nothing matches; failed records get tagged."""
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -354,3 +355,17 @@ def test_no_signature_backtracks_on_long_near_misses():
         pattern.search(block.replace("Error", "Errr"))
         slowest = max(slowest, time.perf_counter() - started)
     assert slowest < 2.0, f"a pattern took {slowest:.2f} s on 100 KB"
+
+
+def test_no_report_of_the_accuracy_set_was_used_to_write_the_base():
+    """bench/explain_accuracy.py measures explain on reports kept apart from the base: none of the
+    set's threads may be cited anywhere in the base, nor be one of the threads read while writing entries
+    (bench/explain-threads/), or the figure would measure what the base was written from."""
+    def norm(url):
+        return url.split("#")[0].rstrip("/")
+    measured = {norm(json.loads(line)["url"]) for f in (ROOT / "bench" / "explain-accuracy").glob("*.jsonl")
+                for line in f.read_text().splitlines() if line.strip()}
+    cited = {norm(u) for u in re.findall(r"https://github\.com/[^\s\"')\]]+", (ROOT / "matrix" / "known_issues.toml").read_text())}
+    read = {norm(line.split()[0]) for f in (ROOT / "bench" / "explain-threads").glob("*.txt")
+            for line in f.read_text().splitlines() if line.strip()}
+    assert len(measured) >= 60 and measured & cited == set() and measured & read == set()
