@@ -36,14 +36,48 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 from pathlib import Path
 
 from harness import strategies
 from harness.errors import UsageError
 
-LORA_R = 8  # the workload's LoraConfig: r=8 on q_proj, k_proj, v_proj, o_proj
+LORA_R = 8  # the workload's LoraConfig: r=8 on q_proj, k_proj, v_proj, o_proj (peft's and LLaMA-Factory's default rank)
 LORA_TARGETS = ("q", "k", "v", "o")
+LINEAR = ("q", "k", "v", "o", "gate", "up", "down")  # every linear layer of a decoder block
+# LoRA target modules as users name them (peft's target_modules, LLaMA-Factory's lora_target, axolotl's
+# lora_target_modules) -> the layers of Shape.linear_dims; "all" is every linear layer of the blocks, not
+# lm_head (LLaMA-Factory's find_all_linear_modules, peft's "all-linear"); GLM's fused projections are their own
+TARGET_NAMES = {
+    **{name: (name,) for name in LINEAR}, **{f"{name}_proj": (name,) for name in LINEAR},
+    "all": LINEAR, "all-linear": LINEAR, "all_linear": LINEAR, "attention": LORA_TARGETS, "mlp": ("gate", "up", "down"),
+    "query_key_value": ("qkv",), "dense": ("o",), "dense_h_to_4h": ("gate_up",), "dense_4h_to_h": ("down",),
+}
+# modules trained and saved whole beside LoRA (peft's modules_to_save, LLaMA-Factory's additional_target)
+SAVED_NAMES = {"embed_tokens": "embed", "embed": "embed", "wte": "embed", "word_embeddings": "embed",
+               "lm_head": "lm_head", "output_layer": "lm_head", "norm": "norms"}
+
+# Optimizer states per trainable element, by the names TrainingArguments.optim (and LLaMA-Factory's and
+# axolotl's `optim`) take: (full-size states, bits of each). 32-bit states have the trainable
+# parameter's dtype (torch keeps them like the parameter: fp32 master weights under mixed precision,
+# bf16 under pure bf16). bitsandbytes' 8-bit states are one byte each plus an fp32 absmax per block of
+# 256 elements (bitsandbytes/optim/optimizer.py, Optimizer2State/1State.init_state). Paged optimizers
+# hold the same bytes on the card until memory runs short, then page to host memory. torch's SGD has
+# no state without momentum (TrainingArguments' "sgd" passes none). Adafactor (transformers'
+# Adafactor, beta1=None): a row and a column second moment per matrix, a full one per vector
+# (Shazeer & Stern 2018, arXiv 1804.04235).
+OPTIMIZERS = {
+    **dict.fromkeys(("adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adamw_apex_fused", "adamw_anyprecision",
+                     "paged_adamw_32bit", "paged_adamw", "adam"), (2, 32)),
+    **dict.fromkeys(("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adam8bit"), (2, 8)),
+    **dict.fromkeys(("lion_32bit", "paged_lion_32bit", "lion"), (1, 32)),
+    **dict.fromkeys(("lion_8bit", "paged_lion_8bit"), (1, 8)),
+    **dict.fromkeys(("adagrad", "rmsprop"), (1, 32)),
+    "sgd": (0, 32),
+    "adafactor": ("factored", 32),
+}
+BNB_BLOCK = 256  # elements per absmax of bitsandbytes' 8-bit optimizer states
 MIB = 2**20
 GIB = 2**30
 
@@ -141,10 +175,22 @@ class Shape:
         return {"linear": linear, "norms": norms, "embed": embed, "lm_head": head,
                 "total": linear + norms + embed + head}
 
-    def lora_params(self, r: int = LORA_R) -> int:
-        d_q, d_kv = self.heads * self.hd, self.kv_heads * self.hd
-        per_layer = r * ((self.hidden + d_q) + 2 * (self.hidden + d_kv) + (d_q + self.hidden))
-        return self.layers * per_layer
+    def linear_dims(self) -> dict[str, tuple[int, int]]:
+        """(in, out) features of each linear layer of one block, and of GLM's fused ones."""
+        d_q, d_kv, h, i = self.heads * self.hd, self.kv_heads * self.hd, self.hidden, self.intermediate
+        return {"q": (h, d_q), "k": (h, d_kv), "v": (h, d_kv), "o": (d_q, h), "gate": (h, i), "up": (h, i), "down": (i, h),
+                "qkv": (h, d_q + 2 * d_kv), "gate_up": (h, 2 * i)}
+
+    def lora_params(self, r: int = LORA_R, targets: tuple[str, ...] = LORA_TARGETS) -> int:
+        """LoRA's A (r x in) and B (out x r) on each target layer of every block."""
+        dims = self.linear_dims()
+        return self.layers * r * sum(sum(dims[t]) for t in targets)
+
+    def saved_params(self, modules: tuple[str, ...]) -> int:
+        """Elements of the modules trained whole beside LoRA (embed, lm_head, norms)."""
+        p = self.params()
+        head = self.vocab * self.hidden  # a tied head saved on its own is a copy of its own
+        return sum({"embed": p["embed"], "lm_head": head, "norms": p["norms"]}[m] for m in modules)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +204,39 @@ class Run:
     batch: int = 1
     grad_ckpt: bool = False
     lora_base_16bit: bool = True  # a LoRA base loaded in the 16-bit compute dtype, as recipes do
+    lora_r: int = LORA_R
+    lora_targets: tuple[str, ...] = LORA_TARGETS  # layers of Shape.linear_dims
+    modules_to_save: tuple[str, ...] = ()  # "embed", "lm_head", "norms": trained whole beside LoRA
+    optimizer: str = "adamw"  # a name of OPTIMIZERS
+    pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no fp32 master copy
+    optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed during backward
+    grad_accum: int = 1  # micro-batches per optimizer step: accumulates into the same gradients
+
+
+def lora_targets(names) -> tuple[str, ...]:
+    """Target modules as users write them ("all", "q_proj,v_proj", ["q_proj", "v_proj"]) -> layers."""
+    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
+    unknown = [n for n in items if n.lower() not in TARGET_NAMES]
+    if unknown or not items:
+        raise UsageError(f"LoRA target {', '.join(map(repr, unknown)) or repr(names)}: compat fit counts "
+                         f"{', '.join(sorted(TARGET_NAMES))}")
+    return tuple(dict.fromkeys(layer for n in items for layer in TARGET_NAMES[n.lower()]))
+
+
+def saved_modules(names) -> tuple[str, ...]:
+    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
+    unknown = [n for n in items if n.lower() not in SAVED_NAMES]
+    if unknown:
+        raise UsageError(f"modules to save {', '.join(map(repr, unknown))}: compat fit counts {', '.join(sorted(SAVED_NAMES))}")
+    return tuple(dict.fromkeys(SAVED_NAMES[n.lower()] for n in items))
+
+
+def optimizer_name(name: str) -> str:
+    key = str(name).strip().lower()
+    if key not in OPTIMIZERS:
+        from harness.tomldata import did_you_mean
+        raise UsageError(f"optimizer {name!r}{did_you_mean(key, list(OPTIMIZERS))}: compat fit counts {', '.join(OPTIMIZERS)}")
+    return key
 
 
 @dataclasses.dataclass
@@ -187,6 +266,43 @@ def quant_bytes_per_param(quantization: str) -> float:
             "int8": 1.0 + 0.0}.get(quantization, 4.0)
 
 
+def trainable_tensors(shape: Shape, run: Run) -> list[tuple[int, int, int]]:
+    """The trainable tensors of a run as (rows, columns, how many): every weight of the model for a
+    full fine-tune; else LoRA's A and B on each target layer of every block, and the modules saved
+    whole beside them. Vectors have one column."""
+    layers, dims = shape.layers, shape.linear_dims()
+    if run.method == "full":
+        out = [(dims[name][1], dims[name][0], layers) for name in LINEAR]
+        out.append((shape.hidden, 1, 2 * layers + 1))  # the norms
+        if shape.qkv_bias:
+            out.append(((shape.heads + 2 * shape.kv_heads) * shape.hd, 1, layers))
+        out += [(shape.vocab, shape.hidden, 1 if shape.tied else 2)]  # embeddings, and an untied head
+        return out
+    out = [t for name in run.lora_targets for t in ((run.lora_r, dims[name][0], layers), (dims[name][1], run.lora_r, layers))]
+    for module in run.modules_to_save:
+        out.append((shape.hidden, 1, 2 * layers + 1) if module == "norms" else (shape.vocab, shape.hidden, 1))
+    return out
+
+
+def state_bytes(shape: Shape, run: Run) -> tuple[float, float]:
+    """Bytes of (gradients, optimizer states) of the trainable tensors, in the trainable dtype
+    (fp32 master weights under mixed precision, bf16 under pure bf16): one gradient per element,
+    or, with the optimizer stepping each parameter during backward, the largest tensor's only; the
+    optimizer's states as OPTIMIZERS counts them."""
+    tensors = trainable_tensors(shape, run)
+    width = 2.0 if run.pure_bf16 else 4.0
+    elements = float(sum(r * c * k for r, c, k in tensors))
+    grads = width * (max(r * c for r, c, _ in tensors) if run.optimizer_in_backward else elements)
+    states, bits = OPTIMIZERS[run.optimizer]
+    if states == "factored":
+        optim = width * sum((r + c if r > 1 and c > 1 else r * c) * k for r, c, k in tensors)
+    elif bits == 8:
+        optim = states * elements * (1 + 4 / BNB_BLOCK)
+    else:
+        optim = states * elements * width
+    return grads, optim
+
+
 def features(shape: Shape, run: Run) -> dict[str, float]:
     p = shape.params()
     method = run.method
@@ -197,18 +313,23 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
         # k-bit linear weights; embeddings, head and norms in the compute dtype (as QLoRA recipes load them)
         weights = p["linear"] * quant_bytes_per_param(quant) + (p["total"] - p["linear"]) * half
     elif method == "full":
-        weights = p["total"] * 4.0  # fp32 master weights: the Trainer's mixed precision keeps them
+        # fp32 master weights: the Trainer's mixed precision keeps them; pure bf16 keeps none
+        weights = p["total"] * (2.0 if run.pure_bf16 else 4.0)
     else:
         # a frozen base is loaded in the compute dtype (torch_dtype), as LoRA recipes do; a cell
         # whose base stays fp32 (base_dtype "float32", the workload's default) says so
         weights = p["total"] * (half if run.lora_base_16bit else 4)
-    trainable = p["total"] if method == "full" else shape.lora_params()
+    if method != "full" and run.modules_to_save:
+        # peft keeps the frozen module and a trainable copy of it, in the trainable dtype
+        weights += shape.saved_params(run.modules_to_save) * (2.0 if run.pure_bf16 else 4.0)
+    trainable = float(sum(r * c * k for r, c, k in trainable_tensors(shape, run)))
+    grads, optim = state_bytes(shape, run)
     tokens = run.batch * run.seq_len
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
     per_layer = tokens * (shape.hidden + shape.intermediate) * act_scale
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
-        "trainable_state": 12.0 * trainable,  # fp32 gradient + two AdamW moments
+        "trainable_state": grads + optim,  # AdamW under mixed precision: an fp32 gradient and two fp32 moments, 12 bytes
         # every layer's activations, kept for the backward pass...
         "activations": 0.0 if run.grad_ckpt else per_layer * shape.layers,
         # ...or, with gradient checkpointing, those of the one layer being recomputed
@@ -217,7 +338,9 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
         "checkpoints": tokens * shape.layers * shape.hidden * act_scale if run.grad_ckpt else 0.0,
         "logits": float(tokens * shape.vocab),
         "_weights_bytes": weights,
-        "_trainable": float(trainable),
+        "_trainable": trainable,
+        "_grads": grads,
+        "_optim": optim,
         "_params": float(p["total"]),
     }
 
@@ -403,18 +526,23 @@ class Prediction:
     capacity: float | None
     verdict: str  # "fits" | "tight" | "does not fit" | "n/a"
     why: str
+    limit: str = "card"  # what the verdict is about: the card, or the host memory that offload fills
 
     def as_json(self) -> dict:
         return {"strategy": self.strategy, "cards": self.cards, "per_card_bytes": {k: round(v) for k, v in self.terms.items()},
                 "per_card_total_bytes": round(self.total), "host_bytes": {k: round(v) for k, v in self.host.items()},
-                "card_bytes": self.capacity, "verdict": self.verdict, "why": self.why}
+                "host_bytes_all_processes": round(sum(self.host.values()) * self.cards),
+                "card_bytes": self.capacity, "verdict": self.verdict, "verdict_limit": self.limit, "why": self.why}
 
 
 MARGIN = 0.10  # "fits" leaves a tenth of the card free: allocator fragmentation, longer batches
 
 
-def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, context_bytes: float) -> Prediction:
-    """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`."""
+def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, context_bytes: float,
+            host_memory: tuple[float, str] | None = None) -> Prediction:
+    """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`;
+    what offload moves to host memory is totalled over the run's processes (one host holds them
+    all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit."""
     f = features(shape, run)
     c = cal.coefficients
     n = run.cards
@@ -428,12 +556,14 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
         raise UsageError(f"strategy {run.strategy!r}: one of {', '.join(strategies.fit_models())}")
     if model.deepspeed and sixteen:
         # ZeRO's mixed-precision accounting: 16-bit parameters and gradients, and an fp32 master
-        # copy, momentum and variance in the optimizer (2 + 2 + 12 bytes per parameter)
-        if not quantized:
-            weights = f["_params"] * 2.0 * c["weights"]
-        grads, optim = 2.0 * trainable, 12.0 * trainable
+        # copy beside the optimizer's states (AdamW: 2 + 2 + 4 + 8 bytes per parameter)
+        if not quantized:  # the engine holds the whole model, and any saved module's copy, in 16 bits
+            saved = shape.saved_params(run.modules_to_save) if run.method != "full" else 0
+            weights = (f["_params"] + saved) * 2.0 * c["weights"]
+        mixed = dataclasses.replace(run, pure_bf16=False, optimizer_in_backward=False)
+        grads, optim = 2.0 * trainable, 4.0 * trainable + state_bytes(shape, mixed)[1]
     else:
-        grads, optim = 4.0 * trainable, 8.0 * trainable
+        grads, optim = f["_grads"], f["_optim"]
     state_scale = c["trainable_state"]
     grads, optim = grads * state_scale, optim * state_scale
     act = c["activations"] * f["activations"] + c["recompute"] * f["recompute"] + c["checkpoints"] * f["checkpoints"]
@@ -458,15 +588,45 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     terms = {"weights": weights, "gradients": grads, "optimizer": optim, "activations": act, "logits": logits,
              **extra, "overhead": context_bytes}
     total = sum(terms.values())
+    verdict, limit = _verdict(total, capacity), "card"
+    on_host = sum(host.values()) * n
+    if host_memory and _verdict(on_host, host_memory[0]) != "fits":
+        short = _verdict(on_host, host_memory[0]) == "does not fit"
+        verdict = "does not fit" if short else ("tight" if verdict == "fits" else verdict)
+        why += (f"; the {_gib(on_host)} its {n} processes keep in host memory is {'more than' if short else 'near'} "
+                f"{host_memory[1]} {_gib(host_memory[0])}")
+        limit = "host memory"
+    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit)
+
+
+def this_host_memory(hint: str = "") -> tuple[float, str]:
+    """This machine's RAM, as predict's `host_memory`: what offload is checked against when the
+    training host's is not given (`hint` says how to give it)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), f"this machine's RAM{' (' + hint + ')' if hint else ''}:"
+
+
+def _verdict(need: float, capacity: float | None) -> str:
+    """"fits" with a tenth of `capacity` left free (MARGIN), "tight" within it, else "does not fit"."""
     if capacity is None:
-        verdict = "n/a"
-    elif total <= capacity * (1 - MARGIN):
-        verdict = "fits"
-    elif total <= capacity:
-        verdict = "tight"
-    else:
-        verdict = "does not fit"
-    return Prediction(model.name, n, terms, host, total, capacity, verdict, why)
+        return "n/a"
+    if need <= capacity * (1 - MARGIN):
+        return "fits"
+    return "tight" if need <= capacity else "does not fit"
+
+
+def describe(run: Run) -> str:
+    """The method and what it trains, the precision and the optimizer, as the header says them."""
+    out = [run.method]
+    if run.method != "full":
+        out.append(f"r={run.lora_r} on {'every linear layer' if set(run.lora_targets) == set(LINEAR) else ', '.join(run.lora_targets)}"
+                   + (f", {' and '.join(run.modules_to_save)} trained whole" if run.modules_to_save else ""))
+    out.append("pure bf16" if run.pure_bf16 else run.precision)
+    if run.method == "qlora" or run.quantization != "none":
+        out.append({"nf4": "4-bit NF4 base", "nf4dq": "4-bit NF4 base, double-quantized", "fp4": "4-bit FP4 base",
+                    "fp4dq": "4-bit FP4 base, double-quantized", "int8": "8-bit base"}.get(
+                        run.quantization if run.quantization != "none" else "nf4", run.quantization))
+    out.append(run.optimizer + (", stepped during backward" if run.optimizer_in_backward else ""))
+    return "; ".join(out)
 
 
 def _gib(n: float) -> str:
@@ -486,6 +646,8 @@ class Report:
     configs: object  # model_configs.ModelConfigs
     strategy_checks: list[dict] = dataclasses.field(default_factory=list)  # strategy_error_table rows
     context: object = None  # models.Context: the CUDA context added on a GPU, and its evidence
+    defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
+    read_as: str = ""  # how the model name given was read: which shipped config it is
 
     @property
     def on_cuda_records(self) -> bool:
@@ -528,12 +690,14 @@ class Report:
 
     def as_json(self) -> dict:
         p = self.model.shape.params()
+        run = {k: v for k, v in dataclasses.asdict(self.run).items() if k != "strategy"}  # each prediction names its own
         return {
-            "model": {"key": self.model.key, "title": self.model.title, "parameters": p["total"],
+            "model": {"key": self.model.key, "title": self.model.title, "read_as": self.read_as, "parameters": p["total"],
                       "trainable": int(features(self.model.shape, self.run)["_trainable"]), "sources": list(self.model.sources)},
             "gpu": None if self.gpu is None else {"name": self.gpu.name, "arch": self.gpu.arch, "count": self.run.cards,
                                                    "memory_bytes": self.predictions[0].capacity},
-            "run": dataclasses.asdict(self.run),
+            "run": {**run, "strategies": [p.strategy for p in self.predictions]},
+            "defaults": list(self.defaults),
             "quantity": self.quantity(),
             "calibration": {"coefficients": self.calibration.coefficients, "baseline_bytes": self.calibration.baseline,
                             "quantity": self.calibration.quantity, "records": len(self.calibration.records)},
@@ -546,10 +710,15 @@ class Report:
         params = shape.params()["total"]
         trainable = features(shape, r)["_trainable"]
         lines = [
-            f"{self.model.title}: {params / 1e9:.2f} B parameters, {trainable / 1e6:,.1f} M trainable ({r.method}, "
-            f"{r.precision}{', 4-bit NF4 base' if r.method == 'qlora' else ''}), sequence {r.seq_len} x batch {r.batch} "
-            f"per card, gradient checkpointing {'on' if r.grad_ckpt else 'off'}",
+            f"{self.model.title}: {params / 1e9:.2f} B parameters, {trainable / 1e6:,.1f} M trainable ({describe(r)}), "
+            f"sequence {r.seq_len} x batch {r.batch} per card"
+            + (f" x {r.grad_accum} accumulated (no change to the peak: micro-batches add into the same gradients)"
+               if r.grad_accum > 1 else "") + f", gradient checkpointing {'on' if r.grad_ckpt else 'off'}",
         ]
+        if self.read_as:
+            lines.insert(0, f"Model: {self.read_as}")
+        if self.defaults:
+            lines.append("Defaults taken: " + "; ".join(self.defaults))
         cap = self.predictions[0].capacity
         if self.gpu is not None:
             lines.append(f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card; 'fits' leaves {MARGIN:.0%} free)")
@@ -559,14 +728,15 @@ class Report:
         header = ["strategy", "per card", "verdict", *present]
         rows = [header]
         for p in self.predictions:
-            verdict = p.verdict if cap is None else f"{p.verdict} ({p.total / cap:.0%})"
+            verdict = p.verdict if cap is None else f"{p.verdict} ({p.total / cap:.0%}{' of card; host memory' if p.limit != 'card' else ''})"
             rows.append([p.strategy, _gib(p.total), verdict, *(_gib(p.terms.get(t, 0.0)) for t in present)])
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             lines.append("  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
         lines.append("")
         for p in self.predictions:
-            host = f"; host memory per process: {_gib(sum(p.host.values()))}" if p.host else ""
+            host = (f"; host memory {_gib(sum(p.host.values()))} per process, {_gib(sum(p.host.values()) * p.cards)} "
+                    f"for its {p.cards} processes" if p.host and p.limit == "card" else "")
             lines.append(f"  {p.strategy}: {p.why}{host}")
         lines.append("")
         lines.append("Evidence:")
@@ -589,18 +759,29 @@ def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | N
     return (sizes[0] if sizes else min(gpu.memory_gb)) * GIB
 
 
-def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict], **run_fields) -> "Report":
+def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict],
+               host_memory: tuple[float, str] | None = None, defaults: tuple[str, ...] = (), read_as: str = "",
+               **run_fields) -> "Report":
     """compat fit's predictions for `entry` (a model config) under each strategy of `names`, on
     cards `gpu` (matrix/gpus.toml's, or None) of `capacity` bytes, calibrated on `recs` (the
-    evidence of a results folder); precision "auto" follows the card's compute capability."""
+    evidence of a results folder); precision "auto" follows the card's compute capability.
+    `host_memory` (bytes, whose) checks what offload keeps in host memory; `defaults` says which
+    settings took a default, and which."""
     from harness import resolve
 
     if precision == "auto":
-        precision = "fp32" if gpu is None else resolve.precision_for(gpu)
+        precision = ("bf16" if run_fields.get("pure_bf16") else "fp32") if gpu is None else resolve.precision_for(gpu)
+    if run_fields.get("pure_bf16") and precision != "bf16":
+        raise UsageError(f"pure bf16 trains in bf16, and the precision here is {precision}"
+                         + (f" ({gpu.name} has no bf16)" if gpu is not None and resolve.precision_for(gpu) != "bf16" else ""))
+    if run_fields.get("optimizer_in_backward") and any(strategies.get(s).name != strategies.one_process().name for s in names):
+        raise UsageError("the optimizer step in backward is modelled on one card (torchtune's optimizer_in_bwd is "
+                         "single-device): give --gpus 1")
+    run_fields.setdefault("quantization", "nf4" if run_fields["method"] == "qlora" else "none")
     cal = known.calibrate(recs, gpu=gpu is not None)
-    run = Run(precision=precision, quantization="nf4" if run_fields["method"] == "qlora" else "none", **run_fields)
+    run = Run(precision=precision, **run_fields)
     context = known.cuda_context(recs) if gpu is not None else None
-    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0)
+    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0, host_memory)
              for s in names]
     checks = strategy_error_table(known.calibrate(recs), strategy_records(recs))  # the CPU ranks' check: CPU constants
-    return Report(entry, gpu, run, preds, cal, known, checks, context)
+    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as)

@@ -30,6 +30,8 @@ MODEL = Table({
     "title": Key.of(TEXT),
     "sizes": Key.of(kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"\d+(\.\d+)?[Bb]", x) for x in v),
                          'must be a list of sizes like "7B"')),
+    "names": Key.of(kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", x) for x in v),
+                         'must be a list of Hugging Face repository ids like "Qwen/Qwen2.5-7B"')),
     "sources": Key.of(kind(lambda v: isinstance(v, list) and v, _SOURCES), each=URL, required=True, missing=_SOURCES),
     "parameters": Key.of(POSITIVE_INT),
     **{key: Key.of() for key in CONFIG_KEYS},
@@ -51,6 +53,7 @@ class ModelConfig:
     shape: Shape
     sources: tuple[str, ...]
     parameters: int | None = None  # as the publisher states it, to check the count against
+    names: tuple[str, ...] = ()  # its Hugging Face repository ids
 
     @classmethod
     def from_file(cls, path: Path) -> "ModelConfig":
@@ -100,7 +103,7 @@ class ModelConfigs:
                 continue
             if ok:
                 models.append(ModelConfig(key, table.get("title", key), tuple(table.get("sizes", ())), shape,
-                                          tuple(table["sources"]), table.get("parameters")))
+                                          tuple(table["sources"]), table.get("parameters"), tuple(table.get("names", ()))))
         fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
         check(fit, FIT, lambda k, msg: where(k, f"[fit].{k}", msg, table="fit"), problems)
         if problems:
@@ -134,11 +137,24 @@ class ModelConfigs:
                        "less torch's reserved memory, after training)")
 
     def by_name(self, name: str) -> ModelConfig:
+        """A shipped config by its key (llama3_8b) or by a Hugging Face id it lists, with or without
+        the organisation, in any case ("Llama-3.1-8B", "meta-llama/llama-3.1-8b-instruct")."""
+        found = self.find(name)
+        if found is not None:
+            return found
+        wanted = name.strip().lower()
+        known = [m.key for m in self.models] + [n.split("/")[-1].lower() for m in self.models for n in m.names]
+        raise UsageError(f"unknown model {name!r}{did_you_mean(wanted.split('/')[-1], known)}; compat ships "
+                         f"{', '.join(m.key for m in self.models)} and the Hugging Face ids they list ({self.path}), "
+                         "or give a config.json")
+
+    def find(self, name: str) -> ModelConfig | None:
+        """by_name's match, or None."""
+        wanted = name.strip().lower()
         for m in self.models:
-            if m.key == name.lower():
+            if m.key == wanted or any(wanted in (n.lower(), n.split("/")[-1].lower()) for n in m.names):
                 return m
-        raise UsageError(f"unknown model {name!r}{did_you_mean(name.lower(), [m.key for m in self.models])}; "
-                         f"compat ships {', '.join(m.key for m in self.models)} ({self.path}), or give a config.json")
+        return None
 
     def by_size(self, size: str) -> ModelConfig:
         wanted = size.strip().upper()

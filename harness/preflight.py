@@ -66,7 +66,8 @@ class Request:
     fsdp: dict = dataclasses.field(default_factory=dict)  # fsdp / fsdp_config as given
     model_name: str = ""
     model_size: str = ""  # "8B", from the model's name
-    fit: dict = dataclasses.field(default_factory=dict)  # seq_len, batch: for compat fit
+    fit: dict = dataclasses.field(default_factory=dict)  # seq_len, batch, LoRA and optimizer settings: for compat fit
+    fit_defaults: list[str] = dataclasses.field(default_factory=list)  # the settings compat fit took a tool's default for
     train: dict = dataclasses.field(default_factory=dict)  # [settings.train] of the tiny run, from the configs
     used: list[str] = dataclasses.field(default_factory=list)  # "file: field"
     not_modelled: list[str] = dataclasses.field(default_factory=list)
@@ -318,6 +319,7 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
     req.set("grad_ckpt", not _truthy(d.get("disable_gradient_checkpointing", False)),
             f"{name}: disable_gradient_checkpointing = {d.get('disable_gradient_checkpointing', False)} (LLaMA-Factory's default: on)")
     _fit_fields(src, req, used, ("cutoff_len",))
+    _fit_options(src, req, used, "LLaMA-Factory", lora=req.axes.get("method") != "full")
     _sort(src, req, fields, used, fields.known["training_args"])
 
 
@@ -334,6 +336,44 @@ def _fit_fields(src: Source, req: Request, used: set[str], seq_fields: tuple) ->
     if isinstance(d.get("per_device_train_batch_size"), int):
         used.add("per_device_train_batch_size")
         req.fit["batch"] = d["per_device_train_batch_size"]
+
+
+def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: bool) -> None:
+    """The settings compat fit counts beyond the cell's axes: LoRA's rank, target modules and
+    modules trained whole (LLaMA-Factory's lora_rank, lora_target, additional_target: defaults 8
+    and "all", hparams/finetuning_args.py), the optimizer (`optim`, default adamw_torch), pure
+    bf16 and gradient accumulation. A value fit cannot count is a note, and fit keeps its default."""
+    from harness import fit
+
+    d, name = src.data, src.path.name
+    steps = d.get("gradient_accumulation_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
+        req.fit["grad_accum"] = steps
+    if _truthy(d.get("pure_bf16", False)):
+        req.fit["pure_bf16"] = True
+    readers = (("lora_rank", "lora_r", _rank), ("lora_target", "lora_targets", fit.lora_targets),
+               ("additional_target", "modules_to_save", fit.saved_modules), ("optim", "optimizer", fit.optimizer_name))
+    for field, key, read in readers:
+        if field not in d:
+            continue
+        used.add(field)
+        try:
+            req.fit[key] = read(d[field])
+        except UsageError as exc:
+            req.notes.append(f"{name}: {field} = {d[field]!r}: compat fit cannot count it ({exc}); it counts the default")
+    if lora and "lora_rank" not in d:
+        req.fit_defaults.append(f"{name}: lora_rank {fit.LORA_R} ({tool}'s default)")
+    if lora and "lora_target" not in d:
+        req.fit["lora_targets"] = fit.LINEAR
+        req.fit_defaults.append(f"{name}: lora_target all, every linear layer ({tool}'s default)")
+    if "optim" not in d:
+        req.fit_defaults.append(f"{name}: optim adamw_torch ({tool}'s default)")
+
+
+def _rank(value) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise UsageError(f"{value!r} is not a rank")
 
 
 def _deepspeed_file(src: Source, req: Request, fields: Fields) -> None:
@@ -387,6 +427,9 @@ def _training_args(src: Source, req: Request, fields: Fields) -> None:
         used.add("gradient_checkpointing")
         req.set("grad_ckpt", _truthy(d["gradient_checkpointing"]), f"{name}: gradient_checkpointing = {d['gradient_checkpointing']}")
     _fit_fields(src, req, used, ("max_seq_length", "max_length"))
+    _fit_options(src, req, used, "the Trainer", lora=False)
+    if "gradient_checkpointing" not in d:
+        req.fit_defaults.append(f"{name}: gradient checkpointing off (the Trainer's default)")
     _sort(src, req, fields, used)
 
 
@@ -710,12 +753,14 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
 
     req = jobs[0].req
     size = model_size or req.model_size
-    if not size:
-        return ""
-    head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size}), not measured: compat fit\n"
     known = model_configs.ModelConfigs.load(matrix_dir)
+    # the config compat ships under the model's name, unless --model-size says otherwise
+    by_name = None if model_size or not req.model_name else known.find(req.model_name)
+    if not size and not by_name:
+        return ""
+    head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size or by_name.title}), not measured: compat fit\n"
     try:
-        entry = known.by_size(size)
+        entry = by_name or known.by_size(size)
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     cells = [job.cell for job in jobs]
@@ -728,9 +773,15 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     method = "qlora" if first.quantization != "none" else first.method
     try:
         gpu = resolve.ResolverData.load(matrix_dir).gpus.find(gpu_name) if gpu_name else None
+        options = {k: v for k, v in req.fit.items() if k not in ("seq_len", "batch")}
+        if method == "full":
+            options = {k: v for k, v in options.items() if k not in ("lora_r", "lora_targets", "modules_to_save")}
         report = fit.report_for(known, entry, gpu, fit.card_capacity(gpu, gpu_name, None), first.precision, modelled, evidence(),
-                                method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048), batch=req.fit.get("batch", 1),
-                                grad_ckpt=first.grad_ckpt)
+                                host_memory=fit.this_host_memory(), defaults=tuple(req.fit_defaults), read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
+                                if by_name else f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})",
+                                method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048),
+                                batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt,
+                                quantization=first.quantization if method == "qlora" else "none", **options)
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())

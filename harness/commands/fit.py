@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from harness import resolve, strategies
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
+from harness.fit import LORA_R
 
 NAME = "fit"
 
@@ -19,8 +21,8 @@ def add(sub) -> None:
                        "overhead) for fine-tuning a model on N cards of a GPU, for each strategy, and whether it fits. The "
                        "per-element constants are fitted on the harness's records of matrix/fit-cpu.toml.")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="a size compat ships a config for: 7B, 8B, 9B, 13B, 70B, 72B")
-    which.add_argument("--model", type=common.text_value, metavar="NAME|CONFIG.json", help="a model of matrix/model_configs.toml (llama2_7b, qwen2_72b, ...) or a config.json")
+    which.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="a size compat ships a config for (0.5B to 72B; an unknown size lists them)")
+    which.add_argument("--model", type=common.text_value, metavar="NAME|CONFIG.json", help="a model of matrix/model_configs.toml by its key or Hugging Face id (llama3_8b, meta-llama/Llama-3.1-8B, Qwen2.5-7B-Instruct), or a config.json")
     p.add_argument("--gpu", type=common.text_value, metavar="NAME", help='the card ("P4", "4090", "A100 80GB"); without it, sizes only')
     p.add_argument("--gpu-memory", type=common.positive, metavar="GIB", help="the card's memory in GiB (default: from matrix/gpus.toml, its smallest variant)")
     p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards (default 1)")
@@ -29,7 +31,23 @@ def add(sub) -> None:
     p.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto", help="auto: bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32")
     p.add_argument("--seq-len", type=common.count, default=2048, metavar="L")
     p.add_argument("--batch", type=common.count, default=1, metavar="B", help="sequences per card per step (default 1)")
-    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing on")
+    p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None,
+                   help="gradient checkpointing (default on, as LLaMA-Factory and compat recommend have it)")
+    p.add_argument("--lora-r", type=common.count, metavar="R", help=f"LoRA rank (default {LORA_R})")
+    p.add_argument("--lora-target", type=common.text_value, metavar="MODULES",
+                   help="LoRA's target modules: all (every linear layer), attention, mlp, or names such as q_proj,v_proj "
+                        "(default q_proj,k_proj,v_proj,o_proj)")
+    p.add_argument("--modules-to-save", type=common.text_value, metavar="MODULES",
+                   help="modules trained whole beside LoRA (peft's modules_to_save): embed_tokens, lm_head, norm")
+    p.add_argument("--optim", type=common.text_value, metavar="NAME",
+                   help="the optimizer, as TrainingArguments' optim names it: adamw_torch (default), adamw_8bit, "
+                        "paged_adamw_8bit, adafactor, sgd, lion_8bit, ...")
+    p.add_argument("--pure-bf16", action="store_true", help="weights, gradients and optimizer states in bf16, no fp32 master copy")
+    p.add_argument("--optimizer-in-backward", action="store_true",
+                   help="each parameter stepped and its gradient freed during backward (torchtune's optimizer_in_bwd; one card)")
+    p.add_argument("--grad-accum", type=common.count, default=1, metavar="N", help="gradient accumulation steps (no change to the peak)")
+    p.add_argument("--host-memory", type=common.positive, metavar="GIB",
+                   help="the training host's RAM in GiB, to check what offload keeps there (default: this machine's)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--results", type=common.path_value, help="results folder with the calibration records (default: results/ of the checkout, or the records installed with compat and ./results)")
 
@@ -37,6 +55,7 @@ def add(sub) -> None:
 def handle(args) -> int:
     from harness import fit, model_configs
 
+    read_as = ""
     matrix_dir = find_home().matrix
     known = model_configs.ModelConfigs.load(matrix_dir)
     if args.model_size:
@@ -45,6 +64,8 @@ def handle(args) -> int:
         entry = model_configs.ModelConfig.from_file(Path(args.model))
     else:
         entry = known.by_name(args.model)
+        if entry.key != args.model.strip().lower():
+            read_as = f"{args.model} is compat's {entry.key} ({entry.title}): the shape its config states"
     chosen = [args.strategy] if args.strategy != "all" else list(strategies.fit_models(args.gpus))
     one = strategies.get(chosen[0])
     if args.gpus < one.min_ranks:
@@ -54,7 +75,34 @@ def handle(args) -> int:
     gpu = resolve.ResolverData.load(matrix_dir).gpus.find(args.gpu) if args.gpu else None
     capacity = fit.card_capacity(gpu, args.gpu or "", args.gpu_memory)
     recs = read_evidence(args.results)
-    report = fit.report_for(known, entry, gpu, capacity, args.precision, chosen, recs, method=args.method, cards=args.gpus,
-                            seq_len=args.seq_len, batch=args.batch, grad_ckpt=args.grad_ckpt)
+    defaults = []
+    if args.grad_ckpt is None:
+        defaults.append("gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)")
+    lora = {}
+    if args.method != "full":
+        lora = {"lora_r": args.lora_r or LORA_R,
+                "lora_targets": fit.lora_targets(args.lora_target) if args.lora_target else fit.LORA_TARGETS,
+                "modules_to_save": fit.saved_modules(args.modules_to_save) if args.modules_to_save else ()}
+        if not args.lora_r or not args.lora_target:
+            taken = " ".join(([f"r={LORA_R}"] if not args.lora_r else []) + (["on q, k, v, o"] if not args.lora_target else []))
+            defaults.append(f"LoRA {taken} (compat's workload; LLaMA-Factory's default lora_target is all: --lora-target all)")
+    elif args.lora_r or args.lora_target or args.modules_to_save:
+        raise UsageError("--lora-r, --lora-target and --modules-to-save are LoRA's: give --method lora or qlora")
+    if not args.optim:
+        defaults.append("optimizer adamw_torch (the Trainer's default)")
+    report = fit.report_for(known, entry, gpu, capacity, args.precision, chosen, recs, host_memory=host_memory(args),
+                            defaults=tuple(defaults), method=args.method, cards=args.gpus, seq_len=args.seq_len,
+                            batch=args.batch, grad_ckpt=args.grad_ckpt is not False, optimizer=fit.optimizer_name(args.optim or "adamw"),
+                            pure_bf16=args.pure_bf16, optimizer_in_backward=args.optimizer_in_backward,
+                            grad_accum=args.grad_accum, read_as=read_as, **lora)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
+
+
+def host_memory(args) -> tuple[float, str]:
+    """The RAM that offload's host memory is checked against: --host-memory, else this machine's."""
+    from harness import fit
+
+    if args.host_memory:
+        return args.host_memory * 2**30, "the host's RAM,"
+    return fit.this_host_memory("--host-memory GIB for the training host's")

@@ -19,7 +19,7 @@ def add(sub) -> None:
     p.add_argument("configs", nargs="*", type=common.path_value, metavar="CONFIG", help="config files, read together (a LLaMA-Factory YAML's deepspeed: file is read too)")
     p.add_argument("--preset", type=common.text_value, metavar="NAME", help="instead of your configs, a shipped setup users reported trouble with (matrix/presets/NAME), each variant a cell")
     p.add_argument("--gpu", type=common.text_value, metavar="NAME", help="the card the configs are for, for the fit prediction of the real model (default: the preset's, else this host's)")
-    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="the real model's size for the fit prediction (7B, 8B, 9B, 13B, 70B, 72B; default: read from model_name_or_path)")
+    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="the real model's size for the fit prediction (0.5B to 72B; default: the model_name_or_path's config where compat ships it, else its size)")
     p.add_argument("--gpus", type=common.count, metavar="N", help="cards the config is for (default: accelerate's num_processes, else 1)")
     p.add_argument("--stack", type=common.text_value, default="local", metavar="NAME", help="the stack of matrix/stacks.toml to run with (default: local, the installed one)")
     p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")

@@ -17,7 +17,7 @@ def add(sub) -> None:
     p.add_argument("--gpu", type=common.text_value, required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
     p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards per node (default 1)")
     p.add_argument("--method", choices=resolve.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
-    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (7B, 8B, 9B, 13B, 70B, 72B)")
+    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (0.5B to 72B; an unknown size lists them)")
     p.add_argument("--seq-len", type=common.count, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
     p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
     p.add_argument("--results", type=common.path_value, help="results folder whose records count as measurements (default: results/ of the checkout, or the records installed with compat and ./results)")

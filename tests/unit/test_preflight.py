@@ -143,3 +143,28 @@ def test_a_model_compat_has_no_family_for_is_trained_as_a_llama_and_the_plan_say
     out = plan(compat, LF / "examples" / "train_qlora" / "qwen3_lora_sft_otfq.yaml")
     (row,) = [line for line in out.splitlines() if line.startswith("  family ")]
     assert row.split()[1] == "llama" and "Qwen/Qwen3-4B-Instruct-2507: no tiny model of its family; a llama instead" in row
+
+
+def test_the_fit_prediction_counts_the_configs_lora_and_optimizer_and_names_the_defaults(compat, tmp_path):
+    """LLaMA-Factory's example leaves lora_rank and optim out: compat fit takes LLaMA-Factory's
+    defaults (rank 8, lora_target as given: all) and says so; a copy that sets them is counted as
+    set, and a target module fit cannot count is a note, not a wrong figure."""
+    proc = compat("preflight", "--plan", "examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpu", "A100", "--gpus", "8", cwd=LF)
+    assert proc.returncode == 0, proc.stderr
+    # r=8 on every linear layer of Llama 3 8B: 81,920 features a layer x 8 x 32 layers = 20,971,520
+    assert "21.0 M trainable (lora; r=8 on every linear layer; bf16; adamw)" in proc.stdout
+    assert ("Defaults taken: llama3_lora_sft_ds3.yaml: lora_rank 8 (LLaMA-Factory's default); "
+            "llama3_lora_sft_ds3.yaml: optim adamw_torch (LLaMA-Factory's default)") in proc.stdout
+    text = (LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml").read_text()
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(text.replace("lora_target: all", "lora_target: q_proj,v_proj\nlora_rank: 16\noptim: adamw_8bit\n"
+                                 "additional_target: embed_tokens"))
+    proc = compat("preflight", "--plan", str(mine), "--gpu", "A100")
+    assert proc.returncode == 0, proc.stderr
+    # r=16 on q (4096+4096) and v (4096+1024): 13,312 x 16 x 32 = 6,815,744, and embed_tokens' 525,336,576
+    assert "532.2 M trainable (qlora; r=16 on q, v, embed trained whole; bf16; 4-bit NF4 base; adamw_8bit)" in proc.stdout
+    assert {"mine.yaml: lora_rank", "mine.yaml: optim", "mine.yaml: additional_target"} <= set(section(proc.stdout, "Used"))
+    mine.write_text(text.replace("lora_target: all", "lora_target: c_attn"))
+    proc = compat("preflight", "--plan", str(mine), "--gpu", "A100")
+    assert proc.returncode == 0, proc.stderr
+    assert "mine.yaml: lora_target = 'c_attn': compat fit cannot count it (LoRA target 'c_attn'" in proc.stdout

@@ -225,9 +225,9 @@ def test_model_size_gives_the_fit_prediction_where_the_model_s_name_has_no_size(
     assert proc.returncode == 0, proc.stderr
     assert "Predicted for the real model (/data/models/my-llama, 7B), not measured: compat fit" in proc.stdout
     assert "sequence 1024 x batch 1 per card" in proc.stdout and "on 1 x GeForce RTX 4090 (24.0 GiB per card" in proc.stdout
-    proc = compat("preflight", str(yaml), "--plan", "--model-size", "3B")
+    proc = compat("preflight", str(yaml), "--plan", "--model-size", "5B")
     assert proc.returncode == 0, proc.stderr
-    assert "Predicted for the real model (/data/models/my-llama, 3B), not measured: compat fit\n  no prediction; compat fit says: --model-size '3B'" in proc.stdout
+    assert "Predicted for the real model (/data/models/my-llama, 5B), not measured: compat fit\n  no prediction; compat fit says: --model-size '5B'" in proc.stdout
 
 
 def test_a_preset_s_sequence_lengths_are_checked_as_a_matrix_s_are(tmp_path):
