@@ -486,6 +486,22 @@ def error_table(cal: Calibration, records: list[dict]) -> list[dict]:
     return [_error_row(cal, r, measured_peak(r)[0], predict_record(cal, r)) for r in records]
 
 
+def error_bands(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    """Per (strategy as compat fit models it, method): how many records, and the median and P90 of
+    |predicted - measured| / measured over them (P90 by nearest rank: the value 90% of the errors
+    are at most). `rows` are error_table / strategy_error_table rows."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        groups.setdefault((strategies.modelled_as(r["strategy"]), r["method"]), []).append(abs(r["error"]))
+    out = {}
+    for key, errors in sorted(groups.items()):
+        errors.sort()
+        n = len(errors)
+        median = errors[n // 2] if n % 2 else (errors[n // 2 - 1] + errors[n // 2]) / 2
+        out[key] = {"records": n, "median": median, "p90": errors[max(0, math.ceil(0.9 * n) - 1)]}
+    return out
+
+
 def _error_row(cal: Calibration, rec: dict, measured: float, predicted: float) -> dict:
     base = cal.baseline_for(rec["axes"]["stack"])
     return {
@@ -648,6 +664,7 @@ class Report:
     context: object = None  # models.Context: the CUDA context added on a GPU, and its evidence
     defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
     read_as: str = ""  # how the model name given was read: which shipped config it is
+    bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
 
     @property
     def on_cuda_records(self) -> bool:
@@ -672,6 +689,22 @@ class Report:
                                      f"training peak differed from this model's prediction by {errors} of the measured peak "
                                      "(+: measured higher)"),
                             "records": [r["id"] for r in rows]})
+        for strategy in sorted({p.strategy for p in self.predictions}):
+            method = "lora" if self.run.method == "qlora" else self.run.method
+            band = self.bands.get((strategy, method))
+            kind = f"{strategy} with {self.run.method}"
+            if band is None:
+                out.append({"kind": "predicted", "rule": "fit-error",
+                            "says": f"{kind}: no record compat has checks this kind of prediction; its error is not known"})
+                continue
+            said = (f"{kind}: on the CPU records compat's fit was not fitted on "
+                    f"({'held-out sizes' if strategy == strategies.one_process().name else '2 ranks'}), {strategy} with "
+                    f"{method} predictions were off by a median {band['median']:.0%} (P90 {band['p90']:.0%}, "
+                    f"{band['records']} record{'s' if band['records'] > 1 else ''})"
+                    + ("; none of them has 4-bit weights" if self.run.method == "qlora" else "")
+                    + ("" if self.on_cuda_records else "; on a GPU the error is not measured yet"))
+            out.append({"kind": "predicted" if self.run.method == "qlora" else "measured", "rule": "fit-error", "says": said,
+                        "band": band})
         if self.gpu is not None and self.context is not None:
             c = self.context
             out.append({"kind": "measured" if c.measured else "predicted", "rule": "cuda-context", "says": c.says,
@@ -783,5 +816,8 @@ def report_for(known, entry, gpu, capacity: float | None, precision: str, names:
     context = known.cuda_context(recs) if gpu is not None else None
     preds = [predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0, host_memory)
              for s in names]
-    checks = strategy_error_table(known.calibrate(recs), strategy_records(recs))  # the CPU ranks' check: CPU constants
-    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as)
+    cpu_cal = known.calibrate(recs)
+    checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants
+    held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
+    bands = error_bands(error_table(cpu_cal, held_out) + checks)
+    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands)

@@ -211,6 +211,24 @@ def test_fit_says_the_options_and_the_defaults_it_took(compat):
     assert "Defaults taken: LoRA r=8 on q, k, v, o (compat's workload; LLaMA-Factory's default lora_target is all" in text
 
 
+def test_error_bands_give_the_median_and_p90_per_strategy_and_method():
+    rows = [{"strategy": "single", "method": "full", "error": e} for e in (0.01, -0.02, 0.03, 0.04, -0.10)]
+    rows.append({"strategy": "fsdp2_native", "method": "lora", "error": 0.2})
+    bands = fit.error_bands(rows)
+    # |errors| sorted 0.01 0.02 0.03 0.04 0.10: the median is the third; P90, the ceil(4.5) = 5th
+    assert bands[("single", "full")] == {"records": 5, "median": 0.03, "p90": 0.10}
+    assert bands[("fsdp", "lora")] == {"records": 1, "median": 0.2, "p90": 0.2}  # torch's FSDP2 is the fit's fsdp
+
+
+def test_fit_shows_the_measured_error_of_each_kind_of_prediction(compat):
+    proc = compat("fit", "--model-size", "7B", "--gpus", "2", "--method", "full", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    errors = {e["says"].split(":")[0]: e for e in json.loads(proc.stdout)["evidence"] if e["rule"] == "fit-error"}
+    assert errors["ddp with full"]["kind"] == "measured" and errors["ddp with full"]["band"]["records"] >= 3
+    assert "held-out" not in errors["ddp with full"]["says"] and "2 ranks" in errors["ddp with full"]["says"]
+    assert errors["zero3_offload with full"]["kind"] == "predicted" and "its error is not known" in errors["zero3_offload with full"]["says"]
+
+
 def test_fit_text_explains_each_strategy(compat):
     proc = compat("fit", "--model-size", "72B", "--gpu", "4090", "--gpus", "8", "--method", "full", "--grad-ckpt")
     assert proc.returncode == 0, proc.stderr
