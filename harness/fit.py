@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -211,6 +210,27 @@ class Run:
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no fp32 master copy
     optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed during backward
     grad_accum: int = 1  # micro-batches per optimizer step: accumulates into the same gradients
+    load: str = "auto"  # how each process loads the model before training: LOADS, or the strategy's default
+
+
+# How each process loads the model before it trains (the load-time peak):
+#   whole    every process materialises the whole model in host memory, then its strategy places it on
+#            the card: DDP and ZeRO-2 whole, ZeRO-3 and FSDP shard by shard as they wrap it. FSDP does this
+#            unless fsdp_config's cpu_ram_efficient_loading is on (the Trainer's default is off:
+#            transformers' training_args.py); ZeRO-3 when from_pretrained runs outside zero.Init
+#   sharded  ZeRO-3 under deepspeed.zero.Init, which transformers' from_pretrained enters when the
+#            Trainer's ZeRO-3 config exists first (modeling_utils.py, is_deepspeed_zero3_enabled): each
+#            process materialises its shard; FSDP with cpu_ram_efficient_loading: rank 0 loads the whole
+#            model in host memory, the others on the meta device, and sync_module_states broadcasts it
+#   on-card  every process loads the whole model onto its own card first (device_map to the rank's card,
+#            or .to(device) before wrapping), so a sharded run needs the whole model on each card at load
+LOADS = ("whole", "sharded", "on-card")
+
+
+def default_load(strategy: str) -> str:
+    """The load of a run that does not say: ZeRO-3's from_pretrained under zero.Init, else whole."""
+    model = strategies.get(strategy)
+    return "sharded" if model.deepspeed and model.zero_stage == 3 else "whole"
 
 
 def lora_targets(names) -> tuple[str, ...]:
@@ -542,13 +562,16 @@ class Prediction:
     capacity: float | None
     verdict: str  # "fits" | "tight" | "does not fit" | "n/a"
     why: str
-    limit: str = "card"  # what the verdict is about: the card, or the host memory that offload fills
+    limit: str = "card"  # what the verdict is about: the card, or the host memory that offload or loading fills
+    phase: str = "training step"  # what sets the per-card peak: the training step, or loading
+    load: dict = dataclasses.field(default_factory=dict)  # load_phase
 
     def as_json(self) -> dict:
         return {"strategy": self.strategy, "cards": self.cards, "per_card_bytes": {k: round(v) for k, v in self.terms.items()},
                 "per_card_total_bytes": round(self.total), "host_bytes": {k: round(v) for k, v in self.host.items()},
                 "host_bytes_all_processes": round(sum(self.host.values()) * self.cards),
-                "card_bytes": self.capacity, "verdict": self.verdict, "verdict_limit": self.limit, "why": self.why}
+                "card_bytes": self.capacity, "verdict": self.verdict, "verdict_limit": self.limit, "peak_phase": self.phase,
+                "load": {k: (round(v) if isinstance(v, float) else v) for k, v in self.load.items()}, "why": self.why}
 
 
 MARGIN = 0.10  # "fits" leaves a tenth of the card free: allocator fragmentation, longer batches
@@ -586,6 +609,7 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     logits = c["logits"] * f["logits"]
     host: dict[str, float] = {}
     extra: dict[str, float] = {}
+    weights_whole = weights  # the model as loaded, before any strategy divides or moves it
     if model.buckets:
         extra["gradient buckets"] = grads  # DDP reduces gradients through buckets: a second copy
     if model.offload:
@@ -600,25 +624,47 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     if "weights" in model.shards:
         largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
         extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
-    why = model.fit_why.format(n=n)
     terms = {"weights": weights, "gradients": grads, "optimizer": optim, "activations": act, "logits": logits,
              **extra, "overhead": context_bytes}
-    total = sum(terms.values())
-    verdict, limit = _verdict(total, capacity), "card"
-    on_host = sum(host.values()) * n
-    if host_memory and _verdict(on_host, host_memory[0]) != "fits":
-        short = _verdict(on_host, host_memory[0]) == "does not fit"
-        verdict = "does not fit" if short else ("tight" if verdict == "fits" else verdict)
-        why += (f"; the {_gib(on_host)} its {n} processes keep in host memory is {'more than' if short else 'near'} "
-                f"{host_memory[1]} {_gib(host_memory[0])}")
-        limit = "host memory"
-    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit)
+    step = sum(terms.values())
+    load = load_phase(model, run, weights_whole, context_bytes)
+    total = max(step, load["card"])
+    phase = "loading" if load["card"] > step else "training step"
+    why = model.fit_why.format(n=n) + f"; loading: {load['says']}"
+    verdict, limit, why = _host_check(_verdict(total, capacity), why, sum(host.values()) * n, load["host_total"], n, host_memory)
+    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load)
 
 
-def this_host_memory(hint: str = "") -> tuple[float, str]:
-    """This machine's RAM, as predict's `host_memory`: what offload is checked against when the
-    training host's is not given (`hint` says how to give it)."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), f"this machine's RAM{' (' + hint + ')' if hint else ''}:"
+def _host_check(verdict: str, why: str, training: float, loading: float, n: int, host_memory) -> tuple[str, str, str]:
+    """The verdict, what it is about and why, once the host memory of the `n` processes (`training`:
+    what offload keeps there; `loading`: what loading materialises) is checked against `host_memory`."""
+    on_host = max(training, loading)
+    if not host_memory or _verdict(on_host, host_memory[0]) == "fits":
+        return verdict, "card", why
+    short = _verdict(on_host, host_memory[0]) == "does not fit"
+    verdict = "does not fit" if short else ("tight" if verdict == "fits" else verdict)
+    when = "while loading" if loading >= training else "while training"
+    return verdict, "host memory", why + (f"; the {_gib(on_host)} its {n} processes keep in host memory {when} is "
+                                          f"{'more than' if short else 'near'} {host_memory[1]} {_gib(host_memory[0])}")
+
+
+def load_phase(model, run: Run, weights: float, context_bytes: float) -> dict:
+    """What loading `weights` (the whole model as stored) holds before training, under `run.load`
+    (LOADS; "auto": default_load): on each card (the whole model where it is placed whole before
+    sharding, else at most what training holds: 0 here), and in host memory per process and in all."""
+    n, how = run.cards, run.load if run.load != "auto" else default_load(model.name)
+    sharded = "weights" in model.shards or model.offload
+    if how == "on-card":
+        return {"how": how, "card": weights + context_bytes if sharded else 0.0, "host_per_process": 0.0, "host_total": 0.0,
+                "says": "each process loads the whole model onto its card" + (" before sharding it" if sharded else "")}
+    if how == "sharded" and sharded:
+        zero = model.deepspeed
+        return {"how": how, "card": 0.0, "host_per_process": weights / n if zero else weights, "host_total": weights,
+                "says": ("each process materialises only its shard (from_pretrained under deepspeed.zero.Init)" if zero else
+                         "rank 0 materialises the whole model in host memory, the others none (cpu_ram_efficient_loading)")}
+    return {"how": "whole", "card": 0.0, "host_per_process": weights, "host_total": weights * n,
+            "says": f"each of the {n} processes materialises the whole model in host memory first" if n > 1 else
+            "the whole model in host memory first"}
 
 
 def _verdict(need: float, capacity: float | None) -> str:
@@ -665,6 +711,7 @@ class Report:
     defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
     read_as: str = ""  # how the model name given was read: which shipped config it is
     bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
+    host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
 
     @property
     def on_cuda_records(self) -> bool:
@@ -758,18 +805,25 @@ class Report:
         lines.append(f"Per card: {self.quantity()}.")
         lines.append("")
         present = [t for t in TERM_ORDER if any(t in p.terms and p.terms[t] for p in self.predictions)]
-        header = ["strategy", "per card", "verdict", *present]
+        header = ["strategy", "per card", "peak at", "verdict", *present]
         rows = [header]
         for p in self.predictions:
             verdict = p.verdict if cap is None else f"{p.verdict} ({p.total / cap:.0%}{' of card; host memory' if p.limit != 'card' else ''})"
-            rows.append([p.strategy, _gib(p.total), verdict, *(_gib(p.terms.get(t, 0.0)) for t in present)])
+            rows.append([p.strategy, _gib(p.total), "loading" if p.phase == "loading" else "training", verdict,
+                         *(_gib(p.terms.get(t, 0.0)) for t in present)])
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
-            lines.append("  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+            lines.append("  ".join(cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        if any(p.phase == "loading" for p in self.predictions):
+            lines.append("(the terms are the training step's; a peak at loading is the whole model on each card before sharding)")
         lines.append("")
         for p in self.predictions:
-            host = (f"; host memory {_gib(sum(p.host.values()))} per process, {_gib(sum(p.host.values()) * p.cards)} "
-                    f"for its {p.cards} processes" if p.host and p.limit == "card" else "")
+            host = ""
+            if p.limit == "card" and (p.host or p.load.get("host_total")):
+                training, loading = sum(p.host.values()) * p.cards, p.load.get("host_total", 0.0)
+                host = (f"; host memory at most {_gib(max(training, loading))} for its {p.cards} process"
+                        f"{'es' if p.cards > 1 else ''} ({'while loading' if loading >= training else 'while training'})"
+                        + (f": {self.host_hint} checks it against the host's RAM" if self.host_hint else ""))
             lines.append(f"  {p.strategy}: {p.why}{host}")
         lines.append("")
         lines.append("Evidence:")
@@ -794,12 +848,13 @@ def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | N
 
 def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict],
                host_memory: tuple[float, str] | None = None, defaults: tuple[str, ...] = (), read_as: str = "",
-               **run_fields) -> "Report":
+               loads: dict | None = None, host_hint: str = "--host-memory GIB", **run_fields) -> "Report":
     """compat fit's predictions for `entry` (a model config) under each strategy of `names`, on
     cards `gpu` (matrix/gpus.toml's, or None) of `capacity` bytes, calibrated on `recs` (the
     evidence of a results folder); precision "auto" follows the card's compute capability.
-    `host_memory` (bytes, whose) checks what offload keeps in host memory; `defaults` says which
-    settings took a default, and which."""
+    `host_memory` (bytes, whose) checks what loading and offload keep in host memory (`host_hint`
+    says how to give it); `defaults` says which settings took a default, and which; `loads` gives
+    a strategy a load of its own (Run.load)."""
     from harness import resolve
 
     if precision == "auto":
@@ -814,10 +869,11 @@ def report_for(known, entry, gpu, capacity: float | None, precision: str, names:
     cal = known.calibrate(recs, gpu=gpu is not None)
     run = Run(precision=precision, **run_fields)
     context = known.cuda_context(recs) if gpu is not None else None
-    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s), cal, capacity, context.bytes if context else 0.0, host_memory)
-             for s in names]
+    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s, load=(loads or {}).get(s, run.load)), cal, capacity,
+                     context.bytes if context else 0.0, host_memory) for s in names]
     cpu_cal = known.calibrate(recs)
     checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants
     held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
     bands = error_bands(error_table(cpu_cal, held_out) + checks)
-    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands)
+    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands,
+                  "" if host_memory is not None else host_hint)

@@ -398,6 +398,8 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
     elif kind == "DEEPSPEED":
         dc = d.get("deepspeed_config") if isinstance(d.get("deepspeed_config"), dict) else {}
         used |= {"deepspeed_config"} & set(d)
+        if "zero3_init_flag" in dc:  # accelerate's switch for from_pretrained under deepspeed.zero.Init
+            req.fit["load"] = "sharded" if _truthy(dc["zero3_init_flag"]) else "whole"
         if dc.get("deepspeed_config_file"):
             _deepspeed_ref(src, req, dc["deepspeed_config_file"], set(), fields)
         else:
@@ -773,11 +775,11 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     method = "qlora" if first.quantization != "none" else first.method
     try:
         gpu = resolve.ResolverData.load(matrix_dir).gpus.find(gpu_name) if gpu_name else None
-        options = {k: v for k, v in req.fit.items() if k not in ("seq_len", "batch")}
+        options = {k: v for k, v in req.fit.items() if k not in ("seq_len", "batch", "load")}
         if method == "full":
             options = {k: v for k, v in options.items() if k not in ("lora_r", "lora_targets", "modules_to_save")}
         report = fit.report_for(known, entry, gpu, fit.card_capacity(gpu, gpu_name, None), first.precision, modelled, evidence(),
-                                host_memory=fit.this_host_memory(), defaults=tuple(req.fit_defaults), read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
+                                loads=_loads(jobs), host_hint="compat fit --host-memory GIB", defaults=tuple(req.fit_defaults), read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
                                 if by_name else f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})",
                                 method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048),
                                 batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt,
@@ -785,6 +787,22 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
+
+
+def _loads(jobs: list) -> dict:
+    """Per strategy the fit models, how its variant's configs load the model (fit.LOADS): FSDP's
+    cpu_ram_efficient_loading (accelerate's fsdp_cpu_ram_efficient_loading), accelerate's
+    zero3_init_flag; a strategy whose configs say neither keeps the fit's default."""
+    out = {}
+    for job in jobs:
+        req, strategy = job.req, strategies.modelled_as(job.cell.strategy)
+        fsdp = {**(req.fsdp.get("fsdp_config") or {}), **(req.fsdp.get("accelerate_fsdp_config") or {})}
+        efficient = [k for k in ("cpu_ram_efficient_loading", "fsdp_cpu_ram_efficient_loading") if k in fsdp]
+        if efficient:
+            out[strategy] = "sharded" if _truthy(fsdp[efficient[0]]) else "whole"
+        elif "load" in req.fit:
+            out[strategy] = req.fit["load"]
+    return out
 
 
 def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report) -> list[dict]:

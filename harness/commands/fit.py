@@ -10,7 +10,7 @@ from harness import resolve, strategies
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
-from harness.fit import LORA_R
+from harness.fit import LOADS, LORA_R
 
 NAME = "fit"
 
@@ -46,8 +46,11 @@ def add(sub) -> None:
     p.add_argument("--optimizer-in-backward", action="store_true",
                    help="each parameter stepped and its gradient freed during backward (torchtune's optimizer_in_bwd; one card)")
     p.add_argument("--grad-accum", type=common.count, default=1, metavar="N", help="gradient accumulation steps (no change to the peak)")
+    p.add_argument("--load", choices=LOADS, help="how each process loads the model: whole (in host memory, "
+                   "then placed or sharded; FSDP's default), sharded (ZeRO-3 under zero.Init, ZeRO-3's default; FSDP with "
+                   "cpu_ram_efficient_loading: rank 0 only), on-card (the whole model onto each card before sharding)")
     p.add_argument("--host-memory", type=common.positive, metavar="GIB",
-                   help="the training host's RAM in GiB, to check what offload keeps there (default: this machine's)")
+                   help="the training host's RAM in GiB, to check what loading and offload keep there")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--results", type=common.path_value, help="results folder with the calibration records (default: results/ of the checkout, or the records installed with compat and ./results)")
 
@@ -94,15 +97,11 @@ def handle(args) -> int:
                             defaults=tuple(defaults), method=args.method, cards=args.gpus, seq_len=args.seq_len,
                             batch=args.batch, grad_ckpt=args.grad_ckpt is not False, optimizer=fit.optimizer_name(args.optim or "adamw"),
                             pure_bf16=args.pure_bf16, optimizer_in_backward=args.optimizer_in_backward,
-                            grad_accum=args.grad_accum, read_as=read_as, **lora)
+                            grad_accum=args.grad_accum, read_as=read_as, load=args.load or "auto", **lora)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
 
 
-def host_memory(args) -> tuple[float, str]:
-    """The RAM that offload's host memory is checked against: --host-memory, else this machine's."""
-    from harness import fit
-
-    if args.host_memory:
-        return args.host_memory * 2**30, "the host's RAM,"
-    return fit.this_host_memory("--host-memory GIB for the training host's")
+def host_memory(args) -> tuple[float, str] | None:
+    """The training host's RAM that loading and offload are checked against (--host-memory), or None."""
+    return (args.host_memory * 2**30, "the host's RAM,") if args.host_memory else None

@@ -164,6 +164,28 @@ def test_offloads_host_memory_is_totalled_over_the_processes_and_checked():
     assert "more than the host's RAM," in short.why
 
 
+def test_the_load_phase_per_strategy_and_loading():
+    """Loading, before training: how much host memory the processes materialise, and whether the
+    whole model lands on each card before it is sharded (CAL's multipliers are 1; Llama 2 7B)."""
+    def load(strategy, how="auto", cards=8):
+        return per_card(strategy, cards, load=how)
+
+    z3 = load("zero3")  # ZeRO-3's default: from_pretrained under zero.Init, 16-bit weights in the engine
+    assert (z3.load["how"], z3.load["host_total"], z3.load["host_per_process"]) == ("sharded", LLAMA2_7B * 2, LLAMA2_7B * 2 / 8)
+    fsdp = load("fsdp")  # FSDP's default (cpu_ram_efficient_loading off): every process the whole fp32 model
+    assert (fsdp.load["how"], fsdp.load["host_total"]) == ("whole", LLAMA2_7B * 4 * 8)
+    assert load("fsdp", "sharded").load["host_total"] == LLAMA2_7B * 4  # rank 0 alone
+    assert z3.phase == fsdp.phase == "training step" and z3.total == load("zero3", "whole").total
+    on_card = per_card("zero3", 8, method="lora", load="on-card")  # the whole model on each card before ZeRO-3 shards it
+    assert on_card.total == LLAMA2_7B * 2 + 450 * fit.MIB and on_card.phase == "loading"
+    assert per_card("zero3", 8, method="lora").phase == "training step"
+    single = load("single", "on-card", cards=1)  # unsharded: the card holds the whole model while training anyway
+    assert single.phase == "training step" and single.total == per_card("single", 1).total
+    shape, run = CONFIGS.by_name("llama2_7b").shape, fit.Run(method="full", precision="bf16", strategy="fsdp", cards=8)
+    short = fit.predict(shape, run, CAL, 80 * fit.GIB, 0, host_memory=(LLAMA2_7B * 4 * 8 * 0.99, "the host's RAM,"))
+    assert (short.verdict, short.limit) == ("does not fit", "host memory") and "in host memory while loading" in short.why
+
+
 def committed_sweeps():
     recs, _ = records.read_records(records.record_files(ROOT / "results"))
     return (fit.sweep_records(recs, CONFIGS.calibration_models),

@@ -168,3 +168,19 @@ def test_the_fit_prediction_counts_the_configs_lora_and_optimizer_and_names_the_
     proc = compat("preflight", "--plan", str(mine), "--gpu", "A100")
     assert proc.returncode == 0, proc.stderr
     assert "mine.yaml: lora_target = 'c_attn': compat fit cannot count it (LoRA target 'c_attn'" in proc.stdout
+
+
+def test_the_fit_prediction_follows_how_the_configs_load_the_model(compat, tmp_path):
+    """accelerate's zero3_init_flag: false loads the whole model in every process's host memory
+    before ZeRO-3 shards it; true (and the Trainer's own ZeRO-3) loads only each process's shard."""
+    acc = (DATA / "accelerate" / "deepspeed_zero3_offload.yaml").read_text()
+    yaml = LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml"
+    lora = tmp_path / "lora.yaml"
+    lora.write_text(yaml.read_text().replace("quantization_bit: 4\n", ""))
+    for flag, says in (("true", "each process materialises only its shard"),
+                       ("false", "each of the 2 processes materialises the whole model in host memory first")):
+        config = tmp_path / f"zero3_init_{flag}.yaml"
+        config.write_text(acc.replace("zero3_init_flag: true", f"zero3_init_flag: {flag}"))
+        proc = compat("preflight", "--plan", str(lora), str(config), "--gpu", "A100")
+        assert proc.returncode == 0, proc.stderr
+        assert "zero3_offload: ZeRO-3 with offload" in proc.stdout and f"loading: {says}" in proc.stdout

@@ -195,7 +195,12 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     assert "on 8 x A100 (80.0 GiB per card; 'fits' leaves 10% free)" in out
     table = out[out.index("  strategy  per card"):].splitlines()[1:4]
     assert [row.split()[0] for row in table] == ["ddp", "fsdp", "zero3"]
-    assert "does not fit" in table[0] and table[2].split()[3] == "fits"
+    assert "does not fit" in table[0] and table[2].split()[3:5] == ["training", "fits"]
+    # the FSDP variant's accelerate config turns cpu_ram_efficient_loading on: rank 0 alone loads the
+    # whole model in host memory (72.7 B x 2 bytes), where DDP's 8 processes each do
+    assert "fsdp: FSDP full shard" in out and "loading: rank 0 materialises the whole model in host memory" in out
+    assert "host memory at most 146.9 GiB for its 8 processes (while loading)" in out.split("    fsdp: ")[1].splitlines()[0]
+    assert "host memory at most 1,175.0 GiB for its 8 processes (while loading)" in out.split("    ddp: ")[1].splitlines()[0]
 
 
 def test_fit_takes_the_memory_a_card_s_name_gives(compat):
