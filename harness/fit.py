@@ -45,12 +45,15 @@ from harness.errors import UsageError
 LORA_R = 8  # the workload's LoraConfig: r=8 on q_proj, k_proj, v_proj, o_proj (peft's and LLaMA-Factory's default rank)
 LORA_TARGETS = ("q", "k", "v", "o")
 LINEAR = ("q", "k", "v", "o", "gate", "up", "down")  # every linear layer of a decoder block
+ALL_LINEAR = (*LINEAR, "q_a", "q_b", "kv_a", "kv_b")  # and MLA's: LoRA's "all" (not the routers, not lm_head)
 # LoRA target modules as users name them (peft's target_modules, LLaMA-Factory's lora_target, axolotl's
-# lora_target_modules) -> the layers of Shape.linear_dims; "all" is every linear layer of the blocks, not
+# lora_target_modules) -> the names of Shape.linears; "all" is every linear layer of the blocks, not
 # lm_head (LLaMA-Factory's find_all_linear_modules, peft's "all-linear"); GLM's fused projections are their own
 TARGET_NAMES = {
     **{name: (name,) for name in LINEAR}, **{f"{name}_proj": (name,) for name in LINEAR},
-    "all": LINEAR, "all-linear": LINEAR, "all_linear": LINEAR, "attention": LORA_TARGETS, "mlp": ("gate", "up", "down"),
+    "all": ALL_LINEAR, "all-linear": ALL_LINEAR, "all_linear": ALL_LINEAR, "attention": LORA_TARGETS, "mlp": ("gate", "up", "down"),
+    "w1": ("gate",), "w3": ("up",), "w2": ("down",),  # Mixtral's experts
+    "q_a_proj": ("q_a",), "q_b_proj": ("q_b",), "kv_a_proj_with_mqa": ("kv_a",), "kv_b_proj": ("kv_b",),  # DeepSeek's MLA
     "query_key_value": ("qkv",), "dense": ("o",), "dense_h_to_4h": ("gate_up",), "dense_4h_to_h": ("down",),
 }
 # modules trained and saved whole beside LoRA (peft's modules_to_save, LLaMA-Factory's additional_target)
@@ -106,10 +109,55 @@ class Shape:
     tied: bool = False
     head_dim: int | None = None
     qkv_bias: bool = False  # Qwen2 and GLM-4 add biases to the q, k and v projections
+    # mixture of experts: routed experts (0: a dense model), how many a token uses, each expert's
+    # width, the always-used shared experts' width, how many layers keep a dense MLP, and whether a
+    # gate scales the shared experts (Qwen's shared_expert_gate)
+    experts: int = 0
+    experts_active: int = 0
+    moe_intermediate: int = 0
+    shared_intermediate: int = 0
+    dense_layers: int = 0
+    shared_gate: bool = False
+    # DeepSeek's multi-head latent attention: (kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+    # v_head_dim, q_lora_rank or 0); empty for grouped-query attention
+    mla: tuple[int, ...] = ()
 
     @property
     def hd(self) -> int:
         return self.head_dim or self.hidden // self.heads
+
+    @property
+    def sparse_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
+
+    @property
+    def active_intermediate(self) -> float:
+        """The MLP width a token passes through, averaged over the layers: the dense MLP's, or the
+        experts it is routed to and the shared experts'."""
+        sparse = self.sparse_layers
+        return ((self.layers - sparse) * self.intermediate
+                + sparse * (self.experts_active * self.moe_intermediate + self.shared_intermediate)) / self.layers
+
+    def linears(self) -> list[tuple[str, int, int, int]]:
+        """Every linear layer of the blocks as (name, in, out, how many): attention (q, k, v, o; or
+        MLA's q / q_a + q_b, kv_a, kv_b, o), the dense MLPs, each routed and shared expert's gate,
+        up and down, and the routers."""
+        h, n, L = self.hidden, self.heads, self.layers
+        if self.mla:
+            kv_rank, nope, rope, v, q_rank = self.mla
+            q = [("q_a", h, q_rank, L), ("q_b", q_rank, n * (nope + rope), L)] if q_rank else [("q", h, n * (nope + rope), L)]
+            attention = q + [("kv_a", h, kv_rank + rope, L), ("kv_b", kv_rank, n * (nope + v), L), ("o", n * v, h, L)]
+        else:
+            d_q, d_kv = n * self.hd, self.kv_heads * self.hd
+            attention = [("q", h, d_q, L), ("k", h, d_kv, L), ("v", h, d_kv, L), ("o", d_q, h, L)]
+        out = attention
+        for width, count in ((self.intermediate, L - self.sparse_layers), (self.moe_intermediate, self.sparse_layers * self.experts),
+                             (self.shared_intermediate, self.sparse_layers)):
+            if width and count:
+                out += [("gate", h, width, count), ("up", h, width, count), ("down", width, h, count)]
+        if self.sparse_layers:
+            out.append(("router", h, self.experts + (1 if self.shared_gate else 0), self.sparse_layers))
+        return out
 
     @classmethod
     def from_config(cls, cfg: dict, name: str = "config") -> "Shape":
@@ -149,6 +197,7 @@ class Shape:
                 tied=bool(first("tie_word_embeddings", default=False)),
                 head_dim=whole("head_dim", "kv_channels"),
                 qkv_bias=bool(first("attention_bias", "add_qkv_bias", default=cfg.get("model_type") == "qwen2")),
+                **_moe_fields(cfg, whole),
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{name}: not a decoder config compat can read ({exc}); it needs hidden_size, "
@@ -162,34 +211,57 @@ class Shape:
         return shape
 
     def params(self) -> dict[str, int]:
-        q = self.hidden * self.heads * self.hd
-        kv = 2 * self.hidden * self.kv_heads * self.hd
-        o = self.heads * self.hd * self.hidden
-        mlp = 3 * self.hidden * self.intermediate  # gate, up, down
-        linear = self.layers * (q + kv + o + mlp)
+        linear = sum(i * o * k for _, i, o, k in self.linears())
         bias = self.layers * (self.heads + 2 * self.kv_heads) * self.hd if self.qkv_bias else 0
-        norms = self.layers * 2 * self.hidden + self.hidden + bias  # small, unquantized: counted with the norms
+        latent = self.layers * (self.mla[0] + self.mla[4]) if self.mla else 0  # MLA's kv_a (and q_a) norms
+        norms = self.layers * 2 * self.hidden + self.hidden + bias + latent  # small, unquantized: counted with the norms
         embed = self.vocab * self.hidden
         head = 0 if self.tied else self.vocab * self.hidden
         return {"linear": linear, "norms": norms, "embed": embed, "lm_head": head,
                 "total": linear + norms + embed + head}
 
-    def linear_dims(self) -> dict[str, tuple[int, int]]:
-        """(in, out) features of each linear layer of one block, and of GLM's fused ones."""
-        d_q, d_kv, h, i = self.heads * self.hd, self.kv_heads * self.hd, self.hidden, self.intermediate
-        return {"q": (h, d_q), "k": (h, d_kv), "v": (h, d_kv), "o": (d_q, h), "gate": (h, i), "up": (h, i), "down": (i, h),
-                "qkv": (h, d_q + 2 * d_kv), "gate_up": (h, 2 * i)}
+    def targeted(self, targets: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
+        """The linear layers LoRA targets name (linears' names; and GLM's fused query_key_value and
+        dense_h_to_4h, "qkv" and "gate_up", as one layer each over the dense blocks)."""
+        out = [lin for lin in self.linears() if lin[0] in targets]
+        dense, d_q, d_kv = self.layers - self.sparse_layers, self.heads * self.hd, self.kv_heads * self.hd
+        if "qkv" in targets and not self.mla:
+            out.append(("qkv", self.hidden, d_q + 2 * d_kv, self.layers))
+        if "gate_up" in targets and dense:
+            out.append(("gate_up", self.hidden, 2 * self.intermediate, dense))
+        return out
 
     def lora_params(self, r: int = LORA_R, targets: tuple[str, ...] = LORA_TARGETS) -> int:
-        """LoRA's A (r x in) and B (out x r) on each target layer of every block."""
-        dims = self.linear_dims()
-        return self.layers * r * sum(sum(dims[t]) for t in targets)
+        """LoRA's A (r x in) and B (out x r) on each target layer of every block (every expert's)."""
+        return sum(r * (i + o) * k for _, i, o, k in self.targeted(targets))
 
     def saved_params(self, modules: tuple[str, ...]) -> int:
         """Elements of the modules trained whole beside LoRA (embed, lm_head, norms)."""
         p = self.params()
         head = self.vocab * self.hidden  # a tied head saved on its own is a copy of its own
         return sum({"embed": p["embed"], "lm_head": head, "norms": p["norms"]}[m] for m in modules)
+
+
+def _moe_fields(cfg: dict, whole) -> dict:
+    """Shape's mixture-of-experts and MLA fields from config.json's keys: Mixtral's
+    num_local_experts, Qwen2-MoE's and Qwen3-MoE's num_experts, moe_intermediate_size,
+    shared_expert_intermediate_size, decoder_sparse_step and mlp_only_layers, DeepSeek's
+    n_routed_experts, n_shared_experts, first_k_dense_replace, kv_lora_rank and its head widths."""
+    experts = whole("num_local_experts", "num_experts", "n_routed_experts", default=0)
+    layers = whole("num_hidden_layers", "num_layers", "n_layer")
+    out: dict = {}
+    if experts:
+        moe = whole("moe_intermediate_size", default=whole("intermediate_size"))
+        shared = whole("shared_expert_intermediate_size", default=0) or whole("n_shared_experts", default=0) * moe
+        step = whole("decoder_sparse_step", default=1) or 1
+        dense_only = cfg.get("mlp_only_layers") if isinstance(cfg.get("mlp_only_layers"), list) else []
+        dense = [i for i in range(layers) if i < whole("first_k_dense_replace", default=0) or i in dense_only or (i + 1) % step]
+        out.update(experts=experts, experts_active=whole("num_experts_per_tok", default=1), moe_intermediate=moe,
+                   shared_intermediate=shared, dense_layers=len(dense), shared_gate="shared_expert_intermediate_size" in cfg)
+    if cfg.get("kv_lora_rank"):
+        out["mla"] = (whole("kv_lora_rank"), whole("qk_nope_head_dim"), whole("qk_rope_head_dim"), whole("v_head_dim"),
+                      whole("q_lora_rank", default=0) or 0)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,7 +276,7 @@ class Run:
     grad_ckpt: bool = False
     lora_base_16bit: bool = True  # a LoRA base loaded in the 16-bit compute dtype, as recipes do
     lora_r: int = LORA_R
-    lora_targets: tuple[str, ...] = LORA_TARGETS  # layers of Shape.linear_dims
+    lora_targets: tuple[str, ...] = LORA_TARGETS  # names of Shape.linears (and "qkv", "gate_up": Shape.targeted)
     modules_to_save: tuple[str, ...] = ()  # "embed", "lm_head", "norms": trained whole beside LoRA
     optimizer: str = "adamw"  # a name of OPTIMIZERS
     pure_bf16: bool = False  # weights, gradients and optimizer states in bf16, no fp32 master copy
@@ -290,17 +362,15 @@ def trainable_tensors(shape: Shape, run: Run) -> list[tuple[int, int, int]]:
     """The trainable tensors of a run as (rows, columns, how many): every weight of the model for a
     full fine-tune; else LoRA's A and B on each target layer of every block, and the modules saved
     whole beside them. Vectors have one column."""
-    layers, dims = shape.layers, shape.linear_dims()
+    p = shape.params()
     if run.method == "full":
-        out = [(dims[name][1], dims[name][0], layers) for name in LINEAR]
-        out.append((shape.hidden, 1, 2 * layers + 1))  # the norms
-        if shape.qkv_bias:
-            out.append(((shape.heads + 2 * shape.kv_heads) * shape.hd, 1, layers))
+        out = [(o, i, k) for _, i, o, k in shape.linears()]
+        out.append((p["norms"], 1, 1))  # the norms and biases, as one vector: each is a vector
         out += [(shape.vocab, shape.hidden, 1 if shape.tied else 2)]  # embeddings, and an untied head
         return out
-    out = [t for name in run.lora_targets for t in ((run.lora_r, dims[name][0], layers), (dims[name][1], run.lora_r, layers))]
+    out = [t for _, i, o, k in shape.targeted(run.lora_targets) for t in ((run.lora_r, i, k), (o, run.lora_r, k))]
     for module in run.modules_to_save:
-        out.append((shape.hidden, 1, 2 * layers + 1) if module == "norms" else (shape.vocab, shape.hidden, 1))
+        out.append((p["norms"], 1, 1) if module == "norms" else (shape.vocab, shape.hidden, 1))
     return out
 
 
@@ -346,7 +416,7 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
     grads, optim = state_bytes(shape, run)
     tokens = run.batch * run.seq_len
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
-    per_layer = tokens * (shape.hidden + shape.intermediate) * act_scale
+    per_layer = tokens * (shape.hidden + shape.active_intermediate) * act_scale  # a MoE token: its experts' widths
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
         "trainable_state": grads + optim,  # AdamW under mixed precision: an fp32 gradient and two fp32 moments, 12 bytes
@@ -680,7 +750,7 @@ def describe(run: Run) -> str:
     """The method and what it trains, the precision and the optimizer, as the header says them."""
     out = [run.method]
     if run.method != "full":
-        out.append(f"r={run.lora_r} on {'every linear layer' if set(run.lora_targets) == set(LINEAR) else ', '.join(run.lora_targets)}"
+        out.append(f"r={run.lora_r} on {'every linear layer' if set(run.lora_targets) >= set(LINEAR) else ', '.join(run.lora_targets)}"
                    + (f", {' and '.join(run.modules_to_save)} trained whole" if run.modules_to_save else ""))
     out.append("pure bf16" if run.pure_bf16 else run.precision)
     if run.method == "qlora" or run.quantization != "none":

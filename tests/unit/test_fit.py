@@ -19,6 +19,31 @@ def test_parameter_count_of_every_shipped_config_that_states_one(entry):
     assert entry.shape.params()["total"] == entry.parameters
 
 
+@pytest.mark.parametrize("key, stated_billions", [
+    ("mixtral_8x7b", 46.7),        # "46.7B total parameters ... 12.9B per token": Mistral AI's announcement, as
+                                   # https://golden.com/wiki/Mixtral_8x7B-K3K664J quotes it
+    ("qwen1_5_moe_a2_7b", 14.3),   # the Qwen/Qwen1.5-MoE-A2.7B model card
+    ("qwen3_30b_a3b", 30.5),       # the Qwen/Qwen3-30B-A3B model card ("30.5B in total and 3.3B activated")
+    ("deepseek_v2_lite", 15.7),    # the deepseek-ai/DeepSeek-V2-Lite model card
+])
+def test_mixture_of_experts_models_count_every_expert(key, stated_billions):
+    assert round(CONFIGS.by_name(key).shape.params()["total"] / 1e9, 1) == stated_billions
+
+
+def test_a_mixture_of_experts_trains_every_expert_and_routes_each_token_through_a_few():
+    mixtral = CONFIGS.by_name("mixtral_8x7b").shape
+    # r=8 on every linear layer: q, k, v, o (26,624 features a layer) and each of the 8 experts'
+    # w1, w3, w2 (55,296 each), 32 layers; the router is not a target
+    assert mixtral.lora_params(8, fit.lora_targets("all")) == 8 * 32 * (26624 + 8 * 55296)
+    assert mixtral.lora_params(8, fit.lora_targets("w1,w2,w3")) == 8 * 32 * 8 * 55296
+    # a token passes through 2 experts of 14,336: its activations are two experts' widths, not eight
+    assert mixtral.active_intermediate == 2 * 14336
+    qwen3 = CONFIGS.by_name("qwen3_30b_a3b").shape  # 8 of 128 experts of 768
+    assert (qwen3.experts, qwen3.experts_active, qwen3.active_intermediate) == (128, 8, 8 * 768)
+    deepseek = CONFIGS.by_name("deepseek_v2_lite").shape  # its first layer dense, 2 shared experts of 1,408
+    assert (deepseek.dense_layers, deepseek.shared_intermediate, deepseek.mla[:4]) == (1, 2 * 1408, (512, 128, 64, 128))
+
+
 def test_models_are_found_by_the_names_users_type():
     """Issue 22: `--model Llama-3.1-8B` and `meta-llama/Llama-3.1-8B` were refused."""
     for name in ("llama3_8b", "Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "META-LLAMA/llama-3.1-8b-instruct"):
