@@ -283,6 +283,30 @@ class Run:
     optimizer_in_backward: bool = False  # each parameter stepped and its gradient freed during backward
     grad_accum: int = 1  # micro-batches per optimizer step: accumulates into the same gradients
     load: str = "auto"  # how each process loads the model before training: LOADS, or the strategy's default
+    offload: str = "auto"  # what lives in host memory: OFFLOADS, or the strategy's own (zero3_offload: both)
+
+
+# What a run keeps in host memory instead of on the card (Run.offload): DeepSpeed's offload_optimizer
+# (ZeRO-Offload: the optimizer states and the fp32 gradients, the step on the CPU; ZeRO-2 or 3),
+# offload_param (ZeRO-3's parameters) or both; FSDP's CPUOffload(offload_params=True) moves the
+# parameters and gradients, and so the optimizer step and its states, together ("both")
+OFFLOADS = ("none", "optimizer", "params", "both")
+
+
+def offload_of(model, run: "Run") -> str:
+    """The offload a run has under strategy `model`, or a UsageError naming what it cannot do."""
+    if run.offload == "auto":
+        return "both" if model.offload else "none"
+    if run.offload == "none":
+        return "none"
+    if not (model.deepspeed or model.fsdp_version):
+        raise UsageError(f"--offload {run.offload}: {model.name} keeps everything on the card; offload is ZeRO's or FSDP's")
+    if model.deepspeed and model.zero_stage < 3 and run.offload != "optimizer":
+        raise UsageError(f"--offload {run.offload}: ZeRO-{model.zero_stage} offloads the optimizer only (offload_param needs ZeRO-3)")
+    if model.fsdp_version and run.offload != "both":
+        raise UsageError(f"--offload {run.offload}: FSDP offloads parameters, gradients and optimizer state together "
+                         "(CPUOffload(offload_params=True)): --offload both")
+    return run.offload
 
 
 # How each process loads the model before it trains (the load-time peak):
@@ -682,15 +706,15 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     weights_whole = weights  # the model as loaded, before any strategy divides or moves it
     if model.buckets:
         extra["gradient buckets"] = grads  # DDP reduces gradients through buckets: a second copy
-    if model.offload:
-        # ZeRO-Offload: the optimizer step runs on the CPU, so gradients go there too; with
-        # offload_param the parameters live there and each layer is gathered onto the card
-        host["optimizer"], host["gradients"], host["weights"] = optim / n, grads / n, weights / n
-        optim, weights, grads = 0.0, 0.0, 0.0
-    else:
-        weights = weights / n if "weights" in model.shards else weights
-        grads = grads / n if "gradients" in model.shards else grads
-        optim = optim / n if "optimizer" in model.shards else optim
+    weights = weights / n if "weights" in model.shards else weights
+    grads = grads / n if "gradients" in model.shards else grads
+    optim = optim / n if "optimizer" in model.shards else optim
+    offload = offload_of(model, run)
+    if offload in ("optimizer", "both"):
+        # the optimizer step runs on the CPU, so the (fp32) gradients go there too
+        host["optimizer"], host["gradients"], optim, grads = optim, grads, 0.0, 0.0
+    if offload in ("params", "both"):  # the parameters live there; each layer is gathered onto the card
+        host["weights"], weights = weights, 0.0
     if "weights" in model.shards:
         largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
         extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
@@ -700,7 +724,10 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     load = load_phase(model, run, weights_whole, context_bytes)
     total = max(step, load["card"])
     phase = "loading" if load["card"] > step else "training step"
-    why = model.fit_why.format(n=n) + f"; loading: {load['says']}"
+    offloaded = {"optimizer": "the optimizer state and gradients", "params": "the parameters",
+                 "both": "parameters, gradients and optimizer state"}.get(offload, "")
+    why = model.fit_why.format(n=n) + (f"; with {offloaded} in host memory" if run.offload not in ("auto", "none") and offloaded else "")
+    why += f"; loading: {load['says']}"
     verdict, limit, why = _host_check(_verdict(total, capacity), why, sum(host.values()) * n, load["host_total"], n, host_memory)
     return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load)
 
@@ -918,13 +945,13 @@ def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | N
 
 def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict],
                host_memory: tuple[float, str] | None = None, defaults: tuple[str, ...] = (), read_as: str = "",
-               loads: dict | None = None, host_hint: str = "--host-memory GIB", **run_fields) -> "Report":
+               per_strategy: dict | None = None, host_hint: str = "--host-memory GIB", **run_fields) -> "Report":
     """compat fit's predictions for `entry` (a model config) under each strategy of `names`, on
     cards `gpu` (matrix/gpus.toml's, or None) of `capacity` bytes, calibrated on `recs` (the
     evidence of a results folder); precision "auto" follows the card's compute capability.
     `host_memory` (bytes, whose) checks what loading and offload keep in host memory (`host_hint`
-    says how to give it); `defaults` says which settings took a default, and which; `loads` gives
-    a strategy a load of its own (Run.load)."""
+    says how to give it); `defaults` says which settings took a default, and which; `per_strategy`
+    gives a strategy Run fields of its own (its variant's load and offload)."""
     from harness import resolve
 
     if precision == "auto":
@@ -939,7 +966,7 @@ def report_for(known, entry, gpu, capacity: float | None, precision: str, names:
     cal = known.calibrate(recs, gpu=gpu is not None)
     run = Run(precision=precision, **run_fields)
     context = known.cuda_context(recs) if gpu is not None else None
-    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s, load=(loads or {}).get(s, run.load)), cal, capacity,
+    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})), cal, capacity,
                      context.bytes if context else 0.0, host_memory) for s in names]
     cpu_cal = known.calibrate(recs)
     checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants

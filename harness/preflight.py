@@ -779,7 +779,7 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
         if method == "full":
             options = {k: v for k, v in options.items() if k not in ("lora_r", "lora_targets", "modules_to_save")}
         report = fit.report_for(known, entry, gpu, fit.card_capacity(gpu, gpu_name, None), first.precision, modelled, evidence(),
-                                loads=_loads(jobs), host_hint="compat fit --host-memory GIB", defaults=tuple(req.fit_defaults), read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
+                                per_strategy=_per_strategy(jobs), host_hint="compat fit --host-memory GIB", defaults=tuple(req.fit_defaults), read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
                                 if by_name else f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})",
                                 method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048),
                                 batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt,
@@ -789,20 +789,30 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
 
 
-def _loads(jobs: list) -> dict:
-    """Per strategy the fit models, how its variant's configs load the model (fit.LOADS): FSDP's
-    cpu_ram_efficient_loading (accelerate's fsdp_cpu_ram_efficient_loading), accelerate's
-    zero3_init_flag; a strategy whose configs say neither keeps the fit's default."""
-    out = {}
+def _per_strategy(jobs: list) -> dict:
+    """Per strategy the fit models, how its variant's configs load the model and what they offload
+    (fit.LOADS, fit.OFFLOADS): FSDP's cpu_ram_efficient_loading (accelerate's
+    fsdp_cpu_ram_efficient_loading) and CPU offload (`offload` in TrainingArguments' fsdp,
+    accelerate's fsdp_offload_params), accelerate's zero3_init_flag, DeepSpeed's offload_optimizer
+    and offload_param; what the configs do not say keeps the fit's default."""
+    out: dict = {}
     for job in jobs:
         req, strategy = job.req, strategies.modelled_as(job.cell.strategy)
+        options = out.setdefault(strategy, {})
         fsdp = {**(req.fsdp.get("fsdp_config") or {}), **(req.fsdp.get("accelerate_fsdp_config") or {})}
         efficient = [k for k in ("cpu_ram_efficient_loading", "fsdp_cpu_ram_efficient_loading") if k in fsdp]
         if efficient:
-            out[strategy] = "sharded" if _truthy(fsdp[efficient[0]]) else "whole"
+            options["load"] = "sharded" if _truthy(fsdp[efficient[0]]) else "whole"
         elif "load" in req.fit:
-            out[strategy] = req.fit["load"]
-    return out
+            options["load"] = req.fit["load"]
+        if strategies.get(strategy).fsdp_version and ("offload" in str(req.fsdp.get(FSDP_KEY, "")).split() or _truthy(fsdp.get("fsdp_offload_params"))):
+            options["offload"] = "both"
+        zero = (req.deepspeed or {}).get("zero_optimization") if isinstance(req.deepspeed, dict) else None
+        if isinstance(zero, dict) and strategies.get(strategy).deepspeed:
+            on = [k for k in ("offload_optimizer", "offload_param")
+                  if isinstance(zero.get(k), dict) and str(zero[k].get("device", "none")).lower() in ("cpu", "nvme")]
+            options["offload"] = {0: "none", 2: "both"}.get(len(on), "optimizer" if on == ["offload_optimizer"] else "params")
+    return {s: o for s, o in out.items() if o}
 
 
 def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report) -> list[dict]:

@@ -10,7 +10,7 @@ from harness import resolve, strategies
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
-from harness.fit import LOADS, LORA_R
+from harness.fit import LOADS, LORA_R, OFFLOADS
 
 NAME = "fit"
 
@@ -49,6 +49,10 @@ def add(sub) -> None:
     p.add_argument("--load", choices=LOADS, help="how each process loads the model: whole (in host memory, "
                    "then placed or sharded; FSDP's default), sharded (ZeRO-3 under zero.Init, ZeRO-3's default; FSDP with "
                    "cpu_ram_efficient_loading: rank 0 only), on-card (the whole model onto each card before sharding)")
+    p.add_argument("--offload", choices=OFFLOADS, help="what lives in host memory: the optimizer (ZeRO-2/3's offload_optimizer), "
+                   "params (ZeRO-3's offload_param) or both (also FSDP's CPU offload); only the strategies that can are shown")
+    p.add_argument("--quantization", choices=("nf4", "nf4dq", "fp4", "fp4dq", "int8"),
+                   help="qlora's base weights: 4-bit NF4 (default) or FP4, dq with double quantization, or 8-bit")
     p.add_argument("--host-memory", type=common.positive, metavar="GIB",
                    help="the training host's RAM in GiB, to check what loading and offload keep there")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -70,6 +74,12 @@ def handle(args) -> int:
         if entry.key != args.model.strip().lower():
             read_as = f"{args.model} is compat's {entry.key} ({entry.title}): the shape its config states"
     chosen = [args.strategy] if args.strategy != "all" else list(strategies.fit_models(args.gpus))
+    if args.offload and args.offload != "none" and args.strategy == "all":  # the strategies that can offload that
+        chosen = [s for s in chosen if not strategies.get(s).offload and can_offload(s, args.offload)]  # zero3_offload is zero3 + both
+        if not chosen:
+            raise UsageError(f"--offload {args.offload}: no strategy on {args.gpus} card(s) offloads that")
+    if args.quantization and args.method != "qlora":
+        raise UsageError("--quantization is qlora's base weights: give --method qlora")
     one = strategies.get(chosen[0])
     if args.gpus < one.min_ranks:
         raise UsageError(f"--strategy {args.strategy} needs --gpus {one.min_ranks} or more")
@@ -97,9 +107,20 @@ def handle(args) -> int:
                             defaults=tuple(defaults), method=args.method, cards=args.gpus, seq_len=args.seq_len,
                             batch=args.batch, grad_ckpt=args.grad_ckpt is not False, optimizer=fit.optimizer_name(args.optim or "adamw"),
                             pure_bf16=args.pure_bf16, optimizer_in_backward=args.optimizer_in_backward,
-                            grad_accum=args.grad_accum, read_as=read_as, load=args.load or "auto", **lora)
+                            grad_accum=args.grad_accum, read_as=read_as, load=args.load or "auto", offload=args.offload or "auto",
+                            **({"quantization": args.quantization} if args.quantization else {}), **lora)
     print(json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(), end="" if args.format == "text" else "\n")
     return 0
+
+
+def can_offload(strategy: str, offload: str) -> bool:
+    from harness import fit
+
+    try:
+        fit.offload_of(strategies.get(strategy), fit.Run(offload=offload, strategy=strategy))
+    except UsageError:
+        return False
+    return True
 
 
 def host_memory(args) -> tuple[float, str] | None:

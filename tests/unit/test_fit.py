@@ -211,6 +211,24 @@ def test_the_load_phase_per_strategy_and_loading():
     assert (short.verdict, short.limit) == ("does not fit", "host memory") and "in host memory while loading" in short.why
 
 
+def test_what_each_offload_keeps_in_host_memory():
+    """DeepSpeed's 16-bit engine (2-byte weights and gradients, a 12-byte fp32 master and AdamW
+    states per parameter) and FSDP's mixed precision (4 + 4 + 8), Llama 2 7B full, 8 cards."""
+    z2 = per_card("zero2", 8, offload="optimizer")  # ZeRO-Offload: states and fp32 gradients on the host
+    assert (z2.terms["optimizer"], z2.terms["gradients"], z2.terms["weights"]) == (0, 0, LLAMA2_7B * 2)
+    assert z2.host == pytest.approx({"optimizer": LLAMA2_7B * 12 / 8, "gradients": LLAMA2_7B * 2 / 8})
+    z3 = per_card("zero3", 8, offload="params")  # the parameters alone
+    assert z3.host == pytest.approx({"weights": LLAMA2_7B * 2 / 8}) and z3.terms["optimizer"] == pytest.approx(LLAMA2_7B * 12 / 8)
+    assert per_card("zero3", 8, offload="both").total == per_card("zero3_offload", 8).total
+    fsdp = per_card("fsdp", 8, offload="both")  # CPUOffload(offload_params=True): all three, fp32
+    assert fsdp.host == pytest.approx({"weights": LLAMA2_7B * 4 / 8, "gradients": LLAMA2_7B * 4 / 8, "optimizer": LLAMA2_7B * 8 / 8})
+    for strategy, offload, says in (("fsdp", "optimizer", "FSDP offloads parameters, gradients and optimizer state together"),
+                                    ("zero2", "params", "ZeRO-2 offloads the optimizer only"),
+                                    ("ddp", "optimizer", "ddp keeps everything on the card")):
+        with pytest.raises(fit.UsageError, match=says):
+            per_card(strategy, 8, offload=offload)
+
+
 def committed_sweeps():
     recs, _ = records.read_records(records.record_files(ROOT / "results"))
     return (fit.sweep_records(recs, CONFIGS.calibration_models),

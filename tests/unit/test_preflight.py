@@ -184,3 +184,16 @@ def test_the_fit_prediction_follows_how_the_configs_load_the_model(compat, tmp_p
         proc = compat("preflight", "--plan", str(lora), str(config), "--gpu", "A100")
         assert proc.returncode == 0, proc.stderr
         assert "zero3_offload: ZeRO-3 with offload" in proc.stdout and f"loading: {says}" in proc.stdout
+
+
+def test_the_fit_prediction_offloads_what_the_deepspeed_config_offloads(compat, tmp_path):
+    ds = json.loads((LF / "examples" / "deepspeed" / "ds_z2_config.json").read_text())
+    ds["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    config = tmp_path / "ds_z2_offload.json"
+    config.write_text(json.dumps(ds))
+    lora = tmp_path / "lora.yaml"
+    lora.write_text((LF / "examples" / "train_qlora" / "llama3_lora_sft_otfq.yaml").read_text().replace("quantization_bit: 4\n", ""))
+    proc = compat("preflight", "--plan", str(lora), str(config), "--gpu", "A100", "--gpus", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "zero2: ZeRO-2 divides gradients and optimizer state over 2 cards; every card still holds all weights; with " \
+           "the optimizer state and gradients in host memory" in proc.stdout
