@@ -98,7 +98,9 @@ def handle(args) -> int:
                 "modules_to_save": fit.saved_modules(args.modules_to_save) if args.modules_to_save else ()}
         if not args.lora_r or not args.lora_target:
             taken = " ".join(([f"r={LORA_R}"] if not args.lora_r else []) + (["on q, k, v, o"] if not args.lora_target else []))
-            defaults.append(f"LoRA {taken} (compat's workload; LLaMA-Factory's default lora_target is all: --lora-target all)")
+            defaults.append(f"LoRA {taken} (compat's workload"
+                            + ("; LLaMA-Factory's default lora_target is all: --lora-target all)" if not args.lora_target
+                               else ", and peft's and LLaMA-Factory's default rank)"))
     elif args.lora_r or args.lora_target or args.modules_to_save:
         raise UsageError("--lora-r, --lora-target and --modules-to-save are LoRA's: give --method lora or qlora")
     if not args.optim:
