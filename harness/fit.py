@@ -253,11 +253,15 @@ def _moe_fields(cfg: dict, whole) -> dict:
     if experts:
         moe = whole("moe_intermediate_size", default=whole("intermediate_size"))
         shared = whole("shared_expert_intermediate_size", default=0) or whole("n_shared_experts", default=0) * moe
-        step = whole("decoder_sparse_step", default=1) or 1
-        dense_only = cfg.get("mlp_only_layers") if isinstance(cfg.get("mlp_only_layers"), list) else []
-        dense = [i for i in range(layers) if i < whole("first_k_dense_replace", default=0) or i in dense_only or (i + 1) % step]
+        # layer i is sparse when (i + 1) % step == 0, i >= first_k_dense_replace and i is not in mlp_only_layers;
+        # counted without walking the layers (a config may claim any number of them)
+        step = max(1, whole("decoder_sparse_step", default=1) or 1)
+        first = max(0, whole("first_k_dense_replace", default=0))
+        dense_only = {i for i in cfg.get("mlp_only_layers") or () if isinstance(i, int)} if isinstance(cfg.get("mlp_only_layers"), list) else set()
+        sparse = max(0, layers // step - -(-(first + 1) // step) + 1)
+        sparse -= len({i for i in dense_only if first <= i < layers and (i + 1) % step == 0})
         out.update(experts=experts, experts_active=whole("num_experts_per_tok", default=1), moe_intermediate=moe,
-                   shared_intermediate=shared, dense_layers=len(dense), shared_gate="shared_expert_intermediate_size" in cfg)
+                   shared_intermediate=shared, dense_layers=layers - sparse, shared_gate="shared_expert_intermediate_size" in cfg)
     if cfg.get("kv_lora_rank"):
         out["mla"] = (whole("kv_lora_rank"), whole("qk_nope_head_dim"), whole("qk_rope_head_dim"), whole("v_head_dim"),
                       whole("q_lora_rank", default=0) or 0)

@@ -44,6 +44,22 @@ def test_a_mixture_of_experts_trains_every_expert_and_routes_each_token_through_
     assert (deepseek.dense_layers, deepseek.shared_intermediate, deepseek.mla[:4]) == (1, 2 * 1408, (512, 128, 64, 128))
 
 
+def test_the_dense_layers_of_a_mixture_of_experts_are_counted_without_walking_them():
+    """Layer i is sparse when (i + 1) % decoder_sparse_step == 0, i >= first_k_dense_replace and i
+    is not in mlp_only_layers: the count agrees with walking every layer, and a config that claims
+    a trillion layers is read at once."""
+    def walked(layers, step, first, only):
+        return sum(1 for i in range(layers) if i < first or i in only or (i + 1) % step)
+
+    for layers, step, first, only in [(19, 1, 0, []), (19, 2, 1, [3, 5]), (24, 3, 2, [1, 2, 7, 11]), (7, 4, 3, [0])]:
+        cfg = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": layers, "vocab_size": 10, "intermediate_size": 4,
+               "num_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": step, "first_k_dense_replace": first,
+               "mlp_only_layers": only}
+        assert fit.Shape.from_config(cfg).dense_layers == walked(layers, step, first, only)
+    huge = fit.Shape.from_config({**cfg, "num_hidden_layers": 10**12, "decoder_sparse_step": 1, "first_k_dense_replace": 0})
+    assert huge.sparse_layers == 10**12 - 1  # mlp_only_layers [0] is dense
+
+
 def test_models_are_found_by_the_names_users_type():
     """Issue 22: `--model Llama-3.1-8B` and `meta-llama/Llama-3.1-8B` were refused."""
     for name in ("llama3_8b", "Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "META-LLAMA/llama-3.1-8b-instruct"):
