@@ -26,7 +26,8 @@ weights and trainable state, the process baseline) are fitted by least squares o
 own records of the tiny size sweeps in matrix/fit-cpu.toml: `calibrate(records)`. The quantity
 fitted and predicted on a CPU is the training-phase peak RSS of each rank (the last point of the
 record's memory timeline); on a GPU the prediction is torch's max allocated plus the CUDA
-context, and it is labelled predicted until GPU records calibrate it.
+context: every term counted (activations per layer as layer_bytes counts them, not the CPU fit),
+labelled predicted until CUDA records calibrate the count's constants (`calibrate(..., analytic=True)`).
 
 No torch: `compat fit` answers in well under a second.
 """
@@ -368,6 +369,7 @@ class Calibration:
     records: list[str]
     quantity: str = "cpu training-phase peak RSS per rank"
     device: str = "cpu"  # "gpu" when fitted on CUDA records
+    analytic: bool = False  # activations and logits in bytes as autograd keeps them on a GPU (layer_bytes), not in elements
 
     def baseline_for(self, stack: str | None) -> float:
         if stack in self.baseline:
@@ -421,7 +423,26 @@ def state_bytes(shape: Shape, run: Run) -> tuple[float, float]:
     return grads, optim
 
 
-def features(shape: Shape, run: Run) -> dict[str, float]:
+def layer_bytes(shape: Shape, width: int) -> float:
+    """Bytes a GPU keeps per token for one decoder layer's backward, counted the way Korthikanti
+    et al. 2022 (arXiv 2205.05198, section 4.1) count a GPT layer, for a Llama-style block with
+    SDPA/flash attention (no s x s scores) and `width`-byte activations: each RMSNorm keeps an fp32
+    copy of its input and its `width`-byte output (2 x (4h + wh)); attention keeps q, k and v, its
+    output and the contiguous copy o_proj reads (w(3 d_q + 2 d_kv)); the gated MLP keeps the gate
+    and up outputs, the activation and the product down_proj reads (4wI; a mixture of experts: the
+    widths a token is routed to). Dropout, RoPE's tables and the softmax statistics are left out."""
+    h, d_q, d_kv = shape.hidden, shape.heads * shape.hd, shape.kv_heads * shape.hd
+    return 2 * (4 * h + width * h) + width * (3 * d_q + 2 * d_kv) + 4 * width * shape.active_intermediate
+
+
+# bytes per logit on a GPU: the lm_head's output in the activation dtype, the fp32 copy the loss takes,
+# and log_softmax's fp32 output that cross_entropy keeps (10 in 16-bit; 8 in fp32, no copy)
+LOGIT_BYTES = {2: 10.0, 4: 8.0}
+
+
+def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]:
+    """The quantities the calibration's constants multiply; `analytic` (a GPU): activations and
+    logits already in bytes (layer_bytes, LOGIT_BYTES), so their constants are about 1."""
     p = shape.params()
     method = run.method
     quantized = run.quantization != "none" or method == "qlora"
@@ -445,6 +466,9 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
     tokens = run.batch * run.seq_len
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
     per_layer = tokens * (shape.hidden + shape.active_intermediate) * act_scale  # a MoE token: its experts' widths
+    width = 2 if run.precision in ("bf16", "fp16") else 4
+    if analytic:
+        per_layer = tokens * layer_bytes(shape, width)
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
         "trainable_state": grads + optim,  # AdamW under mixed precision: an fp32 gradient and two fp32 moments, 12 bytes
@@ -454,7 +478,7 @@ def features(shape: Shape, run: Run) -> dict[str, float]:
         "recompute": per_layer if run.grad_ckpt else 0.0,
         # and each layer's input, kept as its checkpoint
         "checkpoints": tokens * shape.layers * shape.hidden * act_scale if run.grad_ckpt else 0.0,
-        "logits": float(tokens * shape.vocab),
+        "logits": float(tokens * shape.vocab) * (LOGIT_BYTES[width] if analytic else 1.0),
         "_weights_bytes": weights,
         "_trainable": trainable,
         "_grads": grads,
@@ -524,15 +548,26 @@ def sweep_records(records: list[dict], models: set[str] | None = None, device: s
     return out
 
 
-def calibrate(records: list[dict]) -> Calibration:
-    """Least squares, non-negative by elimination: peak = baseline[stack] + sum(c_f * feature_f)."""
+def counted_on_gpu() -> Calibration:
+    """A GPU's constants before any CUDA record fits them: every term counted, not fitted (bytes as
+    stored, layer_bytes, LOGIT_BYTES, the 16-bit checkpoints), so each constant is 1 (a checkpoint
+    is FIXED's 4 per element x 0.5 in 16 bits). The CPU fit is not used: its constants absorb the
+    CPU's phases (they over-predict a GPU's activations by 1.4-1.75x, issue 22)."""
+    return Calibration(coefficients={k: FIXED.get(k, 1.0) for k in FEATURES}, baseline={}, records=[],
+                       quantity="counted per term, not fitted: no CUDA record yet", device="gpu", analytic=True)
+
+
+def calibrate(records: list[dict], analytic: bool = False) -> Calibration:
+    """Least squares, non-negative by elimination: peak = baseline[stack] + sum(c_f * feature_f);
+    `analytic` (CUDA records): on features(..., analytic=True), so that only the counted terms'
+    constants are fitted."""
     if not records:
         raise UsageError("no calibration records: run `compat run --matrix matrix/fit-cpu.toml` first")
     stacks = sorted({r["axes"]["stack"] for r in records})
     fitted = [k for k in FEATURES if k not in FIXED]
     rows, ys = [], []
     for r in records:
-        f = features(shape_of_record(r), run_of_record(r))
+        f = features(shape_of_record(r), run_of_record(r), analytic)
         rows.append([1.0 if r["axes"]["stack"] == s else 0.0 for s in stacks] + [f[k] for k in fitted])
         ys.append(measured_peak(r)[0] - sum(c * f[k] for k, c in FIXED.items()))
     names = [f"baseline:{s}" for s in stacks] + fitted
@@ -552,7 +587,7 @@ def calibrate(records: list[dict]) -> Calibration:
         baseline={s: solved[f"baseline:{s}"] for s in stacks},
         records=sorted(r["id"] for r in records),
         quantity=f"CUDA training-phase max allocated per rank, on {', '.join(archs)}" if archs else Calibration.quantity,
-        device="gpu" if archs else "cpu",
+        device="gpu" if archs else "cpu", analytic=analytic,
     )
 
 
@@ -576,7 +611,7 @@ def _lstsq(x: list[list[float]], y: list[float]) -> list[float]:
 
 
 def predict_record(cal: Calibration, rec: dict) -> float:
-    f = features(shape_of_record(rec), run_of_record(rec))
+    f = features(shape_of_record(rec), run_of_record(rec), cal.analytic)
     return cal.baseline_for(rec["axes"]["stack"]) + sum(cal.coefficients[k] * f[k] for k in FEATURES)
 
 
@@ -680,7 +715,7 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`;
     what offload moves to host memory is totalled over the run's processes (one host holds them
     all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit."""
-    f = features(shape, run)
+    f = features(shape, run, cal.analytic)
     c = cal.coefficients
     n = run.cards
     trainable = f["_trainable"]
@@ -816,17 +851,30 @@ class Report:
 
     @property
     def on_cuda_records(self) -> bool:
-        return self.calibration.device == "gpu"
+        return self.calibration.device == "gpu" and bool(self.calibration.records)
+
+    @property
+    def counted(self) -> bool:
+        """A GPU prediction before any CUDA record: every term counted, no constant fitted."""
+        return self.calibration.analytic and not self.calibration.records
+
+    def _terms_evidence(self) -> dict:
+        sources = ", ".join(self.model.sources[:2])
+        if self.counted:
+            return {"kind": "predicted", "rule": "fit-terms", "records": [],
+                    "says": (f"terms counted from the model's config ({sources}), none fitted: weights, gradients and "
+                             "optimizer states at the bytes they are stored in; activations per layer and token as "
+                             "autograd keeps them in a Llama block with SDPA/flash attention (Korthikanti et al. 2022's "
+                             "count, arXiv 2205.05198: 2(4h + wh) + w(3 d_q + 2 d_kv) + 4wI bytes for w-byte activations), "
+                             "each layer's input when checkpointed, logits at 10 bytes (8 in fp32)")}
+        sweep = "CUDA records of matrix/fit-gpu.toml" if self.on_cuda_records else "CPU records of matrix/fit-cpu.toml"
+        return {"kind": "predicted", "rule": "fit-terms", "records": self.calibration.records,
+                "says": (f"terms counted from the model's config ({sources}); per-element constants fitted on "
+                         f"{len(self.calibration.records)} {sweep} ({self.calibration.quantity}); bench/fit_error.py "
+                         "reports the fit's error on them and on held-out sizes")}
 
     def evidence(self) -> list[dict]:
-        sweep = "CUDA records of matrix/fit-gpu.toml" if self.on_cuda_records else "CPU records of matrix/fit-cpu.toml"
-        out = [{
-            "kind": "predicted", "rule": "fit-terms",
-            "says": (f"terms counted from the model's config ({', '.join(self.model.sources[:2])}); per-element constants "
-                     f"fitted on {len(self.calibration.records)} {sweep} "
-                     f"({self.calibration.quantity}); bench/fit_error.py reports the fit's error on them and on held-out sizes"),
-            "records": self.calibration.records,
-        }]
+        out = [self._terms_evidence()]
         for strategy in sorted({p.strategy for p in self.predictions}):
             rows = [r for r in self.strategy_checks if strategies.modelled_as(r["strategy"]) == strategy]
             if rows:
@@ -850,7 +898,8 @@ class Report:
                     f"{method} predictions were off by a median {band['median']:.0%} (P90 {band['p90']:.0%}, "
                     f"{band['records']} record{'s' if band['records'] > 1 else ''})"
                     + ("; none of them has 4-bit weights" if self.run.method == "qlora" else "")
-                    + ("" if self.on_cuda_records else "; on a GPU the error is not measured yet"))
+                    + ("; that is the CPU fit's error: on a GPU compat counts the terms instead, and their error is not "
+                       "measured yet" if self.counted else ""))
             out.append({"kind": "predicted" if self.run.method == "qlora" else "measured", "rule": "fit-error", "says": said,
                         "band": band})
         if self.gpu is not None and self.context is not None:
@@ -859,8 +908,9 @@ class Report:
                         **({"records": list(c.records)} if c.measured else {"sources": list(c.sources)})})
         if self.gpu is not None and not self.on_cuda_records:
             out.append({"kind": "predicted", "rule": "no-gpu-records",
-                        "says": "no GPU record has calibrated these numbers yet: activations on a GPU are scaled from the "
-                                "CPU fit by element width (16-bit under autocast)"})
+                        "says": "no GPU record has checked these numbers yet: a GPU is counted, not fitted, until CUDA records "
+                                "of matrix/fit-gpu.toml calibrate the count's constants (compat's CPU fit is not used on a "
+                                "GPU: it over-states a GPU's activations by 1.4-1.75x, issue 22)"})
         return out
 
     def quantity(self) -> str:

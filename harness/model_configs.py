@@ -119,8 +119,10 @@ class ModelConfigs:
         """compat fit's constants, fitted on the records of this file's calibration models: for a
         GPU prediction on the CUDA records of them (matrix/fit-gpu.toml) where there are any,
         else, as for a CPU, on the CPU sweep (matrix/fit-cpu.toml)."""
-        cuda = fit.sweep_records(records, self.calibration_models, device="gpu") if gpu else []
-        return fit.calibrate(cuda or fit.sweep_records(records, self.calibration_models))
+        if not gpu:
+            return fit.calibrate(fit.sweep_records(records, self.calibration_models))
+        cuda = fit.sweep_records(records, self.calibration_models, device="gpu")
+        return fit.calibrate(cuda, analytic=True) if cuda else fit.counted_on_gpu()
 
     def cuda_context(self, records: list[dict]) -> "Context":
         """What a process holds on its card besides torch's allocator: measured where GPU records

@@ -197,13 +197,13 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     assert [row.split()[0] for row in table] == ["ddp", "fsdp", "zero3"]
     assert "does not fit" in table[0] and table[2].split()[3:5] == ["training", "fits"]
     # the FSDP variant's accelerate config turns cpu_ram_efficient_loading on: rank 0 alone loads the
-    # whole model in host memory (72.7 B x 2 bytes), where DDP's 8 processes each do; it offloads
-    # (fsdp_offload_params), so training keeps a little more there than loading did
+    # whole model in host memory (72.7 B x 2 bytes, 135.4 GiB), where DDP's 8 processes each do; it
+    # offloads (fsdp_offload_params), so training keeps a little more there than loading did
     fsdp = out.split("    fsdp: ")[1].splitlines()[0]
     assert "with parameters, gradients and optimizer state in host memory" in fsdp
     assert "loading: rank 0 materialises the whole model in host memory" in fsdp
-    assert "host memory at most 147.8 GiB for its 8 processes (while training)" in fsdp
-    assert "host memory at most 1,175.0 GiB for its 8 processes (while loading)" in out.split("    ddp: ")[1].splitlines()[0]
+    assert "host memory at most 136.6 GiB for its 8 processes (while training)" in fsdp
+    assert "host memory at most 1,083.4 GiB for its 8 processes (while loading)" in out.split("    ddp: ")[1].splitlines()[0]
 
 
 def test_fit_takes_the_memory_a_card_s_name_gives(compat):
