@@ -847,7 +847,21 @@ class Report:
     defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
     read_as: str = ""  # how the model name given was read: which shipped config it is
     bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
+    slack: dict = dataclasses.field(default_factory=dict)  # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
+
+    def quantities(self, p: "Prediction") -> dict:
+        """Per card, the quantities users read: torch's allocated (the terms but the context), its
+        reserved (allocated plus the caching allocator's slack, with and without expandable_segments,
+        where GPU records measured it; else None) and what nvidia-smi shows (reserved plus the context)."""
+        context = p.terms.get("overhead", 0.0)
+        allocated = p.total - context
+        out = {"allocated_bytes": round(allocated)}
+        for es, key in ((False, "reserved_bytes"), (True, "reserved_expandable_segments_bytes")):
+            slack = self.slack.get(es)
+            out[key] = round(allocated * (1 + slack["slack"])) if slack else None
+        out["nvidia_smi_bytes"] = round(out["reserved_bytes"] + context) if out["reserved_bytes"] is not None else None
+        return out
 
     @property
     def on_cuda_records(self) -> bool:
@@ -913,11 +927,29 @@ class Report:
                                 "GPU: it over-states a GPU's activations by 1.4-1.75x, issue 22)"})
         return out
 
+    def _quantity_lines(self) -> list[str]:
+        """Reserved and nvidia-smi per card, where GPU records measured the allocator's slack."""
+        if self.gpu is None:
+            return []
+        if not self.slack:
+            return ["Reserved and nvidia-smi: allocated plus the caching allocator's slack, which no GPU record has "
+                    "measured yet (GPU records of any cell will; expandable_segments lowers it)."]
+        said = "; ".join(f"{s['slack']:.0%} {'with' if es else 'without'} expandable_segments ({len(s['records'])} GPU records)"
+                         for es, s in sorted(self.slack.items()))
+        out = [f"Reserved = allocated plus the caching allocator's slack, measured: {said}; nvidia-smi about reserved plus the context:"]
+        for p in self.predictions:
+            q = self.quantities(p)
+            out.append(f"  {p.strategy}: allocated {_gib(q['allocated_bytes'])}"
+                       + (f", reserved {_gib(q['reserved_bytes'])}, nvidia-smi {_gib(q['nvidia_smi_bytes'])}" if q["reserved_bytes"] else "")
+                       + (f", reserved with expandable_segments {_gib(q['reserved_expandable_segments_bytes'])}"
+                          if q["reserved_expandable_segments_bytes"] else ""))
+        return out
+
     def quantity(self) -> str:
         if self.gpu is None:
             return "the model's memory (the terms below) without any process overhead"
-        return ("torch's peak allocated memory (the terms up to the overhead) plus the CUDA context: about what nvidia-smi "
-                "shows, less the caching allocator's slack between reserved and allocated, which only GPU records can tell")
+        return ("torch's peak allocated memory (the terms up to the overhead) plus the CUDA context; nvidia-smi shows more, "
+                "by the caching allocator's slack between reserved and allocated (below)")
 
     def as_json(self) -> dict:
         p = self.model.shape.params()
@@ -932,7 +964,7 @@ class Report:
             "quantity": self.quantity(),
             "calibration": {"coefficients": self.calibration.coefficients, "baseline_bytes": self.calibration.baseline,
                             "quantity": self.calibration.quantity, "records": len(self.calibration.records)},
-            "predictions": [p.as_json() for p in self.predictions],
+            "predictions": [{**p.as_json(), **(self.quantities(p) if self.gpu is not None else {})} for p in self.predictions],
             "evidence": self.evidence(),
         }
 
@@ -967,6 +999,7 @@ class Report:
             lines.append("  ".join(cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
         if any(p.phase == "loading" for p in self.predictions):
             lines.append("(the terms are the training step's; a peak at loading is the whole model on each card before sharding)")
+        lines += self._quantity_lines()
         lines.append("")
         for p in self.predictions:
             host = ""
@@ -1027,4 +1060,4 @@ def report_for(known, entry, gpu, capacity: float | None, precision: str, names:
     held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
     bands = error_bands(error_table(cpu_cal, held_out) + checks)
     return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands,
-                  "" if host_memory is not None else host_hint)
+                  known.allocator_slack(recs) if gpu is not None else {}, "" if host_memory is not None else host_hint)

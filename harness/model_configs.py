@@ -142,6 +142,22 @@ class ModelConfigs:
                        f"the median of {len(measured)} rank(s) of {len(ids)} GPU record(s) (NVML's used memory of the process "
                        "less torch's reserved memory, after training)")
 
+    def allocator_slack(self, records: list[dict]) -> dict:
+        """The caching allocator's slack, measured: per `expandable_segments` (False, True), the
+        median over every rank of every passing GPU record of (training-phase max reserved - max
+        allocated) / max allocated, with the records it comes from; a setting no record has is absent."""
+        found: dict = {}
+        for r in records:
+            axes = r.get("axes") or {}
+            if r.get("outcome") != "pass" or axes.get("hardware", "cpu") == "cpu":
+                continue
+            for m in r.get("memory") or []:
+                allocated, reserved = m.get("train_max_allocated_bytes"), m.get("train_max_reserved_bytes")
+                if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (allocated, reserved)) and 0 < allocated <= reserved:
+                    found.setdefault(bool(axes.get("expandable_segments")), []).append(((reserved - allocated) / allocated, r["id"]))
+        return {es: {"slack": sorted(s for s, _ in rows)[len(rows) // 2], "records": sorted({i for _, i in rows})}
+                for es, rows in found.items()}
+
     def by_name(self, name: str) -> ModelConfig:
         """A shipped config by its key (llama3_8b) or by a Hugging Face id it lists, with or without
         the organisation, in any case ("Llama-3.1-8B", "meta-llama/llama-3.1-8b-instruct")."""

@@ -400,7 +400,8 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
     records (an H100 and a CUDA torch in their fingerprint, as a GPU record has), each with a
     training-phase max allocated (its RSS rise while training) and a CUDA context of 500 MiB. Only a check that, for a GPU, compat fit fits its constants on CUDA
     records where there are any and takes the measured context, and says both; without them it
-    says the figures are predicted."""
+    says the figures are predicted. The relabelled records also say torch reserved a tenth more than
+    it allocated: the caching allocator's slack that reserved and nvidia-smi are predicted with."""
     import copy
 
     from conftest import ROOT
@@ -418,7 +419,8 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
         m = r["memory"][0]
         allocated = m["train_peak_rss_bytes"] - m["rss_before_train_bytes"]
         g["memory"] = [{"rank": 0, "device": "cuda:0", "non_torch_after_train_bytes": 500 * 2**20,
-                        "train_max_allocated_bytes": allocated, "torch_max_allocated_bytes": allocated}]
+                        "train_max_allocated_bytes": allocated, "torch_max_allocated_bytes": allocated,
+                        "train_max_reserved_bytes": allocated * 11 // 10}]
         g["fingerprint"] = dict(g["fingerprint"], torch={"version": "2.11.0+cu128", "cuda": "12.8"},
                                 hardware={"gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "arch": "sm_90"}]})
         relabelled.append(g)
@@ -426,10 +428,20 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
     results.mkdir()
     (results / "records.jsonl").write_text("\n".join(lines + [json.dumps(g) for g in relabelled]) + "\n")
 
-    def evidence(results_dir):
+    def report(results_dir):
         proc = compat("fit", "--model-size", "7B", "--gpu", "H100", "--results", str(results_dir), "--format", "json")
         assert proc.returncode == 0, proc.stderr
-        return {e["rule"]: e for e in json.loads(proc.stdout)["evidence"]}
+        return json.loads(proc.stdout)
+
+    def evidence(results_dir):
+        return {e["rule"]: e for e in report(results_dir)["evidence"]}
+
+    (measured,) = report(results)["predictions"]
+    assert measured["reserved_bytes"] == pytest.approx(measured["allocated_bytes"] * 1.1, rel=1e-3)
+    assert measured["nvidia_smi_bytes"] == measured["reserved_bytes"] + 500 * 2**20
+    assert measured["reserved_expandable_segments_bytes"] is None  # no record of a cell with expandable_segments
+    (unmeasured,) = report(ROOT / "results")["predictions"]
+    assert unmeasured["reserved_bytes"] is None and unmeasured["nvidia_smi_bytes"] is None and unmeasured["allocated_bytes"] > 0
 
     on_gpu = evidence(results)
     assert "fitted on 32 CUDA records of matrix/fit-gpu.toml (CUDA training-phase max allocated per rank, on sm_90)" in on_gpu["fit-terms"]["says"]
