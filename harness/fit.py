@@ -122,6 +122,7 @@ class Shape:
     # DeepSeek's multi-head latent attention: (kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
     # v_head_dim, q_lora_rank or 0); empty for grouped-query attention
     mla: tuple[int, ...] = ()
+    vision: int = 0  # a vision tower's parameters (Qwen2-VL's vision_config), frozen as recipes keep it
 
     @property
     def hd(self) -> int:
@@ -199,6 +200,7 @@ class Shape:
                 head_dim=whole("head_dim", "kv_channels"),
                 qkv_bias=bool(first("attention_bias", "add_qkv_bias", default=cfg.get("model_type") == "qwen2")),
                 **_moe_fields(cfg, whole),
+                vision=_vision_params(cfg.get("vision_config")),
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{name}: not a decoder config compat can read ({exc}); it needs hidden_size, "
@@ -218,8 +220,8 @@ class Shape:
         norms = self.layers * 2 * self.hidden + self.hidden + bias + latent  # small, unquantized: counted with the norms
         embed = self.vocab * self.hidden
         head = 0 if self.tied else self.vocab * self.hidden
-        return {"linear": linear, "norms": norms, "embed": embed, "lm_head": head,
-                "total": linear + norms + embed + head}
+        return {"linear": linear, "norms": norms, "embed": embed, "lm_head": head, "vision": self.vision,
+                "total": linear + norms + embed + head + self.vision}
 
     def targeted(self, targets: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
         """The linear layers LoRA targets name (linears' names; and GLM's fused query_key_value and
@@ -241,6 +243,26 @@ class Shape:
         p = self.params()
         head = self.vocab * self.hidden  # a tied head saved on its own is a copy of its own
         return sum({"embed": p["embed"], "lm_head": head, "norms": p["norms"]}[m] for m in modules)
+
+
+def _vision_params(vision) -> int:
+    """Qwen2-VL's vision tower (transformers' Qwen2VisionTransformerPretrainedModel): a Conv3d patch
+    embedding without bias; `depth` blocks of two LayerNorms, a qkv and an output projection and an
+    MLP of embed_dim x mlp_ratio, all with biases; the patch merger's LayerNorm and two linear layers
+    from embed_dim x spatial_merge_size^2 to the language model's hidden_size. 0 for a config without
+    those keys (other towers are not counted)."""
+    keys = ("depth", "embed_dim", "mlp_ratio", "hidden_size", "patch_size", "spatial_merge_size", "temporal_patch_size")
+    if not isinstance(vision, dict) or not all(isinstance(vision.get(k), (int, float)) and not isinstance(vision.get(k), bool)
+                                               and vision.get(k) > 0 for k in keys):
+        return 0
+    e, depth, out = int(vision["embed_dim"]), int(vision["depth"]), int(vision["hidden_size"])
+    mlp = int(e * vision["mlp_ratio"])
+    channels = int(vision.get("in_chans", vision.get("in_channels", 3)) or 3)
+    patch = channels * int(vision["temporal_patch_size"]) * int(vision["patch_size"]) ** 2 * e
+    block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (2 * e * mlp + mlp + e)
+    merged = e * int(vision["spatial_merge_size"]) ** 2
+    merger = 2 * e + (merged * merged + merged) + (merged * out + out)
+    return patch + depth * block + merger
 
 
 def _moe_fields(cfg: dict, whole) -> dict:

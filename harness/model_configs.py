@@ -27,7 +27,8 @@ CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_att
                # mixture of experts and latent attention (fit._moe_fields)
                "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
                "shared_expert_intermediate_size", "n_shared_experts", "decoder_sparse_step", "mlp_only_layers",
-               "first_k_dense_replace", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "q_lora_rank")
+               "first_k_dense_replace", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "q_lora_rank",
+               "vision_config")  # a vision-language model's tower (fit._vision_params)
 _SOURCES = "missing: every model config cites where its values are stated"
 # a [model.KEY] table of matrix/model_configs.toml; its config keys are checked by fit.Shape
 MODEL = Table({

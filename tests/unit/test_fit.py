@@ -61,6 +61,20 @@ def test_the_dense_layers_of_a_mixture_of_experts_are_counted_without_walking_th
     assert huge.sparse_layers == 10**12 - 1  # mlp_only_layers [0] is dense
 
 
+def test_a_vision_language_model_counts_its_vision_tower_frozen():
+    """Qwen2-VL 7B: the 8.29 B parameters of its model card (Qwen/Qwen2-VL-7B-Instruct), of which its
+    paper's 675 M vision encoder (arXiv 2409.12191, table 1); the tower is frozen, so a full
+    fine-tune trains the language model alone, and a LoRA on q, k, v, o is the language model's."""
+    vl = CONFIGS.by_name("Qwen/Qwen2-VL-7B-Instruct").shape
+    p = vl.params()
+    assert round(p["total"] / 1e9, 2) == 8.29 and 675e6 <= p["vision"] < 676e6
+    full = fit.features(vl, fit.Run(method="full"))
+    assert full["_trainable"] == p["total"] - p["vision"] == CONFIGS.by_name("qwen2_7b").parameters
+    assert vl.lora_params() == CONFIGS.by_name("qwen2_7b").shape.lora_params()
+    other = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1, "vocab_size": 4, "vision_config": {"depth": 2}}
+    assert fit.Shape.from_config(other).vision == 0  # another tower's keys: not counted
+
+
 def test_models_are_found_by_the_names_users_type():
     """Issue 22: `--model Llama-3.1-8B` and `meta-llama/Llama-3.1-8B` were refused."""
     for name in ("llama3_8b", "Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "META-LLAMA/llama-3.1-8b-instruct"):
