@@ -351,6 +351,12 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
         req.fit["grad_accum"] = steps
     if _truthy(d.get("pure_bf16", False)):
         req.fit["pure_bf16"] = True
+    for field in ("packing", "neat_packing"):
+        if field in d:
+            used.add(field)
+            if _truthy(d[field]):
+                req.notes.append(f"{name}: {field} = {d[field]}: compat fit counts the same worst-case peak as padding to "
+                                 "the cutoff length (a batch of full-length sequences)")
     readers = (("lora_rank", "lora_r", _rank), ("lora_target", "lora_targets", fit.lora_targets),
                ("additional_target", "modules_to_save", fit.saved_modules), ("optim", "optimizer", fit.optimizer_name))
     for field, key, read in readers:

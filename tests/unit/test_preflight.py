@@ -164,6 +164,10 @@ def test_the_fit_prediction_counts_the_configs_lora_and_optimizer_and_names_the_
     # r=16 on q (4096+4096) and v (4096+1024): 13,312 x 16 x 32 = 6,815,744, and embed_tokens' 525,336,576
     assert "532.2 M trainable (qlora; r=16 on q, v, embed trained whole; bf16; 4-bit NF4 base; adamw_8bit)" in proc.stdout
     assert {"mine.yaml: lora_rank", "mine.yaml: optim", "mine.yaml: additional_target"} <= set(section(proc.stdout, "Used"))
+    mine.write_text(text + "packing: true\n")
+    proc = compat("preflight", "--plan", str(mine), "--gpu", "A100")
+    assert "mine.yaml: packing" in section(proc.stdout, "Used")
+    assert "mine.yaml: packing = True: compat fit counts the same worst-case peak as padding to the cutoff length" in proc.stdout
     mine.write_text(text.replace("lora_target: all", "lora_target: c_attn"))
     proc = compat("preflight", "--plan", str(mine), "--gpu", "A100")
     assert proc.returncode == 0, proc.stderr
