@@ -356,9 +356,14 @@ def default_load(strategy: str) -> str:
     return "sharded" if model.deepspeed and model.zero_stage == 3 else "whole"
 
 
+def _module_names(names) -> list[str]:
+    """Module names as users write them: "q_proj,v_proj" or ["q_proj", "v_proj"]."""
+    return [str(n).strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
+
+
 def lora_targets(names) -> tuple[str, ...]:
     """Target modules as users write them ("all", "q_proj,v_proj", ["q_proj", "v_proj"]) -> layers."""
-    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
+    items = _module_names(names)
     unknown = [n for n in items if n.lower() not in TARGET_NAMES]
     if unknown or not items:
         raise UsageError(f"LoRA target {', '.join(map(repr, unknown)) or repr(names)}: compat fit counts "
@@ -367,7 +372,7 @@ def lora_targets(names) -> tuple[str, ...]:
 
 
 def saved_modules(names) -> tuple[str, ...]:
-    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
+    items = _module_names(names)
     unknown = [n for n in items if n.lower() not in SAVED_NAMES]
     if unknown:
         raise UsageError(f"modules to save {', '.join(map(repr, unknown))}: compat fit counts {', '.join(sorted(SAVED_NAMES))}")
@@ -1077,7 +1082,7 @@ def report_for(known, entry, gpu, capacity: float | None, precision: str, names:
     context = known.cuda_context(recs) if gpu is not None else None
     preds = [predict(entry.shape, dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})), cal, capacity,
                      context.bytes if context else 0.0, host_memory) for s in names]
-    cpu_cal = known.calibrate(recs)
+    cpu_cal = cal if gpu is None else known.calibrate(recs)  # the CPU fit, for the CPU records' checks and bands
     checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants
     held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
     bands = error_bands(error_table(cpu_cal, held_out) + checks)

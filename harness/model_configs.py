@@ -130,10 +130,8 @@ class ModelConfigs:
         have it (the median, over every rank of every passing GPU record, of NVML's used memory of
         the process less torch's reserved memory at a quiet point after training: the context and
         the libraries' workspaces), else this file's cuda_context_mib with its sources."""
-        measured = sorted((float(m["non_torch_after_train_bytes"]), r["id"]) for r in records
-                          if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware", "cpu") != "cpu"
-                          for m in r.get("memory") or [] if isinstance(m.get("non_torch_after_train_bytes"), (int, float))
-                          and m["non_torch_after_train_bytes"] > 0)
+        measured = sorted((float(m["non_torch_after_train_bytes"]), r["id"]) for r, m in _gpu_ranks(records)
+                          if isinstance(m.get("non_torch_after_train_bytes"), (int, float)) and m["non_torch_after_train_bytes"] > 0)
         if not measured:
             return Context(self.cuda_context_bytes, False, (), self.cuda_context_sources,
                            f"CUDA context and runtime buffers: {self.cuda_context_bytes / 2**20:,.0f} MiB per process")
@@ -148,14 +146,10 @@ class ModelConfigs:
         median over every rank of every passing GPU record of (training-phase max reserved - max
         allocated) / max allocated, with the records it comes from; a setting no record has is absent."""
         found: dict = {}
-        for r in records:
-            axes = r.get("axes") or {}
-            if r.get("outcome") != "pass" or axes.get("hardware", "cpu") == "cpu":
-                continue
-            for m in r.get("memory") or []:
-                allocated, reserved = m.get("train_max_allocated_bytes"), m.get("train_max_reserved_bytes")
-                if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (allocated, reserved)) and 0 < allocated <= reserved:
-                    found.setdefault(bool(axes.get("expandable_segments")), []).append(((reserved - allocated) / allocated, r["id"]))
+        for r, m in _gpu_ranks(records):
+            allocated, reserved = m.get("train_max_allocated_bytes"), m.get("train_max_reserved_bytes")
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (allocated, reserved)) and 0 < allocated <= reserved:
+                found.setdefault(bool(r["axes"].get("expandable_segments")), []).append(((reserved - allocated) / allocated, r["id"]))
         return {es: {"slack": sorted(s for s, _ in rows)[len(rows) // 2], "records": sorted({i for _, i in rows})}
                 for es, rows in found.items()}
 
@@ -187,3 +181,12 @@ class ModelConfigs:
         sizes = sorted({s for m in self.models for s in m.sizes}, key=lambda s: float(s.rstrip("Bb")))
         raise UsageError(f"--model-size {size!r}: compat ships configs for {', '.join(sizes)}; for another "
                          "model give --model CONFIG.json")
+
+
+def _gpu_ranks(records: list[dict]):
+    """(record, memory entry) of every rank of every passing GPU record: what the CUDA context and
+    the allocator's slack are measured on."""
+    for r in records:
+        if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware", "cpu") != "cpu":
+            for m in r.get("memory") or []:
+                yield r, m
