@@ -199,11 +199,16 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     # the FSDP variant's accelerate config turns cpu_ram_efficient_loading on: rank 0 alone loads the
     # whole model in host memory (72.7 B x 2 bytes, 135.4 GiB), where DDP's 8 processes each do; it
     # offloads (fsdp_offload_params), so training keeps a little more there than loading did
-    fsdp = out.split("    fsdp: ")[1].splitlines()[0]
+    def explained(strategy):  # its line of what it does, not its line of allocated/reserved/nvidia-smi
+        (line,) = [row for row in out.splitlines() if row.startswith(f"    {strategy}: ")
+                   and not row.startswith(f"    {strategy}: allocated ")]
+        return line
+
+    fsdp = explained("fsdp")
     assert "with parameters, gradients and optimizer state in host memory" in fsdp
     assert "loading: rank 0 materialises the whole model in host memory" in fsdp
     assert "host memory at most 136.6 GiB for its 8 processes (while training)" in fsdp
-    assert "host memory at most 1,083.4 GiB for its 8 processes (while loading)" in out.split("    ddp: ")[1].splitlines()[0]
+    assert "host memory at most 1,083.4 GiB for its 8 processes (while loading)" in explained("ddp")
 
 
 def test_fit_takes_the_memory_a_card_s_name_gives(compat):
