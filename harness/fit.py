@@ -533,7 +533,18 @@ def measured_peak(rec: dict) -> list[float]:
 
 
 def shape_of_record(rec: dict) -> Shape:
-    return Shape.from_config(((rec.get("settings") or {}).get("model") or {}), name=rec["cell"])
+    """The model a record trained, from its settings.model: matrix/models.toml's keys, the config
+    keys a model sets beyond them (its `config` table: tie_word_embeddings, attention_bias, ...) and
+    its family as the model_type (a Qwen2's q/k/v biases). Read without the `config` table, the tied
+    Qwen2-0.5B shape counted its 136 M-parameter head a second time (630 M parameters, not 494 M)."""
+    model = (rec.get("settings") or {}).get("model") or {}
+    if not isinstance(model, dict):
+        return Shape.from_config({}, name=rec["cell"])
+    extra = model.get("config") if isinstance(model.get("config"), dict) else {}
+    cfg = {**extra, **{k: v for k, v in model.items() if k != "config"}}
+    if isinstance(model.get("family"), str):
+        cfg.setdefault("model_type", model["family"])
+    return Shape.from_config(cfg, name=rec["cell"])
 
 
 def _shaped(rec: dict) -> bool:

@@ -472,6 +472,24 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
     assert on_cpu["no-gpu-records"]["kind"] == "predicted"
 
 
+def test_a_record_s_model_is_read_with_its_own_config_table():
+    """The real H200 record of the Qwen2-0.5B-shaped cell (results/records.jsonl, 2026-11-26): its
+    settings.model keeps tie_word_embeddings in a `config` table and the family beside it. Read
+    whole, it is Qwen2-0.5B's 494,032,768 parameters (tied head, q/k/v biases); read without the
+    table, the head was counted twice (630 M)."""
+    from harness.fit import shape_of_record
+
+    recs = [json.loads(line) for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
+    (rec,) = [r for r in recs if r["cell"] == "sm_90-local-fp32-none-full-single-m_qwen2_500m"
+              and r["fingerprint"]["hardware"]["gpus"][0]["name"] == "NVIDIA H200"]
+    shape = shape_of_record(rec)
+    assert shape.tied and shape.qkv_bias
+    assert shape.params()["total"] == 494_032_768
+    # a hostile record's settings.model that is not a table is no model, as a missing one is
+    with pytest.raises(fit.UsageError):
+        shape_of_record(dict(rec, settings={"model": ["hidden_size", 896]}))
+
+
 def test_a_stored_record_without_its_model_config_is_left_out_not_a_reason_to_stop(tmp_path, capsys):
     """Found by tests/security/test_generated.py: a passing 2-rank record of the fit sweep with
     `settings` emptied (a TEST INPUT made from a real record) is valid evidence, and `compat fit`
