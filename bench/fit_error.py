@@ -3,7 +3,9 @@ peak RSS per rank, on the calibration sweep (matrix/fit-cpu.toml, the records th
 fitted on), on the held-out sizes (matrix/fit-cpu-heldout.toml, never used in fitting) and on
 the strategy check (matrix/fit-cpu-dist.toml: DDP, ZeRO-2, ZeRO-3, torch-native DDP and FSDP2 on
 2 ranks, per rank); and, once a GPU has run matrix/fit-gpu.toml, the same two tables on CUDA's
-training-phase max allocated.
+training-phase max allocated; and on a GPU's records at a real size (a training peak of 1 GiB or
+more, of models the GPU constants were not fitted on: matrix/gpu-size.toml's), the check that
+`compat fit` quotes for a GPU prediction.
 
     python bench/fit_error.py [--results DIR]
 
@@ -58,6 +60,12 @@ def main() -> int:
     tables["calibration (GPU)"] = fit.error_table(gpu_cal, gpu_cal_recs) if gpu_cal else []
     tables["held-out (GPU)"] = fit.error_table(gpu_cal, gpu_held_recs) if gpu_cal else []
     goals.update({"calibration (GPU)": 0.10, "held-out (GPU)": 0.15})
+    # at a real size on a GPU (matrix/gpu-size*.toml and the like: a training peak of 1 GiB or more),
+    # models the GPU constants were never fitted on: the check compat fit quotes for a GPU prediction,
+    # with the GPU fit where fit-gpu.toml has records, else the count with no constant fitted
+    real = fit.gpu_check_records(recs, models_of("fit-cpu.toml"))
+    tables["real size (GPU, not fitted)"] = fit.error_table(gpu_cal or fit.counted_on_gpu(), real)
+    goals["real size (GPU, not fitted)"] = 0.15
     out = [
         f"# compat fit: predicted vs measured peak per rank ({dt.date.today()})",
         "",
@@ -92,7 +100,7 @@ def main() -> int:
         out.append("")
     bands = {}
     for device, (fitted_on, not_fitted) in {"CPU": ("calibration", ("held-out", "strategies (2 CPU ranks, not fitted)")),
-                                            "GPU": ("calibration (GPU)", ("held-out (GPU)",))}.items():
+                                            "GPU": ("calibration (GPU)", ("held-out (GPU)", "real size (GPU, not fitted)"))}.items():
         fitted = fit.error_bands(tables[fitted_on])
         other = fit.error_bands([r for name in not_fitted for r in tables[name]])
         bands[device] = {"fitted_on": {f"{s}/{m}": v for (s, m), v in fitted.items()},

@@ -586,6 +586,32 @@ def sweep_records(records: list[dict], models: set[str] | None = None, device: s
     return out
 
 
+# A GPU rank's training-phase max allocated from which its peak measures the model rather than the
+# libraries: below it the peak is mostly the workspaces cuBLAS and its kin keep in torch's allocator
+# (the H200's test-model cells allocate 65-68 MiB whatever their precision, 2026-11-26), which the
+# count leaves out and which leave the allocator little slack.
+REAL_SIZE_BYTES = 2**30
+
+
+def gpu_check_records(records: list[dict], fitted: set[str]) -> list[dict]:
+    """The check of compat fit's GPU predictions: passing one-process GPU records at a real size
+    (REAL_SIZE_BYTES allocated in training or more), 16/32-bit weights, of models the GPU constants
+    were not fitted on (not in `fitted`); a cell run again counts once, as its newest record."""
+    from harness.summary import latest
+
+    out = []
+    for r in records:
+        axes = r.get("axes") or {}
+        if (r.get("outcome") != "pass" or not str(axes.get("hardware", "")).startswith("sm_")
+                or axes.get("strategy") != strategies.one_process().name or axes.get("quantization", "none") != "none"
+                or axes.get("model", "default") in fitted or not _shaped(r)):
+            continue
+        peaks = measured_peak(r)
+        if peaks and peaks[0] >= REAL_SIZE_BYTES:
+            out.append(r)
+    return latest(out)
+
+
 def counted_on_gpu() -> Calibration:
     """A GPU's constants before any CUDA record fits them: every term counted, not fitted (bytes as
     stored, layer_bytes, LOGIT_BYTES, the 16-bit checkpoints), so each constant is 1 (a checkpoint
@@ -885,6 +911,7 @@ class Report:
     defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
     read_as: str = ""  # how the model name given was read: which shipped config it is
     bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
+    gpu_checks: list = dataclasses.field(default_factory=list)  # error_table rows of gpu_check_records (a GPU prediction)
     slack: dict = dataclasses.field(default_factory=dict)  # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
 
@@ -941,6 +968,10 @@ class Report:
             method = "lora" if self.run.method == "qlora" else self.run.method
             band = self.bands.get((strategy, method))
             kind = f"{strategy} with {self.run.method}"
+            gpu_rows = [r for r in self.gpu_checks if (strategies.modelled_as(r["strategy"]), r["method"]) == (strategy, method)]
+            if self.gpu is not None and gpu_rows:
+                out.append(self._gpu_error(kind, strategy, method, gpu_rows))
+                continue
             if band is None:
                 out.append({"kind": "predicted", "rule": "fit-error",
                             "says": f"{kind}: no record compat has checks this kind of prediction; its error is not known"})
@@ -959,11 +990,25 @@ class Report:
             out.append({"kind": "measured" if c.measured else "predicted", "rule": "cuda-context", "says": c.says,
                         **({"records": list(c.records)} if c.measured else {"sources": list(c.sources)})})
         if self.gpu is not None and not self.on_cuda_records:
+            checked = (f"{len(self.gpu_checks)} real-size GPU record(s) checked the count (fit-error)" if self.gpu_checks
+                       else "no GPU record has checked these numbers yet")
             out.append({"kind": "predicted", "rule": "no-gpu-records",
-                        "says": "no GPU record has checked these numbers yet: a GPU is counted, not fitted, until CUDA records "
+                        "says": f"{checked}: a GPU is counted, not fitted, until CUDA records "
                                 "of matrix/fit-gpu.toml calibrate the count's constants (compat's CPU fit is not used on a "
                                 "GPU: it over-states a GPU's activations by 1.4-1.75x, issue 22)"})
         return out
+
+    def _gpu_error(self, kind: str, strategy: str, method: str, rows: list[dict]) -> dict:
+        """fit-error measured on GPU records at a real size that the GPU constants were not fitted on."""
+        band = error_bands(rows)[(strategy, method)]
+        said = (f"{kind}: on GPU records at a real size that compat's GPU {'count' if self.counted else 'fit'} was not "
+                f"fitted on ({', '.join(sorted({r['model'] for r in rows}))}; {', '.join(sorted({r['card'] for r in rows}))}), its "
+                f"{strategy} with {method} predictions of torch's training-phase max allocated were off by a median "
+                f"{band['median']:.1%} (P90 {band['p90']:.1%}, {band['records']} record{'s' if band['records'] > 1 else ''}; "
+                + ", ".join(f"{r['precision']} {r['error']:+.1%}" for r in rows) + ")"
+                + ("; none of them has 4-bit weights" if self.run.method == "qlora" else ""))
+        return {"kind": "predicted" if self.run.method == "qlora" else "measured", "rule": "fit-error", "says": said,
+                "band": band, "records": [r["id"] for r in rows]}
 
     def _quantity_lines(self) -> list[str]:
         """Reserved and nvidia-smi per card, where GPU records measured the allocator's slack."""
@@ -971,10 +1016,12 @@ class Report:
             return []
         if not self.slack:
             return ["Reserved and nvidia-smi: allocated plus the caching allocator's slack, which no GPU record has "
-                    "measured yet (GPU records of any cell will; expandable_segments lowers it)."]
+                    "measured yet (GPU records of a real size will; expandable_segments lowers it)."]
         said = "; ".join(f"{s['slack']:.0%} {'with' if es else 'without'} expandable_segments ({len(s['records'])} GPU records)"
                          for es, s in sorted(self.slack.items()))
-        out = [f"Reserved = allocated plus the caching allocator's slack, measured: {said}; nvidia-smi about reserved plus the context:"]
+        out = [f"Reserved = allocated plus the caching allocator's slack, measured on cards with room to spare: {said}; "
+               "a full card reserves less (the allocator frees cached blocks and retries before it fails). "
+               "nvidia-smi about reserved plus the context:"]
         for p in self.predictions:
             q = self.quantities(p)
             out.append(f"  {p.strategy}: allocated {_gib(q['allocated_bytes'])}"
@@ -1068,6 +1115,13 @@ def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | N
     return (sizes[0] if sizes else min(gpu.memory_gb)) * GIB
 
 
+def _card_of(rec: dict) -> str:
+    """The name of the card a GPU record ran on, as its fingerprint gives it."""
+    gpus = ((rec.get("fingerprint") or {}).get("hardware") or {}).get("gpus") or [{}]
+    name = gpus[0].get("name") if isinstance(gpus[0], dict) else None
+    return name if isinstance(name, str) and name else rec["axes"]["hardware"]
+
+
 def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict],
                host_memory: tuple[float, str] | None = None, defaults: tuple[str, ...] = (), read_as: str = "",
                per_strategy: dict | None = None, host_hint: str = "--host-memory GIB", **run_fields) -> "Report":
@@ -1090,12 +1144,17 @@ def report_for(known, entry, gpu, capacity: float | None, precision: str, names:
     run_fields.setdefault("quantization", "nf4" if run_fields["method"] == "qlora" else "none")
     cal = known.calibrate(recs, gpu=gpu is not None)
     run = Run(precision=precision, **run_fields)
-    context = known.cuda_context(recs) if gpu is not None else None
+    context = known.cuda_context(recs, gpu.arch) if gpu is not None else None
     preds = [predict(entry.shape, dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})), cal, capacity,
                      context.bytes if context else 0.0, host_memory) for s in names]
     cpu_cal = cal if gpu is None else known.calibrate(recs)  # the CPU fit, for the CPU records' checks and bands
     checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants
     held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
     bands = error_bands(error_table(cpu_cal, held_out) + checks)
-    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands,
+    gpu_checks = []
+    if gpu is not None:  # the GPU prediction's own check: real-size GPU records its constants were not fitted on
+        on_gpu = gpu_check_records(recs, set(known.calibration_models))
+        gpu_checks = [dict(row, card=_card_of(r), model=r["axes"].get("model", "default"), precision=r["axes"]["precision"])
+                      for row, r in zip(error_table(cal, on_gpu), on_gpu)]
+    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands, gpu_checks,
                   known.allocator_slack(recs) if gpu is not None else {}, "" if host_memory is not None else host_hint)

@@ -36,7 +36,7 @@ def handle(args) -> int:
         entry = configs.by_size(args.model_size)
         cal = configs.calibrate(recs, gpu=True)
         picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
-                                       entry, cal, configs.cuda_context(recs), args.seq_len)
+                                       entry, cal, configs.cuda_context(recs, gpu.arch), args.seq_len)
         if picked is None:
             raise CompatError(f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
                               "method and strategy compat knows (QLoRA and ZeRO-3 with offload included); try a shorter "
