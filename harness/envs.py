@@ -33,6 +33,7 @@ compile`) and is keyed by what that resolved to: unchanged releases reuse the en
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -142,31 +143,38 @@ class EnvManager:
 
     def _make_or_reuse(self, stack: Stack, path: Path, base: dict, resolved, key_src: dict) -> bool:
         """The env at `path`, made if it is not there; held shared from then on. True: reused."""
-        python = path / "bin" / "python"
-        marker = path / MARKER
-        # one compat at a time makes an env: a second run that wants it waits, then reuses what
-        # the first one made; every run that uses it holds it shared until it ends, so prune
-        # never removes an env a run is using or making
         if path in self._held:  # this process holds it already (a preflight's second variant)
-            lock = None
-        else:
-            lock = env_lock(path, self.log)
+            os.utime(path / MARKER)
+            return True
+        # Every compat that uses an env holds its lock shared until it ends, so any number of runs
+        # (several compat processes, Ray workers on one node) use one env at once, and prune, which
+        # takes it exclusive without waiting, never removes an env in use. A run that finds the env
+        # missing or half-made takes the make lock (one maker at a time), then the env's lock
+        # exclusive to make it, then shared; the others wait for the maker and reuse what it made.
+        lock = env_lock(path, self.log)
         try:
-            reused = marker.is_file() and python.exists()
-            if not reused:
-                try:
-                    self._create(stack, path, base, stack.requirements(resolved), key_src)
-                except BaseException:
-                    shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
-                    raise
-            os.utime(marker)  # last used
+            if _complete(path):
+                os.utime(path / MARKER)  # last used
+                self._held[path] = lock
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            with _make_lock(path, log=self.log):
+                fcntl.flock(lock, fcntl.LOCK_EX)  # the users of a complete env never wait on this: there is none
+                reused = _complete(path)  # another compat made it while this one waited
+                if not reused:
+                    try:
+                        self._create(stack, path, base, stack.requirements(resolved), key_src)
+                    except BaseException:
+                        shutil.rmtree(path, ignore_errors=True)  # a failed env leaves nothing behind
+                        raise
+                os.utime(path / MARKER)
+                # made: from now on only in use. flock's conversion is not atomic, but prune takes
+                # the make lock first, and it is held until this one is shared
+                fcntl.flock(lock, fcntl.LOCK_SH)
         except BaseException:
-            if lock is not None:
-                os.close(lock)
+            os.close(lock)
             raise
-        if lock is not None:
-            fcntl.flock(lock, fcntl.LOCK_SH)  # made: from now on only in use
-            self._held[path] = lock
+        self._held[path] = lock
         return reused
 
     def base(self) -> dict:
@@ -365,17 +373,40 @@ print(json.dumps({"env": env, "requires": requires}))
 
 
 def env_lock(path: Path, log=print) -> int:
-    """An open descriptor holding the exclusive lock of the env `path` (flock on a lock file
-    beside it: released when the process ends, however it ends), waiting for it where another
-    compat is making the env or removing it."""
+    """An open descriptor holding the lock of the env `path` shared (flock on a lock file beside
+    it: released when the process ends, however it ends), waiting for it where another compat is
+    making the env or removing it (they hold it exclusive)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         log(f"  env {path.name}: another compat is making it; waiting, then using it")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH)
     return fd
+
+
+@contextlib.contextmanager
+def _make_lock(path: Path, wait: bool = True, log=print):
+    """The env's make lock, exclusive: one compat at a time makes (or removes) the env `path`.
+    With wait=False, BlockingIOError where another holds it."""
+    fd = os.open(path.parent / f".{path.name}.make", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise
+            log(f"  env {path.name}: another compat is making it; waiting, then using it")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _complete(path: Path) -> bool:
+    """Whether the env was made to the end: its marker is written last."""
+    return (path / MARKER).is_file() and (path / "bin" / "python").exists()
 
 
 def find_uv() -> str | None:
@@ -425,19 +456,22 @@ def list_envs(root: Path) -> list[dict]:
 
 
 def remove_env(path: Path) -> bool:
-    """Delete an env unless a compat is making it or running cells in it now (its lock is held);
-    True when it was removed."""
-    fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    """Delete an env unless a compat is making it or running cells in it now (its make lock or
+    its lock is held); True when it was removed."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with _make_lock(path, wait=False):
+            fd = os.open(path.parent / f".{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            try:
+                shutil.rmtree(path, ignore_errors=True)
+                return True
+            finally:
+                os.close(fd)
     except BlockingIOError:
-        os.close(fd)
         return False
-    try:
-        shutil.rmtree(path, ignore_errors=True)
-        return True
-    finally:
-        os.close(fd)
 
 
 def tree_size(path: Path) -> dict:

@@ -53,6 +53,49 @@ def test_two_runs_making_the_same_new_env_at_once_both_pass(tmp_path):
     assert recs[0]["stack"]["env"] == recs[1]["stack"]["env"]
 
 
+HOLD = """
+import sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from harness.envs import EnvManager
+from harness.stacks import Stack
+m = EnvManager(root=Path({envs!r}), offline=True, find_links=({wheels!r},), log=lambda line: print(line, flush=True))
+env = m.ensure(Stack("shared", "", False, False, "inherit", (("bitsandbytes", "==0.0.1+compat.test"),)))
+print("ready", env.info["reused"], flush=True)
+time.sleep({sleep})
+"""
+
+
+def holder(envs, wheels, sleep):
+    """A process that makes (or reuses) the test stack's env and then keeps using it (holds it)."""
+    return subprocess.Popen([sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=sleep)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_runs_use_one_env_at_once_without_waiting_for_each_other(tmp_path):
+    """Issue 23: a compat using an env held it in a way that made a second compat wanting the same
+    env wait until the first one ended, so runs on one node (several compat processes, Ray workers)
+    took turns. Now the second reuses it at once, while the first still holds it; and prune still
+    keeps it while either does."""
+    home, wheels = home_with_stack(tmp_path)
+    envs = tmp_path / "envs"
+    first = holder(envs, wheels, 600)
+    try:
+        said = [first.stdout.readline()]  # its log, then "ready"
+        while said[-1] and not said[-1].startswith("ready") and len(said) < 50:
+            said.append(first.stdout.readline())
+        assert said[-1].split() == ["ready", "False"], said  # made it
+        second = subprocess.run([sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=0)],
+                                capture_output=True, text=True, timeout=300)  # waiting for `first` would outlast this
+        assert second.returncode == 0, second.stderr
+        assert second.stdout.split()[-2:] == ["ready", "True"] and "waiting" not in second.stdout  # reused, no wait
+        pruned = run_compat("envs", "--env-dir", str(envs), "--prune", "--older-than", "0", timeout=120)
+        assert "pruned 0 of 1 env(s)" in pruned.stdout and "1 in use by a running compat, kept" in pruned.stdout
+    finally:
+        first.kill()
+        first.wait()
+
+
 def test_prune_keeps_an_env_a_run_is_using_and_removes_a_half_made_one(tmp_path):
     home, wheels = home_with_stack(tmp_path)
     envs = tmp_path / "envs"
