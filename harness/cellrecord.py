@@ -100,6 +100,22 @@ def unsupported(cell: Cell, ctx: RunContext, extra: dict, reason: str) -> dict:
     }
 
 
+def lost(cell: Cell, ctx: RunContext, extra: dict, etype: str, reason: str) -> dict:
+    """The `infra` record of a cell whose machine went away under it (a Ray node that died), with
+    the reason: the runner's fault, never the stack's."""
+    at = now()
+    return {
+        **_base(cell, ctx, extra),
+        "outcome": Outcome.INFRA.value,
+        "reason": reason,
+        "error": error(etype, reason, reason),
+        "started_at": at,
+        "finished_at": at,
+        "duration_s": 0.0,
+        "fingerprint": fingerprint(ctx, None, {}),
+    }
+
+
 def _base(cell: Cell, ctx: RunContext, extra: dict) -> dict:
     return {
         "schema_version": records.SCHEMA_VERSION,

@@ -30,23 +30,54 @@ def add(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
     p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
                    help="live: a display redrawn in place; plain: one line per cell, as in CI logs (default auto: live on a terminal)")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the cells on a Ray cluster, each on a node of its kind, records back here: ADDRESS of its head "
+                        "(ray://host:10001, host:6379, auto); without one, $RAY_ADDRESS or a local cluster (needs "
+                        "pip install 'compat[ray]'; docs/ray.md)")
     p.add_argument("--stop-after", type=common.non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
                    "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
                    "S = N*60 less the largest cell time limit)")
 
 
 def handle(args) -> int:
-    from harness import junit, runner
-
     host = hardware.detect()
-    fail_on = _check_options(args, host)
+    cluster = _connect(args.ray) if args.ray is not None else None
+    try:
+        return _run(args, host, cluster)
+    finally:
+        if cluster is not None:
+            cluster[0].shutdown()
+
+
+def _connect(address: str):
+    """Ray, connected to the cluster at `address` ("" : $RAY_ADDRESS, else a local one)."""
+    from harness import raydispatch
+
+    raydispatch.check_reachable(address)
+    ray = raydispatch.import_ray()
+    try:
+        if address:
+            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        else:
+            ray.init(logging_level="WARNING", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"--ray {address or '(local)'}: could not reach a Ray cluster: {str(exc).splitlines()[0][:300]}") from None
+    return ray, ray.nodes()
+
+
+def _run(args, host, cluster) -> int:
+    """The run on this host, or on the Ray cluster `cluster` (ray, its nodes) where given."""
+    from harness import junit, raydispatch, runner
+
+    fail_on = _check_options(args, host, cluster)
     where, grids, planned, data, grid_of = load_plan(args, host)
     names = ", ".join(str(g.path) for g in grids)
+    nodes, planned, on, archs = _on_cluster(cluster, planned, data) if cluster else ([], planned, "this host", sorted(host.archs))
     cells = [p.cell for p in planned if p.here or p.unsupported]
     if not cells:
         raise NoHardwareError(
-            f"none of the {len(planned)} selected cells of {names} runs on this host "
-            f"(it has {', '.join(sorted(host.archs))}); `compat list` shows why"
+            f"none of the {len(planned)} selected cells of {names} runs on {on} "
+            f"(it has {', '.join(archs)}); `compat list` shows why"
         )
     results = writable(args.results or where.results, "--results")
     base = known_issues_base(data.dir)
@@ -61,14 +92,17 @@ def handle(args) -> int:
             return 0
     show = progress.reporter(len(cells), {"auto": None, "live": True, "plain": False}[args.progress])
     ctx = _context(args, results, grids, grid_of, data, host, base, resumed, show.env)
-    print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {', '.join(sorted(host.archs))}; records → {ctx.records_path}", flush=True)
+    print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {on} ({', '.join(archs)}); records → {ctx.records_path}", flush=True)
     resume.write_journal(ctx, cells)
     others = [p for p in planned if not p.here and not p.unsupported]
     if others:
         archs = ", ".join(sorted({p.cell.hardware for p in others}))
         print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
     try:
-        done = runner.run_all(planned, ctx, report=show.finished, started=show.started)
+        if cluster:
+            done = raydispatch.run_all(planned, ctx, _worker_spec(args, ctx), nodes, report=show.finished, started=show.started)
+        else:
+            done = runner.run_all(planned, ctx, report=show.finished, started=show.started)
     finally:
         show.close()
     counts = progress.outcome_counts(done)
@@ -92,10 +126,36 @@ def handle(args) -> int:
 
 
 
-def _check_options(args, host) -> set[str]:
+def _on_cluster(cluster, planned, data):
+    """The Ray cluster's nodes, the plan on them, and how to name them: where, and which archs."""
+    from harness import raydispatch
+    from harness.gpus import GpuDb
+
+    nodes = raydispatch.cluster_nodes(cluster[1], GpuDb.load(data.dir))
+    archs = sorted({"cpu"} | {n.arch for n in nodes if n.gpus and n.arch})
+    return nodes, raydispatch.plan([p.cell for p in planned], nodes), f"the Ray cluster's {len(nodes)} node(s)", archs
+
+
+def _worker_spec(args, ctx):
+    """What each Ray worker needs to run a cell of this run as this host would."""
+    import os
+
+    from harness import raydispatch
+
+    return raydispatch.WorkerSpec(
+        run_id=ctx.run_id, settings=ctx.settings, timeouts=ctx.timeouts, timeout_s=ctx.timeout_s, stacks=ctx.stacks,
+        models=ctx.models, env_dir=str(args.env_dir) if args.env_dir else None, offline=args.offline,
+        find_links=tuple(args.find_links), runner_name=os.environ.get("COMPAT_RUNNER_NAME") or None,
+    )
+
+
+def _check_options(args, host, cluster=None) -> set[str]:
     """What the options' types cannot check alone, before any work; the outcomes that make the
     exit code 1 (--fail-on)."""
-    if args.require_gpu and not host.gpus:
+    if args.require_gpu and cluster is not None:
+        if not any((n.get("Resources") or {}).get("GPU") for n in cluster[1] if n.get("Alive")):
+            raise NoHardwareError("no node of the Ray cluster has a GPU; the GPU matrix needs one")
+    elif args.require_gpu and not host.gpus:
         raise NoHardwareError(
             f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
             "On a CPU-only host run `tox -e cpu-matrix`."

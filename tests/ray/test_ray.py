@@ -1,0 +1,95 @@
+"""compat run --ray on a local Ray cluster of fake nodes (issue 23): head and CPU nodes, a node
+that says it has a T4 (Ray's accelerator_type resource, as Ray sets it on a real T4 node) and one
+labelled compat-arch=sm_80 with two cards. The cards are not real: a GPU cell reaches a node of
+its kind and its record says `infra` (this machine's torch has no CUDA), which is what shows
+where it ran; the CPU cells train for real. Needs the ray extra: `tox -e ray`."""
+
+import json
+
+import pytest
+
+from conftest import run_compat
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from harness import records  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+GRID = """
+[product]
+hardware = ["cpu", "sm_75", "sm_80", "sm_90"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["lora"]
+strategy = ["single", "ddp"]
+ranks = [1, 2]
+
+[[exclude]]
+strategy = "single"
+ranks = 2
+
+[[exclude]]
+strategy = "ddp"
+ranks = 1
+
+[[exclude]]
+hardware = "cpu"
+strategy = "ddp"
+"""
+
+SMALL = {"object_store_memory": 75 * 2**20}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, **SMALL})
+    nodes = {
+        "cpu": c.add_node(num_cpus=1, **SMALL),
+        "t4": c.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:T4": 1}, **SMALL),
+        "sm_80": c.add_node(num_cpus=1, num_gpus=2, labels={"compat-arch": "sm_80"}, **SMALL),
+    }
+    c.wait_for_nodes()
+    yield c, {k: n.node_id for k, n in nodes.items()}
+    c.shutdown()
+
+
+def test_each_cell_runs_on_a_node_of_its_kind_and_its_record_comes_back(tmp_path, cluster):
+    c, ids = cluster
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID)
+    ran = run_compat("run", "--ray", c.address, "--matrix", str(grid), "--results", str(tmp_path / "r"), "--no-table",
+                     "--progress", "plain", timeout=600)
+    assert ran.returncode == 1, ran.stdout + ran.stderr  # the fake cards' cells are infra: no CUDA torch here
+    assert "2 cells for other hardware (sm_90) are left to the runners that have it" in ran.stdout
+    recs = {r["cell"]: r for r in map(json.loads, (tmp_path / "r" / "records.jsonl").read_text().splitlines())}
+    assert set(recs) == {"cpu-local-fp32-none-lora-single", "sm_75-local-fp32-none-lora-single",
+                         "sm_75-local-fp32-none-lora-ddp-r2", "sm_80-local-fp32-none-lora-single",
+                         "sm_80-local-fp32-none-lora-ddp-r2"}
+    for r in recs.values():
+        assert records.validate(r) is None, r["cell"]
+    # the T4 node (Ray's accelerator_type) takes the sm_75 cell, the labelled node the sm_80 ones
+    assert recs["sm_75-local-fp32-none-lora-single"]["runner"]["ray_node"] == ids["t4"]
+    assert {recs[k]["runner"]["ray_node"] for k in ("sm_80-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-ddp-r2")} == {ids["sm_80"]}
+    assert all(recs[k]["outcome"] == "infra" and "without CUDA" in recs[k]["reason"]
+               for k in ("sm_75-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-ddp-r2"))
+    # two sm_75 cards on one node: no node has them, so it is said, not left waiting in Ray's queue
+    two = recs["sm_75-local-fp32-none-lora-ddp-r2"]
+    assert two["outcome"] == "unsupported" and two["reason"] == (
+        "needs 2 sm_75 cards on one node; the Ray cluster's largest sm_75 node has 1")
+    # the CPU cell trained on a node of the cluster, as a local run trains it, and its log came back
+    cpu = recs["cpu-local-fp32-none-lora-single"]
+    assert cpu["outcome"] == "pass" and cpu["runner"]["ray_node"] in set(ids.values()) | {_head(c)}
+    local = run_compat("run", "--matrix", str(grid), "--select", "cpu-*", "--results", str(tmp_path / "local"),
+                       "--no-table", "--progress", "plain", timeout=600)
+    assert local.returncode == 0, local.stderr
+    (mine,) = map(json.loads, (tmp_path / "local" / "records.jsonl").read_text().splitlines())
+    assert cpu["losses"] == mine["losses"] and cpu["checks"] == mine["checks"]
+    assert set(cpu) == set(mine) and "ray_node" not in mine["runner"]
+    assert (tmp_path / "r" / cpu["log"]).read_text().strip()  # the node's log, where a local run keeps it
+
+
+def _head(c) -> str:
+    return c.head_node.node_id
