@@ -2,7 +2,7 @@
 has (its compat-arch label, else Ray's accelerator_type name of its cards read through
 matrix/gpus.toml), which cells the cluster runs, records unsupported or leaves to other runners,
 and the task options that place a cell. The nodes are written as `ray.nodes()` gives them (Ray
-2.60.0, seen on a local cluster on 2026-11-26). tests/ray runs cells on a real local cluster."""
+2.60.0, seen on a local cluster on 2026-11-26). tests/raycluster runs cells on a real local cluster."""
 
 import sys
 

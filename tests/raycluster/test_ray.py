@@ -10,6 +10,7 @@ import pytest
 
 from conftest import run_compat
 
+# the folder is not named ray: with tests/ on sys.path, a tests/ray/ would be what `import ray` finds
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
