@@ -275,10 +275,11 @@ def _outcome(ray, ref, cell: Cell, died: tuple, ctx: runner.RunContext) -> tuple
 
 
 def _node_of(exc) -> str:
-    """The node a RayError names ("node ID 5ecd..."), else its message's start."""
-    text = str(exc)
-    at = text.find("node ID ")
-    return text[at + 8:at + 8 + 56].strip(" ,.") if at >= 0 else text[:80]
+    """The node a RayError names ("... node ID: 5ecd22..., " in Ray 2.60), else "an unnamed node"."""
+    import re
+
+    found = re.search(r"node ID:?\s*([0-9a-f]{16,64})", str(exc))
+    return found[1] if found else "an unnamed node"
 
 
 def _lost(cell: Cell, ctx: runner.RunContext, died: tuple, exc) -> dict:

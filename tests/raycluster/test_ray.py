@@ -94,3 +94,76 @@ def test_each_cell_runs_on_a_node_of_its_kind_and_its_record_comes_back(tmp_path
 
 def _head(c) -> str:
     return c.head_node.node_id
+
+
+def _raylet_pids(node) -> set[int]:
+    """The pids of a fake node's raylet (Ray's own bookkeeping of the processes it started)."""
+    return {info.process.pid for name, infos in node.all_processes.items() if name == "raylet" for info in infos}
+
+
+def _ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
+
+
+def _workload_pids() -> list[int]:
+    import os
+
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"workloads/finetune.py" in f.read():
+                    out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def test_a_node_that_dies_under_a_cell_costs_a_retry_not_the_record(tmp_path):
+    """Issue 23: the node running a cell is removed mid-cell; the driver says so, the cell runs
+    again on the other node and passes, nothing else is lost, and no process of the dead node's
+    cell is left running."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, **SMALL})
+    workers = [c.add_node(num_cpus=1, **SMALL) for _ in range(2)]
+    c.wait_for_nodes()
+    try:
+        grid = tmp_path / "grid.toml"
+        grid.write_text(GRID)
+        driver = subprocess.Popen([sys.executable, "-m", "harness", "run", "--ray", c.address, "--matrix", str(grid),
+                                   "--select", "cpu-*", "--results", str(tmp_path / "r"), "--no-table", "--progress", "plain"],
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        victim, orphan, deadline = None, None, time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline and driver.poll() is None:
+            for pid in _workload_pids():
+                up = set(_ancestors(pid))
+                victim = next((w for w in workers if _raylet_pids(w) & up), None)
+                if victim is not None:
+                    orphan = pid
+                    break
+            time.sleep(0.05)
+        assert victim is not None, "the cell's process was never seen on a worker node"
+        c.remove_node(victim)
+        out, _ = driver.communicate(timeout=300)
+        assert driver.returncode == 0, out
+        assert f"cpu-local-fp32-none-lora-single: its Ray node {victim.node_id} died under it (NodeDiedError); running it once more" in out
+        (rec,) = map(json.loads, (tmp_path / "r" / "records.jsonl").read_text().splitlines())
+        survivor = next(w for w in workers if w is not victim)
+        assert rec["outcome"] == "pass" and rec["runner"]["ray_node"] == survivor.node_id
+        time.sleep(2)
+        assert orphan not in _workload_pids(), "the dead node's cell process is still running"
+    finally:
+        c.shutdown()
