@@ -214,18 +214,7 @@ def run_all(planned: list[runner.PlannedCell], ctx: runner.RunContext, spec: Wor
     per node plus a cell per card), so --stop-after can still hold the rest back."""
     ray = import_ray()
     task = ray.remote(max_retries=0)(run_on_node)
-    out: list[dict] = []
-    todo = [p for p in planned if p.here or p.unsupported]
-
-    def finish(record: dict) -> None:
-        runner._append(ctx, record)
-        out.append(record)
-        report(len(out), len(todo), record)
-
-    for p in todo:
-        if p.unsupported:
-            finish(cellrecord.unsupported(p.cell, ctx, {}, p.reason))
-    waiting = [p.cell for p in todo if p.here]
+    waiting, out, finish = runner.recorder(planned, ctx, report)
     limit = in_flight or max(1, len(nodes) + sum(n.gpus for n in nodes))
     pending: dict = {}  # ObjectRef -> (cell, node ids it died on)
 

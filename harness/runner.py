@@ -126,9 +126,28 @@ def run_all(
     `install-error` record, and the other stacks still run. Unsupported cells are recorded first.
     `overrides`: cell id -> what that cell runs with in place of the grid's own; `started(cell)`
     is called (in a worker thread) as a cell starts, `report(i, n, record)` as one ends."""
+    cells = _Cells(ctx, overrides or {}, started)
+    here, out, finish = recorder(planned, ctx, report, lambda cell: cells.override(cell).record_extra)
+    try:
+        schedule.run_jobs(
+            here, device_pools(ctx.host), cell_need,
+            cells.execute, lambda cell, record: finish(record), cells.prepare,
+            may_start=lambda: ctx.stop_at is None or time.monotonic() < ctx.stop_at,
+        )
+    except BaseException:
+        launch.kill_running()  # interrupted: no cell outlives the run
+        raise
+    return out
+
+
+def recorder(planned: list[PlannedCell], ctx: RunContext, report: Callable[[int, int, dict], None],
+             extra: Callable[[Cell], dict] = lambda cell: {}) -> tuple[list[Cell], list[dict], Callable[[dict], None]]:
+    """A run's bookkeeping, wherever its cells run (here, or on a Ray cluster): the cells to run,
+    the list their records go into, and `finish(record)`, which appends a record and reports it
+    the moment its cell ends. The unsupported cells are recorded at once (`extra(cell)`: fields
+    their records carry)."""
     out: list[dict] = []
     todo = [p for p in planned if p.here or p.unsupported]
-    cells = _Cells(ctx, overrides or {}, started)
 
     def finish(record: dict) -> None:
         _append(ctx, record)
@@ -137,17 +156,8 @@ def run_all(
 
     for p in todo:
         if p.unsupported:
-            finish(cellrecord.unsupported(p.cell, ctx, cells.override(p.cell).record_extra, p.reason))
-    try:
-        schedule.run_jobs(
-            [p.cell for p in todo if p.here], device_pools(ctx.host), cell_need,
-            cells.execute, lambda cell, record: finish(record), cells.prepare,
-            may_start=lambda: ctx.stop_at is None or time.monotonic() < ctx.stop_at,
-        )
-    except BaseException:
-        launch.kill_running()  # interrupted: no cell outlives the run
-        raise
-    return out
+            finish(cellrecord.unsupported(p.cell, ctx, extra(p.cell), p.reason))
+    return [p.cell for p in todo if p.here], out, finish
 
 
 def _append(ctx: RunContext, record: dict) -> None:
