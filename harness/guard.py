@@ -20,6 +20,13 @@ The guard starts COMMAND and waits for it. What it adds:
   wait4 on the guard still reports the largest resident set of its descendants.
 - **Tells "could not start" apart.** When COMMAND cannot be started (no such interpreter) the
   reason is written to --start-error and the guard exits 127.
+- **Survives a supervisor that kills its children** (--stand-in). A Ray worker that exits SIGKILLs
+  its direct children, not their children (RAY_kill_child_processes_on_worker_exit, on by default:
+  docs.ray.io, "Lifetimes of a User-Spawn Process"): a guard that is the worker's child would die
+  without a word and leave COMMAND running (a GPU cell would keep its card). With --stand-in this
+  guard only stands in: it runs a second guard, whose parent it is, and that one runs COMMAND. Kill
+  the stand-in and the second guard sees its parent change and cleans up as above; stop the
+  stand-in and it passes the request on to the second guard alone.
 
 Standard library only, run with -I: it works under any interpreter compat itself runs under.
 Elsewhere than Linux there is no subreaper and no /proc: the guard still dies with compat and
@@ -42,14 +49,18 @@ START_FAILED = 127  # the exit code when COMMAND could not be started, as in a s
 PR_SET_CHILD_SUBREAPER = 36
 
 
+STAND_IN = False  # set where the supervisor of this process SIGKILLs its children when it ends (a Ray worker)
+
+
 def command(cmd: list[str], start_error: Path, cleanup: Path | None = None, shm: str | None = None) -> list[str]:
-    """`cmd` wrapped in a guard whose parent is this process."""
-    out = [sys.executable, "-I", __file__, "--parent", str(os.getpid()), "--start-error", str(start_error)]
-    if cleanup is not None:
-        out += ["--cleanup", str(cleanup)]
-    if shm is not None:
-        out += ["--shm", shm]
-    return out + ["--", *cmd]
+    """`cmd` wrapped in a guard whose parent is this process (behind a stand-in where STAND_IN)."""
+    out = [sys.executable, "-I", __file__, "--parent", str(os.getpid()), *_options(start_error, cleanup, shm)]
+    return out + (["--stand-in"] if STAND_IN else []) + ["--", *cmd]
+
+
+def _options(start_error: Path, cleanup: Path | None, shm: str | None) -> list[str]:
+    return (["--start-error", str(start_error)] + (["--cleanup", str(cleanup)] if cleanup is not None else [])
+            + (["--shm", shm] if shm is not None else []))
 
 
 SHM = Path("/dev/shm")
@@ -114,10 +125,14 @@ def _descendants() -> list[int]:
 
 def _signal_all(sig: int) -> None:
     for pid in _descendants():
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _signal(pid, sig)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_everything() -> None:
@@ -157,9 +172,15 @@ def main(argv: list[str]) -> int:
     except (OSError, AttributeError):
         pass  # not Linux: the process group is what we have
 
+    if "--stand-in" in opts:  # the guard that runs COMMAND is our child, and we are its parent
+        cmd = [sys.executable, "-I", __file__, "--parent", str(os.getpid()), *_options(error_file, cleanup, shm), "--", *cmd]
     # What compat signals is handled here and passed on. Handlers, not SIG_IGN: an ignored signal
     # stays ignored across exec, and COMMAND must keep the default actions.
-    signal.signal(signal.SIGTERM, lambda *_: _signal_all(signal.SIGTERM))
+    child = None
+    if "--stand-in" in opts:  # the guard below passes a stop on to its own descendants: once is enough
+        signal.signal(signal.SIGTERM, lambda *_: child is not None and _signal(child.pid, signal.SIGTERM))
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: _signal_all(signal.SIGTERM))
     signal.signal(signal.SIGUSR1, lambda *_: _kill_everything())
 
     try:

@@ -176,9 +176,10 @@ def run_on_node(spec: WorkerSpec, cell: Cell) -> dict:
     """In a Ray worker: run one cell on this node as a local run would; its record and log text."""
     import ray
 
-    from harness import envs, hardware
+    from harness import envs, guard, hardware
     from harness.commands.common import find_home
 
+    guard.STAND_IN = True  # this worker SIGKILLs its children when it ends: their guards must not be them
     node = ray.get_runtime_context().get_node_id()
     key = (spec.env_dir, spec.offline, spec.find_links)
     if key not in _ENV_MANAGERS:

@@ -167,3 +167,109 @@ def test_a_node_that_dies_under_a_cell_costs_a_retry_not_the_record(tmp_path):
         assert orphan not in _workload_pids(), "the dead node's cell process is still running"
     finally:
         c.shutdown()
+
+
+CPU_GRID = """
+[product]
+hardware = ["cpu"]
+stack = ["local"]
+precision = ["fp32", "bf16"]
+quantization = ["none"]
+method = ["lora", "full"]
+strategy = ["single"]
+"""
+CPU_CELLS = {f"cpu-local-{p}-none-{m}-single" for p in ("fp32", "bf16") for m in ("lora", "full")}
+
+
+@pytest.fixture
+def one_worker():
+    """A head that runs nothing and one worker node of one CPU: the cells run one after another."""
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False, **SMALL})
+    c.add_node(num_cpus=1, **SMALL)
+    c.wait_for_nodes()
+    yield c
+    c.shutdown()
+
+
+def _records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _wait_for(what, seconds: float):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.1)
+    return None
+
+
+def test_a_killed_driver_leaves_no_process_and_resume_runs_only_what_has_no_record(tmp_path, one_worker):
+    """Issue 23: the driver (compat run --ray) is killed (SIGKILL: nothing of it runs) while a cell
+    runs on a node. The cell's processes on the node end with it, the records written before stay
+    whole, and the same command with --resume runs only the cells without a record, on the cluster,
+    under the same run id, its JUnit file naming them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    grid, results = tmp_path / "grid.toml", tmp_path / "r"
+    grid.write_text(CPU_GRID)
+    command = [sys.executable, "-m", "harness", "run", "--ray", one_worker.address, "--matrix", str(grid),
+               "--results", str(results), "--no-table", "--progress", "plain"]
+    driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    busy = None
+    try:
+        busy = _wait_for(lambda: (results / "records.jsonl").is_file() and _records(results / "records.jsonl")
+                         and _workload_pids(), 300)
+        assert busy, "no record came back while a next cell ran"
+        for pid in busy:  # stopped, the cell cannot end by itself: only its killers end it now (not its guard)
+            if b"guard.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
+                os.kill(pid, signal.SIGSTOP)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=10)
+        left = _wait_for(lambda: not set(busy) & set(_workload_pids()), 30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for pid in set(busy or ()) & set(_workload_pids()):
+            os.kill(pid, signal.SIGKILL)
+    assert left, f"the running cell's processes {busy} outlived the driver"
+    before = _records(results / "records.jsonl")  # every line whole: json.loads takes each one
+    assert 1 <= len(before) < len(CPU_CELLS) and all(r["outcome"] == "pass" for r in before)
+
+    again = run_compat(*command[3:], "--resume", "--junit", str(tmp_path / "junit.xml"), timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming run {before[0]['run_id']}: {len(before)} of the selected cells have a record in it" in again.stdout
+    after = _records(results / "records.jsonl")
+    assert after[: len(before)] == before  # nothing written before is changed
+    assert sorted(r["cell"] for r in after) == sorted(CPU_CELLS)  # each cell once
+    assert {r["run_id"] for r in after} == {before[0]["run_id"]}
+    assert all(r["outcome"] == "pass" and r["runner"]["ray_node"] for r in after[len(before):])
+    import xml.etree.ElementTree as ET
+
+    cases = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+    assert sorted(case.get("name") for case in cases) == sorted(r["cell"] for r in after[len(before):])
+
+
+def test_stop_after_holds_back_cells_on_the_cluster_and_resume_runs_them(tmp_path, one_worker):
+    """--stop-after under --ray: cells not yet handed to Ray once the time is up are not started
+    (exit code 75); --resume runs them, and only them."""
+    grid, results = tmp_path / "grid.toml", tmp_path / "r"
+    grid.write_text(CPU_GRID)
+    args = ("run", "--ray", one_worker.address, "--matrix", str(grid), "--results", str(results), "--no-table",
+            "--progress", "plain")
+    first = run_compat(*args, "--stop-after", "1", timeout=600)
+    assert first.returncode == 75, first.stdout + first.stderr
+    done = _records(results / "records.jsonl")
+    assert 1 <= len(done) < len(CPU_CELLS)
+    assert f"--stop-after: {len(CPU_CELLS) - len(done)} cell(s) not started" in first.stdout
+    second = run_compat(*args, "--resume", timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert sorted(r["cell"] for r in _records(results / "records.jsonl")) == sorted(CPU_CELLS)

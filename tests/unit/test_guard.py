@@ -108,3 +108,56 @@ def test_compat_killed_by_sigkill_takes_its_cells_with_it(tmp_path):
     while work.exists() and time.monotonic() < deadline:  # removed just after the kill
         time.sleep(0.05)
     assert not work.exists()
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    monkeypatch.setattr(guard, "STAND_IN", True)
+
+
+def test_behind_a_stand_in_it_still_ends_as_its_command_ended(tmp_path, stand_in):
+    assert guarded(tmp_path, "sh", "-c", "exit 3").returncode == 3
+    assert guarded(tmp_path, "sh", "-c", "kill -SEGV $$").returncode == -signal.SIGSEGV
+    assert guarded(tmp_path, str(tmp_path / "no-such-program")).returncode == guard.START_FAILED
+    assert guard.start_error(tmp_path / "start-error").startswith(f"could not start {tmp_path / 'no-such-program'}")
+
+
+def test_a_stand_in_killed_by_its_supervisor_takes_the_command_with_it(tmp_path, stand_in):
+    """A Ray worker that exits SIGKILLs its direct children, not theirs: under Ray that child is a
+    stand-in, and the guard below it, seeing its parent gone, kills the command and removes the
+    cell's work folder. Without the stand-in the command would go on running."""
+    marker = f"{uuid.uuid4().int % 10**6}.5"
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen(guard.command(["sh", "-c", f"setsid sleep {marker} & sleep {marker}"],
+                                          tmp_path / "start-error", work), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(alive(marker)) < 5 and time.monotonic() < deadline:  # two guards, the shell, two sleeps
+            time.sleep(0.05)
+        assert len(alive(marker)) == 5, alive(marker)
+        os.kill(proc.pid, signal.SIGKILL)  # what Ray does to a dead worker's children
+        assert gone(marker)
+        deadline = time.monotonic() + 5
+        while work.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not work.exists()
+    finally:
+        for pid in alive(marker):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_a_stop_through_a_stand_in_reaches_the_command_once(tmp_path, stand_in):
+    """guard.stop (SIGTERM) on the stand-in is passed to the guard below, which passes it to the
+    command: the command sees one SIGTERM, not one from each guard."""
+    script = tmp_path / "count.sh"
+    script.write_text(f"n=0; trap 'n=$((n+1)); echo $n > {tmp_path / 'terms'}' TERM; "
+                      "touch " + str(tmp_path / "ready") + "; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 7\n")
+    proc = subprocess.Popen(guard.command(["sh", str(script)], tmp_path / "start-error"))
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    guard.stop(proc.pid)
+    assert proc.wait(timeout=20) == 7
+    assert (tmp_path / "terms").read_text().strip() == "1"
