@@ -582,6 +582,10 @@ def sweep_records(records: list[dict], models: set[str] | None = None, device: s
             continue
         if axes.get("quantization", "none") != "none" or not measured_peak(r) or not _shaped(r):
             continue
+        if not on_gpu and (r.get("runner") or {}).get("warm"):
+            # a fork of a warm worker shares the worker's pages: its RSS is not a process's own
+            # (50-65 MB under a cold one's on the same cells here, 2026-11-26)
+            continue
         out.append(r)
     return out
 

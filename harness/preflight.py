@@ -821,10 +821,12 @@ def _per_strategy(jobs: list) -> dict:
     return {s: o for s, o in out.items() if o}
 
 
-def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report) -> list[dict]:
-    """Each job's cell run tiny on this host, one run each (its own run id: two variants of one
-    cell keep their logs apart), with the configs' own DeepSpeed config and FSDP settings; the
-    records, in the jobs' order."""
+def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report,
+             cluster=None) -> list[dict]:
+    """Each job's cell run tiny on this host, or on the Ray cluster `cluster` (ray, its nodes as
+    raydispatch.Node) where given, one run each (its own run id: two variants of one cell keep
+    their logs apart), with the configs' own DeepSpeed config and FSDP settings; the records, in
+    the jobs' order."""
     from harness import envs, records, runner
 
     manager = envs.EnvManager(root=env_dir or envs.default_root(), log=lambda line: print(line, flush=True))
@@ -849,7 +851,29 @@ def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None
         )
         if variant:
             print(f"== variant {variant.name}: {cell.id}", flush=True)
-        (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report, overrides={cell.id: override})
+        if cluster is None:
+            (rec,) = runner.run_all(runner.plan([cell], host), ctx, report=report, overrides={cell.id: override})
+        else:
+            rec = _on_cluster(cluster, cell, ctx, env_dir, report, override)
         print(result_text(rec), end="", flush=True)
         recs.append(rec)
     return recs
+
+
+def _on_cluster(cluster, cell, ctx, env_dir: Path | None, report, override) -> dict:
+    """One preflight cell run on a node of the Ray cluster, its record appended here."""
+    import os
+
+    from harness import raydispatch
+
+    _, nodes = cluster
+    planned = raydispatch.plan([cell], nodes)
+    if not (planned[0].here or planned[0].unsupported):
+        raise UsageError(f"{cell.id}: {planned[0].reason}")
+    spec = raydispatch.WorkerSpec(
+        run_id=ctx.run_id, settings=ctx.settings, timeouts=ctx.timeouts, timeout_s=ctx.timeout_s, stacks=ctx.stacks,
+        models=ctx.models, env_dir=str(env_dir) if env_dir else None, offline=False, find_links=(),
+        runner_name=os.environ.get("COMPAT_RUNNER_NAME") or None,
+    )
+    (rec,) = raydispatch.run_all(planned, ctx, spec, nodes, report=report, overrides={cell.id: override})
+    return rec

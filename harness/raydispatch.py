@@ -68,6 +68,21 @@ def check_reachable(address: str, timeout_s: float = 10.0) -> None:
                          "`ray start --head`, or give its address") from None
 
 
+def connect(address: str):
+    """Ray, connected to the cluster at `address` ("": $RAY_ADDRESS, else a local one), and its
+    nodes as ray.nodes() gives them; ray.shutdown() when done."""
+    check_reachable(address)
+    ray = import_ray()
+    try:
+        if address:
+            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        else:
+            ray.init(logging_level="WARNING", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"--ray {address or '(local)'}: could not reach a Ray cluster: {str(exc).splitlines()[0][:300]}") from None
+    return ray, ray.nodes()
+
+
 @dataclasses.dataclass(frozen=True)
 class Node:
     id: str  # Ray's node id (hex)
@@ -76,6 +91,7 @@ class Node:
     gpus: int
     accelerator: str | None  # Ray's accelerator_type name of its cards, where it has one
     labelled: bool  # the arch comes from the compat-arch label
+    cpus: int = 0
 
 
 def cluster_nodes(raw: list[dict], gpudb) -> list[Node]:
@@ -91,7 +107,7 @@ def cluster_nodes(raw: list[dict], gpudb) -> list[Node]:
         if not arch and gpus and types:
             arch = _arch_of(types[0], gpudb)
         out.append(Node(n["NodeID"], n.get("NodeManagerHostname") or n.get("NodeManagerAddress", "?"), arch or None,
-                        gpus, types[0] if types else None, bool(labels.get(LABEL))))
+                        gpus, types[0] if types else None, bool(labels.get(LABEL)), int(resources.get("CPU", 0))))
     return out
 
 
@@ -172,8 +188,28 @@ class WorkerSpec:
 _ENV_MANAGERS: dict = {}  # one per worker process: it holds its envs shared while the worker lives
 
 
-def run_on_node(spec: WorkerSpec, cell: Cell) -> dict:
-    """In a Ray worker: run one cell on this node as a local run would; its record and log text."""
+def ship(override: runner.Override) -> dict:
+    """What a node needs of a cell's override (compat preflight: a user's configs), picklable and
+    without the driver's files: the DeepSpeed config's text rather than its path."""
+    ds = override.deepspeed_config
+    return {"deepspeed": ds.read_text(encoding="utf-8") if ds else None, "fsdp_args": override.fsdp_args,
+            "record_extra": override.record_extra}
+
+
+def _unship(shipped: dict | None, folder: Path) -> runner.Override:
+    if not shipped:
+        return runner.NO_OVERRIDE
+    ds = None
+    if shipped.get("deepspeed") is not None:
+        ds = folder / "deepspeed.json"
+        ds.write_text(shipped["deepspeed"], encoding="utf-8")
+    return runner.Override(deepspeed_config=ds, fsdp_args=shipped.get("fsdp_args"), record_extra=shipped.get("record_extra") or {})
+
+
+def run_on_node(spec: WorkerSpec, cell: Cell, warm=None, shipped: dict | None = None) -> dict:
+    """In a Ray worker: run one cell on this node as a local run would (a one-process cell as a
+    fork of `warm`, a harness.warm.Warm, where given; with the override `shipped` from the
+    driver, where given); its record and log text."""
     import ray
 
     from harness import envs, guard, hardware
@@ -194,9 +230,9 @@ def run_on_node(spec: WorkerSpec, cell: Cell) -> dict:
             results_dir=results, records_path=results / "records.jsonl", settings=spec.settings, host=host,
             stacks=spec.stacks, envs=_ENV_MANAGERS[key], matrix_dir=find_home().matrix, models=spec.models,
             run_id=spec.run_id, timeout_s=spec.timeout_s, timeouts=spec.timeouts,
-            runner=dict(hardware.runner_identity(environ), ray_node=node),
+            runner=dict(hardware.runner_identity(environ), ray_node=node), warm=warm,
         )
-        cells = runner._Cells(ctx, {}, lambda c: None)
+        cells = runner._Cells(ctx, {cell.id: _unship(shipped, results)}, lambda c: None)
         cells.prepare(cell)
         slots = tuple(g.index for g in host.gpus if g.arch == cell.hardware)[: cell.ranks]
         record = cells.execute(cell, slots)
@@ -207,40 +243,148 @@ def run_on_node(spec: WorkerSpec, cell: Cell) -> dict:
         shutil.rmtree(results, ignore_errors=True)
 
 
+class WarmActor:
+    """A Ray actor holding one (stack env, card): its one-process cells run as forks of a warm
+    worker that imported the stack's libraries once (harness/warm.py); the others run cold."""
+
+    def __init__(self, spec: WorkerSpec):
+        from harness import warm
+
+        self.spec = spec
+        self.warm = warm.Warm()
+
+    def run(self, cell: Cell, shipped: dict | None = None) -> dict:
+        return run_on_node(self.spec, cell, self.warm, shipped)
+
+
+def can_run_warm(cell: Cell) -> bool:
+    """A cell a warm worker can fork: one process on the Trainer path (not torchrun, deepspeed)."""
+    from harness import strategies
+
+    return strategies.get(cell.strategy).launcher(cell.ranks) == "python"
+
+
 def run_all(planned: list[runner.PlannedCell], ctx: runner.RunContext, spec: WorkerSpec, nodes: list[Node],
             report: Callable[[int, int, dict], None] = lambda i, n, r: None,
-            started: Callable[[Cell], None] = lambda cell: None, in_flight: int | None = None) -> list[dict]:
+            started: Callable[[Cell], None] = lambda cell: None, in_flight: int | None = None,
+            warm: bool = False, overrides: dict[str, runner.Override] | None = None) -> list[dict]:
     """Run every cell on the cluster, appending each record on this host the moment it comes back
     (as runner.run_all does). At most `in_flight` tasks are submitted at once (default: a CPU cell
-    per node plus a cell per card), so --stop-after can still hold the rest back."""
+    per node plus a cell per card), so --stop-after can still hold the rest back. With `warm`, the
+    one-process cells go to warm actors, one per (stack, card), up to one per card (CPU) of their
+    kind, each given its next cell as it ends one, and ended once its kind has none left.
+    `overrides`: cell id -> what it runs with in place of the grid's own (compat preflight)."""
     ray = import_ray()
-    task = ray.remote(max_retries=0)(run_on_node)
-    waiting, out, finish = runner.recorder(planned, ctx, report)
-    limit = in_flight or max(1, len(nodes) + sum(n.gpus for n in nodes))
-    pending: dict = {}  # ObjectRef -> (cell, node ids it died on)
-
-    def submit(cell: Cell, died: tuple) -> None:
-        started(cell)
-        pending[task.options(**placement(cell, nodes)).remote(spec, cell)] = (cell, died)
-
+    overrides = overrides or {}
+    waiting, out, finish = runner.recorder(planned, ctx, report, lambda c: overrides.get(c.id, runner.NO_OVERRIDE).record_extra)
+    run = _Dispatch(ray, ctx, spec, nodes, started, in_flight, warm)
+    run.shipped = {cell_id: ship(o) for cell_id, o in overrides.items()}
+    if warm:  # a kind's cells together: fewer warm workers alive at once
+        order = {}
+        waiting.sort(key=lambda c: order.setdefault(run.kind(c), len(order)) if can_run_warm(c) else len(planned))
     try:
-        while waiting or pending:
-            while waiting and len(pending) < limit and (ctx.stop_at is None or time.monotonic() < ctx.stop_at):
-                submit(waiting.pop(0), ())
-            if not pending:
+        while waiting or run.pending:
+            # --stop-after: nothing new starts once the time is up; a cell whose node died still runs once more
+            run.submit_from(waiting, only_retries=ctx.stop_at is not None and time.monotonic() >= ctx.stop_at)
+            run.retire(waiting)
+            if not run.pending:
                 break  # --stop-after: the rest are not started
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            cell, died = pending.pop(ref)
-            record, again = _outcome(ray, ref, cell, died, ctx)
+            cell, record, again = run.next_done()
             if again:
-                submit(cell, again)
-            else:
+                waiting.insert(0, cell)
+                run.retry[cell.id] = again
+            elif record is not None:
                 finish(record)
-    except BaseException:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        raise
+    finally:
+        run.close()
     return out
+
+
+class _Dispatch:
+    """run_all's bookkeeping: the tasks in flight, and the warm actors by kind."""
+
+    def __init__(self, ray, ctx, spec, nodes, started, in_flight, warm):
+        self.ray, self.ctx, self.spec, self.nodes, self.started, self.warm = ray, ctx, spec, nodes, started, warm
+        self.task = ray.remote(max_retries=0)(run_on_node)
+        self.actor_class = ray.remote(max_restarts=0, max_task_retries=0)(WarmActor) if warm else None
+        self.limit = in_flight or max(1, len(nodes) + sum(n.gpus for n in nodes))
+        self.pending: dict = {}  # ObjectRef -> (cell, the nodes it died on, its actor or None)
+        self.actors: dict = {}  # kind -> [actor]
+        self.busy: set = set()  # actors with a cell in flight
+        self.retry: dict = {}  # cell id -> the nodes it died on, for its next submission
+        self.shipped: dict = {}  # cell id -> its override, as ship() sends it
+
+    def kind(self, cell: Cell) -> tuple:
+        return cell.stack, tuple(sorted((k, str(v)) for k, v in placement(cell, self.nodes).items()))
+
+    def room(self, cell: Cell) -> int:
+        """How many warm actors of `cell`'s kind the cluster can hold at once: its cards, or CPUs."""
+        if cell.hardware == "cpu":
+            return max(1, sum(n.cpus for n in self.nodes))
+        return max(1, sum(n.gpus for n in self.nodes if n.arch == cell.hardware))
+
+    def submit_from(self, waiting: list, only_retries: bool = False) -> None:
+        cold = sum(1 for _, _, actor in self.pending.values() if actor is None)
+        for cell in [c for c in waiting if c.id in self.retry or not only_retries]:
+            actor = self._actor_for(cell) if self.warm and can_run_warm(cell) else None
+            if actor is None and (self.warm and can_run_warm(cell) or cold >= self.limit):
+                continue
+            waiting.remove(cell)
+            self.started(cell)
+            died = self.retry.pop(cell.id, ())
+            if actor is None:
+                cold += 1
+                ref = self.task.options(**placement(cell, self.nodes)).remote(self.spec, cell, None, self.shipped.get(cell.id))
+                self.pending[ref] = (cell, died, None)
+            else:
+                self.busy.add(actor)
+                self.pending[actor.run.remote(cell, self.shipped.get(cell.id))] = (cell, died, actor)
+
+    def _actor_for(self, cell: Cell):
+        """An idle warm actor of the cell's kind, a new one where there is room, else None."""
+        kind = self.kind(cell)
+        mine = self.actors.setdefault(kind, [])
+        idle = [a for a in mine if a not in self.busy]
+        if idle:
+            return idle[0]
+        if len(mine) < self.room(cell):
+            mine.append(self.actor_class.options(**placement(cell, self.nodes)).remote(self.spec))
+            return mine[-1]
+        return None
+
+    def retire(self, waiting: list) -> None:
+        """End the idle warm actors of kinds no waiting cell has: they hold a card (CPU) each."""
+        wanted = {self.kind(c) for c in waiting if can_run_warm(c)} if self.warm else set()
+        for kind, mine in self.actors.items():
+            for actor in [a for a in mine if a not in self.busy and kind not in wanted]:
+                mine.remove(actor)
+                self.ray.kill(actor)
+
+    def next_done(self) -> tuple:
+        """The next cell to end: (cell, its record or None, the nodes it died on where it runs again)."""
+        (ref,), _ = self.ray.wait(list(self.pending), num_returns=1)
+        cell, died, actor = self.pending.pop(ref)
+        record, again = _outcome(self.ray, ref, cell, died, self.ctx)
+        if actor is not None:
+            self.busy.discard(actor)
+            if again or "ray_node" not in (record or {}).get("runner", {}):  # it died, or its node did
+                self._drop(actor)
+        return cell, record, again
+
+    def _drop(self, actor) -> None:
+        for mine in self.actors.values():
+            if actor in mine:
+                mine.remove(actor)
+        self.ray.kill(actor)
+
+    def close(self) -> None:
+        for ref, (_, _, actor) in self.pending.items():
+            if actor is None:  # an actor's task is not cancelled by force: the actor is killed below
+                self.ray.cancel(ref, force=True)
+        for mine in self.actors.values():
+            for actor in mine:
+                self.ray.kill(actor)
+        self.actors.clear()
 
 
 def _outcome(ray, ref, cell: Cell, died: tuple, ctx: runner.RunContext) -> tuple[dict | None, tuple]:

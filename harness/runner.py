@@ -95,6 +95,7 @@ class RunContext:
     keep_workdirs: bool = False
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
     stop_at: float | None = None  # time.monotonic() after which no cell starts (compat run --stop-after)
+    warm: object | None = None  # a harness.warm.Warm: one-process cells start as forks of a warm worker (--warm)
 
     @property
     def log_dir(self) -> Path:
@@ -283,7 +284,10 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
     env = launch.cell_environment(cell, [ctx.host.gpu(i) for i in cards], stack_env)
 
     with NvmlSampler(cards) as sampler:
-        ended = launch.launch(command, env, workdir, log_path, timeout, None if ctx.keep_workdirs else workdir)
+        ended = ctx.warm.start(command, env, workdir, log_path, timeout) if ctx.warm else None
+        warm = ended is not None
+        if ended is None:
+            ended = launch.launch(command, env, workdir, log_path, timeout, None if ctx.keep_workdirs else workdir)
     result = outcome.read_results(result_dir, cell.ranks)
     decided, reason, error = outcome.decide(ended, result, log_path)
     peaks = (result or {}).get("memory") or []
@@ -298,7 +302,12 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
         returncode=ended.returncode, settings=settings, log=cellrecord.relative(log_path, ctx.results_dir),
         nvml_problem="; ".join(x for x in (sampler.problem, sampler.process_problem) if x),
     )
-    return cellrecord.ran(cell, ctx, override.record_extra, stack_env, run, ops)
+    record = cellrecord.ran(cell, ctx, override.record_extra, stack_env, run, ops)
+    if warm:
+        record["runner"] = {**record["runner"], "warm": True}
+    elif ctx.warm is not None and ctx.warm.problem:  # asked to run warm, it could not: said in its record
+        record["runner"] = {**record["runner"], "cold": ctx.warm.problem[:600]}
+    return record
 
 
 def _default_gpus(cell: Cell, host: Host) -> list[int]:

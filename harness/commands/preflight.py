@@ -25,9 +25,26 @@ def add(sub) -> None:
     p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
     p.add_argument("--results", type=common.path_value, help="where its record goes (default: results/preflight/ in the checkout, apart from the published table)")
     p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run the cells on a Ray cluster instead of this host, for its cards (the --gpu card's architecture "
+                        "where the cluster has it, else the one with the most cards on a node): ADDRESS of its head, or "
+                        "$RAY_ADDRESS / a local cluster (needs pip install 'compat[ray]'; docs/ray.md)")
 
 
 def handle(args) -> int:
+    from harness import raydispatch
+
+    cluster = raydispatch.connect(args.ray) if args.ray is not None else None
+    try:
+        return _preflight(args, cluster)
+    finally:
+        if cluster is not None:
+            cluster[0].shutdown()
+
+
+def _preflight(args, cluster) -> int:
+    """The configs read and mapped, and the cells run on this host, or on the Ray cluster
+    `cluster` (ray, its nodes) where given."""
     from harness import preflight
     from harness.matrix import MatrixData
 
@@ -42,8 +59,13 @@ def handle(args) -> int:
         raise UsageError(f"--stack: unknown stack {args.stack!r}{did_you_mean(args.stack, list(data.stacks))}; "
                          f"matrix/stacks.toml has {', '.join(data.stacks)}")
     host = hardware.detect()
-    arch = sorted(host.archs - {"cpu"})[0] if host.gpus else "cpu"
-    cards_here = sum(1 for g in host.gpus if g.arch == arch)
+    if cluster is not None:
+        nodes = _nodes(cluster, data.dir)
+        arch, cards_here = cluster_arch(nodes, args.gpu or (preset.gpu if preset else ""), data.dir)
+        cluster = (cluster[0], nodes)
+    else:
+        arch = sorted(host.archs - {"cpu"})[0] if host.gpus else "cpu"
+        cards_here = sum(1 for g in host.gpus if g.arch == arch)
     if preset:
         print(f"Preset {preset.name}: {preset.description}\n  reported on {preset.gpus} card{'s' if preset.gpus > 1 else ''}"
               f"{' of ' + preset.gpu if preset.gpu else ''}; sources:")
@@ -69,12 +91,43 @@ def handle(args) -> int:
         return 0
     results = writable(args.results or where.results / "preflight", "--results")
     issues = known_issues_base(data.dir)
-    print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on this host: records -> {results / 'records.jsonl'}", flush=True)
-    recs = preflight.run_jobs(jobs, preset, data, host, results, args.env_dir, issues, progress.Lines(len(jobs)).finished)
+    where = f"the Ray cluster's {len(cluster[1])} node(s), on {arch}" if cluster else "this host"
+    print(f"Running {'them' if len(jobs) > 1 else 'it'} tiny on {where}: records -> {results / 'records.jsonl'}", flush=True)
+    recs = preflight.run_jobs(jobs, preset, data, host, results, args.env_dir, issues, progress.Lines(len(jobs)).finished,
+                              cluster)
     if preset:
         print(preflight.summary_text(preset, [(job.variant, rec) for job, rec in zip(jobs, recs)]), end="")
     print(fit_text, end="")
     return 0 if all(r["outcome"] in ("pass", "unsupported") for r in recs) else 1
+
+
+def _nodes(cluster, matrix_dir):
+    from harness import raydispatch
+    from harness.gpus import GpuDb
+
+    return raydispatch.cluster_nodes(cluster[1], GpuDb.load(matrix_dir))
+
+
+def cluster_arch(nodes, gpu: str, matrix_dir) -> tuple[str, int]:
+    """The architecture a preflight runs on a Ray cluster, and how many of its cards one node
+    has: the `gpu` card's where the cluster has it, else the one with the most cards on one node
+    (then by name); "cpu" and 0 where no node has a GPU compat can name."""
+    from harness.gpus import GpuDb
+
+    cards = {}
+    for n in nodes:
+        if n.gpus and n.arch:
+            cards[n.arch] = max(cards.get(n.arch, 0), n.gpus)
+    if not cards:
+        return "cpu", 0
+    want = None
+    if gpu:
+        try:
+            want = GpuDb.load(matrix_dir).find(gpu).arch
+        except UsageError:
+            want = None
+    arch = want if want in cards else max(sorted(cards), key=lambda a: cards[a])
+    return arch, cards[arch]
 
 
 def host_gpu_name(host) -> str:

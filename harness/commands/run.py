@@ -34,6 +34,9 @@ def add(sub) -> None:
                    help="run the cells on a Ray cluster, each on a node of its kind, records back here: ADDRESS of its head "
                         "(ray://host:10001, host:6379, auto); without one, $RAY_ADDRESS or a local cluster (needs "
                         "pip install 'compat[ray]'; docs/ray.md)")
+    p.add_argument("--warm", action="store_true",
+                   help="with --ray: run one-process cells as forks of a warm worker per (stack, card) that imported "
+                        "the stack's libraries once, each cell still in a process of its own (records say runner.warm)")
     p.add_argument("--stop-after", type=common.non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
                    "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
                    "S = N*60 less the largest cell time limit)")
@@ -41,28 +44,14 @@ def add(sub) -> None:
 
 def handle(args) -> int:
     host = hardware.detect()
-    cluster = _connect(args.ray) if args.ray is not None else None
+    from harness import raydispatch
+
+    cluster = raydispatch.connect(args.ray) if args.ray is not None else None
     try:
         return _run(args, host, cluster)
     finally:
         if cluster is not None:
             cluster[0].shutdown()
-
-
-def _connect(address: str):
-    """Ray, connected to the cluster at `address` ("" : $RAY_ADDRESS, else a local one)."""
-    from harness import raydispatch
-
-    raydispatch.check_reachable(address)
-    ray = raydispatch.import_ray()
-    try:
-        if address:
-            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
-        else:
-            ray.init(logging_level="WARNING", log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(f"--ray {address or '(local)'}: could not reach a Ray cluster: {str(exc).splitlines()[0][:300]}") from None
-    return ray, ray.nodes()
 
 
 def _run(args, host, cluster) -> int:
@@ -100,7 +89,8 @@ def _run(args, host, cluster) -> int:
         print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
     try:
         if cluster:
-            done = raydispatch.run_all(planned, ctx, _worker_spec(args, ctx), nodes, report=show.finished, started=show.started)
+            done = raydispatch.run_all(planned, ctx, _worker_spec(args, ctx), nodes, report=show.finished, started=show.started,
+                                       warm=args.warm)
         else:
             done = runner.run_all(planned, ctx, report=show.finished, started=show.started)
     finally:
@@ -168,6 +158,8 @@ def _check_options(args, host, cluster=None) -> set[str]:
         raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
     if args.stop_after is not None and not args.stop_after > 0:
         raise UsageError(f"--stop-after must be a number of seconds greater than 0, not {args.stop_after}")
+    if args.warm and cluster is None:
+        raise UsageError("--warm is for a Ray cluster's workers: give --ray too (a local run starts each cell cold)")
     if args.offline and not args.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
     return fail_on

@@ -114,13 +114,18 @@ def _ancestors(pid: int) -> list[int]:
 
 
 def _workload_pids() -> list[int]:
+    return _processes(b"workloads/finetune.py")
+
+
+def _processes(marker: bytes) -> list[int]:
+    """The pids whose command line holds `marker`."""
     import os
 
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"workloads/finetune.py" in f.read():
+                if marker in f.read():
                     out.append(int(pid))
         except OSError:
             continue
@@ -273,3 +278,55 @@ def test_stop_after_holds_back_cells_on_the_cluster_and_resume_runs_them(tmp_pat
     second = run_compat(*args, "--resume", timeout=600)
     assert second.returncode == 0, second.stdout + second.stderr
     assert sorted(r["cell"] for r in _records(results / "records.jsonl")) == sorted(CPU_CELLS)
+
+
+# the CPU cells of GRID in two precisions: one-process cells (warm) beside 2-rank ones (torchrun, cold)
+WARM_GRID = GRID.replace('hardware = ["cpu", "sm_75", "sm_80", "sm_90"]', 'hardware = ["cpu"]').replace(
+    'precision = ["fp32"]', 'precision = ["fp32", "bf16"]').split('[[exclude]]\nhardware = "cpu"')[0]
+
+
+def test_warm_cells_train_as_cold_ones_and_leave_no_worker(tmp_path, one_worker):
+    """--warm: the one-process cells run as forks of a warm actor's worker (their records say
+    runner.warm) with the losses and checks of a local cold run; the 2-rank cells (torchrun) run
+    cold beside them; once the run ends no warm worker is left on the node."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text(WARM_GRID)
+    ran = run_compat("run", "--ray", one_worker.address, "--warm", "--matrix", str(grid), "--results", str(tmp_path / "r"),
+                     "--no-table", "--progress", "plain", timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    local = run_compat("run", "--matrix", str(grid), "--results", str(tmp_path / "local"), "--no-table", "--progress",
+                       "plain", timeout=600)
+    assert local.returncode == 0, local.stdout + local.stderr
+    warm = {r["cell"]: r for r in _records(tmp_path / "r" / "records.jsonl")}
+    cold = {r["cell"]: r for r in _records(tmp_path / "local" / "records.jsonl")}
+    assert set(warm) == set(cold) and len(warm) == 4
+    for cell, rec in warm.items():
+        assert rec["outcome"] == "pass" and records.validate(rec) is None, cell
+        assert rec["losses"] == cold[cell]["losses"] and rec["checks"] == cold[cell]["checks"], cell
+        assert rec["runner"].get("warm") is (True if cell.endswith("-single") else None), cell
+        assert "cold" not in rec["runner"], rec["runner"]
+    assert _wait_for(lambda: not _warm_workers(), 30), f"warm workers left: {_warm_workers()}"
+
+
+def _warm_workers() -> list[int]:
+    return _processes(b"workloads/warm.py")
+
+
+def test_preflight_runs_a_users_config_on_a_node_with_its_own_deepspeed_config(tmp_path, one_worker):
+    """compat preflight --ray: LLaMA-Factory's LoRA + ZeRO-3 example mapped to a cell for the
+    cluster (no GPU node: CPU, 2 ranks) and run on a node, the DeepSpeed JSON it names sent along
+    as given; the record comes back to the driver's folder with its preflight fields and node."""
+    from conftest import ROOT
+
+    pytest.importorskip("deepspeed")
+    lf = ROOT / "tests" / "data" / "preflight" / "llamafactory"
+    proc = run_compat("preflight", "examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpus", "2", "--ray",
+                      one_worker.address, "--results", str(tmp_path), cwd=lf, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "tiny on the Ray cluster's 2 node(s), on cpu" in proc.stdout
+    (rec,) = _records(tmp_path / "records.jsonl")
+    assert rec["cell"] == "cpu-local-bf16-none-lora-zero3-gc+r2" and rec["outcome"] == "pass", rec.get("error")
+    assert rec["settings"]["deepspeed_config"] == json.loads((lf / "examples" / "deepspeed" / "ds_z3_config.json").read_text())
+    assert rec["checks"]["zero"]["stage"] == 3 and rec["runner"]["ray_node"]
+    assert rec["preflight"]["configs"] == ["examples/train_lora/llama3_lora_sft_ds3.yaml"]
+    assert records.validate(rec) is None and "Outcome: pass" in proc.stdout

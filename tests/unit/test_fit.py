@@ -283,6 +283,18 @@ def committed_sweeps():
             fit.sweep_records(recs, {m for m in {r["axes"].get("model") for r in recs} if m and m.startswith("fit_")} - CONFIGS.calibration_models))
 
 
+def test_a_warm_cpu_record_does_not_calibrate_the_fit():
+    """TEST INPUT made from the committed sweep records: the same record marked as run warm (a fork
+    of a warm worker, compat run --ray --warm) is left out of the CPU sweep, since its RSS began
+    from the worker's shared pages (50-65 MB under a cold process here); a GPU record is not
+    concerned (torch's allocator counts the cell's own tensors either way)."""
+    calibration, _ = committed_sweeps()
+    rec = calibration[0]
+    warm = dict(rec, runner={**rec["runner"], "warm": True})
+    assert fit.sweep_records([rec], CONFIGS.calibration_models) == [rec]
+    assert fit.sweep_records([warm], CONFIGS.calibration_models) == []
+
+
 def test_calibration_on_the_committed_records_meets_its_goals():
     """Issue #7's goals, on the records in results/: within 10% on the calibration sweep and within
     15% on the held-out sizes (bench/fit_error.py prints the whole table)."""

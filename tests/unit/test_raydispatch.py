@@ -103,3 +103,42 @@ def test_what_a_node_sends_back_is_checked_before_it_is_appended(tmp_path):
     assert "not this run's log of the cell" in raydispatch._refused({"record": dict(rec, log="../../etc/x.log"), "log": ""}, cell, ctx)
     assert raydispatch._refused({"record": dict(rec, outcome="fine"), "log": ""}, cell, ctx)
     assert raydispatch._refused(["not", "a", "dict"], cell, ctx) == "not a record and a log"
+
+
+def test_a_preflight_override_reaches_a_node_without_the_drivers_files(tmp_path):
+    """compat preflight's DeepSpeed config is a file on the driver; a node gets its text, written
+    into the cell's own folder there, with the FSDP settings and the record's fields as given."""
+    from harness import runner
+
+    given = tmp_path / "ds_z3_config.json"
+    given.write_text('{"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}')
+    override = runner.Override(deepspeed_config=given, fsdp_args={"fsdp": "full_shard"}, record_extra={"preflight": {"variant": None}})
+    shipped = raydispatch.ship(override)
+    given.unlink()  # the node has none of the driver's files
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    back = raydispatch._unship(shipped, node_dir)
+    assert back.deepspeed_config == node_dir / "deepspeed.json"
+    assert back.deepspeed_config.read_text() == '{"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}'
+    assert (back.fsdp_args, back.record_extra) == (override.fsdp_args, override.record_extra)
+    assert raydispatch._unship(None, node_dir) is runner.NO_OVERRIDE
+    assert raydispatch.ship(runner.NO_OVERRIDE)["deepspeed"] is None
+
+
+def test_preflight_on_a_cluster_runs_on_the_asked_cards_else_the_most_on_a_node():
+    from harness.commands.preflight import cluster_arch
+
+    nodes = raydispatch.cluster_nodes([node(1), node(2, 1, "T4"), node(3, 2, "A100"), node(4, 4, label="sm_86")], GPUDB)
+    assert cluster_arch(nodes, "T4", ROOT / "matrix") == ("sm_75", 1)  # the card the configs are for, where there is one
+    assert cluster_arch(nodes, "", ROOT / "matrix") == ("sm_86", 4)
+    assert cluster_arch(nodes, "P4", ROOT / "matrix") == ("sm_86", 4)  # no sm_61 node: the most cards on one
+    assert cluster_arch(nodes, "no such card", ROOT / "matrix") == ("sm_86", 4)
+    assert cluster_arch(raydispatch.cluster_nodes([node(1)], GPUDB), "T4", ROOT / "matrix") == ("cpu", 0)
+
+
+def test_warm_is_for_a_cluster_and_for_one_process_cells(capsys):
+    assert cli.main(["run", "--warm", "--matrix", "quick"]) == 2
+    assert "--warm is for a Ray cluster's workers: give --ray too" in capsys.readouterr().err
+    assert raydispatch.can_run_warm(Cell("cpu", "local", "fp32", "none", "lora", "single"))
+    assert not raydispatch.can_run_warm(Cell("cpu", "local", "fp32", "none", "lora", "ddp", ranks=2))  # torchrun
+    assert not raydispatch.can_run_warm(Cell("cpu", "local", "fp32", "none", "lora", "zero2"))  # the deepspeed launcher
