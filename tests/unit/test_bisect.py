@@ -1,0 +1,102 @@
+"""compat bisect's search and listing, without running anything (issue 24): which release it
+probes next (git bisect's order, skips included, stepping back where no good release is given),
+what the probes say at the end, how a probe is judged, and which releases there are (wheel and
+sdist names in --find-links folders, an index's simple API, yanked and pre-releases)."""
+
+import pytest
+
+from harness import bisect
+from harness.bisect import BAD, GOOD, SKIP
+
+V = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "2.0"]
+
+
+def search(first_bad: int, skipped: set[int], good: int | None, bad: int = 6) -> tuple[list[int], dict[int, str]]:
+    """Run next_probe against a package whose releases from `first_bad` on fail (those in
+    `skipped` cannot be judged); the probes in order, and the verdicts."""
+    verdicts = {bad: BAD, **({good: GOOD} if good is not None else {})}
+    order = []
+    for _ in range(len(V) + 2):  # more probes than releases would be a loop
+        i = bisect.next_probe(len(V), verdicts)
+        if i is None:
+            return order, verdicts
+        assert i not in verdicts, f"probed {V[i]} twice"
+        order.append(i)
+        verdicts[i] = SKIP if i in skipped else BAD if i >= first_bad else GOOD
+    raise AssertionError(f"no end: {order}")
+
+
+def test_it_bisects_between_the_ends_nearest_the_middle_first():
+    order, verdicts = search(first_bad=5, skipped=set(), good=0)
+    assert [V[i] for i in order] == ["1.3", "1.4", "1.5"]
+    edge = bisect.boundary(V, verdicts)
+    assert (edge.last_good, edge.first_bad, edge.exact) == ("1.4", "1.5", True)
+
+
+def test_a_skipped_release_is_gone_around():
+    order, verdicts = search(first_bad=5, skipped={3}, good=0)
+    assert [V[i] for i in order] == ["1.3", "1.2", "1.4", "1.5"]  # 1.3 skipped: the nearest below the middle next
+    assert bisect.boundary(V, verdicts).first_bad == "1.5" and bisect.boundary(V, verdicts).exact
+
+
+def test_a_skip_next_to_the_boundary_leaves_it_open_and_says_between_what():
+    _, verdicts = search(first_bad=4, skipped={3}, good=0)
+    edge = bisect.boundary(V, verdicts)
+    assert (edge.last_good, edge.could_be, edge.exact) == ("1.2", ["1.3", "1.4"], False)
+
+
+def test_without_a_good_release_it_steps_back_1_2_4_releases():
+    order, verdicts = search(first_bad=5, skipped=set(), good=None)
+    assert [V[i] for i in order] == ["1.5", "1.4"]  # 2.0 bad, 1.5 bad (the bad end moves), 1.4 good
+    assert bisect.boundary(V, verdicts).first_bad == "1.5"
+    order, _ = search(first_bad=1, skipped={5, 4}, good=None)
+    assert [V[i] for i in order][:3] == ["1.5", "1.4", "1.2"]  # skips do not stop the stepping: 6-1, 6-2, 6-4
+    order, verdicts = search(first_bad=0, skipped=set(), good=None)  # nothing passes
+    assert bisect.boundary(V, verdicts).last_good is None and order[-1] == 0
+
+
+def test_a_probe_is_good_when_it_passes_bad_when_it_fails_as_the_bad_end_else_skipped():
+    bad = {"outcome": "fail", "error": {"signature": "RuntimeError: injected fault"}}
+    assert bisect.judge({"outcome": "pass"}, bad) == (GOOD, "")
+    assert bisect.judge(dict(bad), bad) == (BAD, "")
+    verdict, why = bisect.judge({"outcome": "install-error", "error": {"signature": "InstallError: no matching distribution"}}, bad)
+    assert (verdict, why) == (SKIP, "install-error: neither a pass nor the bad end's fail")
+    assert bisect.judge({"outcome": "fail", "error": {"signature": "ValueError: other"}}, bad) == (
+        SKIP, "fail with another error than the bad end's")
+    assert bisect.judge(dict(bad), None) == (BAD, "")  # the bad end itself
+
+
+def test_releases_come_from_the_folders_and_the_index_yanked_and_pre_releases_left_out(tmp_path):
+    for name in ("compat_probe-1.0-py3-none-any.whl", "compat_probe-1.2-py3-none-any.whl", "compat-probe-1.1.tar.gz",
+                 "compat_probe-2.0rc1-py3-none-any.whl", "other-3.0-py3-none-any.whl", "README.txt"):
+        (tmp_path / name).write_text("")
+    listed = {"1.3": False, "1.4": True, "1.5": False}  # as the index says: 1.4 yanked
+    got = bisect.releases("Compat.Probe", [tmp_path], offline=False, read_index=lambda p, i: listed)
+    assert got.versions == ["1.0", "1.1", "1.2", "1.3", "1.5"] and got.problems == []
+    assert bisect.releases("compat-probe", [tmp_path], offline=False, pre=True, read_index=lambda p, i: {}).versions[-1] == "2.0rc1"
+    offline = bisect.releases("compat-probe", [tmp_path], offline=True, read_index=pytest.fail)  # the index is not read
+    assert offline.versions == ["1.0", "1.1", "1.2"]
+
+    def unreachable(package, index):
+        raise OSError("https://pypi.org/simple/compat-probe/: [Errno -3] Temporary failure in name resolution")
+    cut_off = bisect.releases("compat-probe", [tmp_path], offline=False, read_index=unreachable)
+    assert cut_off.versions == ["1.0", "1.1", "1.2"]
+    assert cut_off.problems[0].startswith("the package index could not be read (https://pypi.org/simple/compat-probe/: [Errno -3]")
+
+
+def test_a_package_that_moves_with_another_says_the_base_stack_holds_the_other():
+    note = bisect.companion_note("transformers", {"torch": "inherit", "transformers": "==5.23.0", "peft": "==0.21.2",
+                                                  "accelerate": "==1.15.0"})
+    assert note.startswith("transformers moves with peft, accelerate: every probe keeps the base stack's peft==0.21.2, accelerate==1.15.0")
+    assert bisect.companion_note("bitsandbytes", {"transformers": "==5.23.0"}) == ""
+
+
+def test_a_bisection_needs_a_stack_with_an_env_of_its_own(capsys):
+    from harness import cli
+
+    assert cli.main(["bisect", "cpu-local-fp32-none-lora-single", "--package", "bitsandbytes", "--offline",
+                     "--find-links", "."]) == 2
+    err = capsys.readouterr().err
+    assert "stack 'local' runs the interpreter as it is" in err and "Traceback" not in err
+    assert cli.main(["bisect", "cpu-hf2026-fp32-none-lora-single", "--package", "bitsandbytes", "--offline"]) == 2
+    assert "--offline needs at least one --find-links folder" in capsys.readouterr().err
