@@ -105,9 +105,12 @@ class Bisection:
 
         from harness import runner
 
-        name = canonicalize_name(self.args.package)
-        stack = dataclasses.replace(self.base, canary=False, packages=tuple(
-            (n, s) for n, s in self.base.packages if canonicalize_name(n) != name) + ((self.args.package, f"=={version}"),))
+        name, pin = canonicalize_name(self.args.package), f"=={version}"
+        # in its place among the stack's pins: the stack's own env is the probe of its own version
+        packages = tuple((n, pin if canonicalize_name(n) == name else s) for n, s in self.base.packages)
+        if not any(canonicalize_name(n) == name for n, _ in packages):
+            packages += ((self.args.package, pin),)
+        stack = dataclasses.replace(self.base, canary=False, packages=packages)
         ctx = runner.RunContext(
             results_dir=self.results, records_path=self.results / "records.jsonl", settings=self.data.defaults,
             models=self.data.models, host=self.host, stacks={**self.data.stacks, stack.name: stack}, matrix_dir=self.data.dir,
@@ -158,8 +161,8 @@ class Bisection:
         """Print the report, write it beside the records; exit code 0 when a boundary was found."""
         from harness import bisect
 
-        lines = [f"compat bisect {self.id}: {self.cell.id}, {self.args.package} over {_span(self.versions)} (base stack "
-                 f"{self.base.name}); {len(self.probes)} probes"]
+        lines = [f"compat bisect {self.id}: {self.cell.id}, {self.args.package} (base stack {self.base.name}; {_span(self.versions)} "
+                 f"known); {len(self.probes)} probes"]
         for p in sorted(self.probes, key=lambda p: self.versions.index(p.version)):
             lines.append(f"  {p.version:>12}  {p.verdict:<4}  {p.outcome}{'  ' + p.signature if p.signature else ''}  record {p.record}")
         if edge is not None and edge.last_good is not None:
@@ -174,8 +177,7 @@ class Bisection:
             bad_sig = bisect.signature_of(self.bad_record) or self.bad_record["outcome"]
             lines.append(f"the bad side: {bad_sig}")
             issues = self.bad_record.get("known_issues") or []
-            if issues:
-                lines.append("known issues it matches: " + ", ".join(map(str, issues)))
+            lines.append("known issues it matches: " + (", ".join(map(str, issues)) or "none in matrix/known_issues.toml"))
         lines += [f"note: {n}" for n in [*found.problems, note] if n]
         text = "\n".join(lines) + "\n"
         print(text, end="")
