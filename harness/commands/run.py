@@ -37,6 +37,10 @@ def add(sub) -> None:
     p.add_argument("--warm", action="store_true",
                    help="with --ray: run one-process cells as forks of a warm worker per (stack, card) that imported "
                         "the stack's libraries once, each cell still in a process of its own (records say runner.warm)")
+    p.add_argument("--bisect-canary", action="store_true",
+                   help="after the run, bisect each canary cell that failed where a control stack's same cell passed, against "
+                        "each package whose version differs; reports, records and a draft known-issue entry in RESULTS/bisect "
+                        "(docs/bisect.md)")
     p.add_argument("--stop-after", type=common.non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
                    "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
                    "S = N*60 less the largest cell time limit)")
@@ -107,8 +111,9 @@ def _run(args, host, cluster) -> int:
     show.summary(where_things)
     if not args.matrix:
         print(common.full_grids_text(host))
-    recorded = {rec["cell"] for rec in done}
-    left = [c for c in cells if c.id not in recorded]
+    left = [c for c in cells if c.id not in {rec["cell"] for rec in done}]
+    if args.bisect_canary and not left:
+        _bisect_canaries(args, done, results, data, host, base)
     if left:
         print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
         return STOPPED_EARLY
@@ -124,6 +129,26 @@ def _on_cluster(cluster, planned, data):
     nodes = raydispatch.cluster_nodes(cluster[1], GpuDb.load(data.dir))
     archs = sorted({"cpu"} | {n.arch for n in nodes if n.gpus and n.arch})
     return nodes, raydispatch.plan([p.cell for p in planned], nodes), f"the Ray cluster's {len(nodes)} node(s)", archs
+
+
+def _bisect_canaries(args, done: list[dict], results, data, host, issues) -> None:
+    """--bisect-canary: the canary cells of this run that failed beside a passing control cell
+    (this run's, or the newest in the results), bisected; the reports in RESULTS/bisect."""
+    from harness import bisection
+
+    ran = {rec["id"] for rec in done}
+    everything = [r for r in read_results(results) if r.get("id") not in ran] + done  # this run's newest
+    pairs = [p for p in bisection.canary_pairs(everything, data.stacks) if p.canary["id"] in ran]
+    if not pairs:
+        print("--bisect-canary: no canary cell of this run failed where a control stack's same cell passed")
+        return
+    options = bisection.Options(package="", timeout=args.timeout, offline=args.offline,
+                                find_links=tuple(common.path_value(f) for f in args.find_links), env_dir=args.env_dir)
+    folder = writable(results / "bisect", "--results")
+    reports = bisection.bisect_canaries(everything, data, host, folder, issues, options, only=pairs)
+    named = [r for r in reports if r["boundary"] and r["boundary"]["last_good"]]
+    print(f"--bisect-canary: {len(pairs)} canary cell(s), {len(reports)} bisection(s), {len(named)} boundary(ies) named; "
+          f"in {folder}")
 
 
 def _worker_spec(args, ctx):

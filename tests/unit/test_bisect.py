@@ -100,3 +100,53 @@ def test_a_bisection_needs_a_stack_with_an_env_of_its_own(capsys):
     assert "stack 'local' runs the interpreter as it is" in err and "Traceback" not in err
     assert cli.main(["bisect", "cpu-hf2026-fp32-none-lora-single", "--package", "bitsandbytes", "--offline"]) == 2
     assert "--offline needs at least one --find-links folder" in capsys.readouterr().err
+
+
+def _committed(path):
+    import json
+
+    from conftest import ROOT
+
+    return [json.loads(line) for line in (ROOT / path).read_text().splitlines()]
+
+
+def test_a_failing_canary_is_paired_with_the_control_that_passes_and_the_package_that_moved():
+    """TEST INPUT: the committed records of results/records.jsonl (real CPU runs). The canary's
+    QLoRA cells fail where hf2026's fail too and bnb048's (hf2026 with bitsandbytes 0.48.2) pass:
+    each canary cell pairs with bnb048's, the one package apart bitsandbytes. A canary cell that
+    passes (int8) has no pair, nor does a control's failure."""
+    from harness import bisection
+    from harness.matrix import MatrixData
+    from conftest import ROOT
+
+    recs = _committed("results/records.jsonl")
+    stacks = MatrixData.load(ROOT / "matrix").stacks
+    pairs = {p.canary["cell"]: p for p in bisection.canary_pairs(recs, stacks)}
+    nf4 = pairs["cpu-canary-fp32-nf4-lora-single"]
+    assert (nf4.control["cell"], nf4.control_stack) == ("cpu-bnb048-fp32-nf4-lora-single", "bnb048")
+    assert nf4.differ == {"bitsandbytes": ("0.48.2", "0.50.2")}
+    assert "cpu-canary-fp32-int8-lora-single" not in pairs
+    assert all(p.canary["axes"]["stack"] == "canary" and p.control["outcome"] == "pass" for p in pairs.values())
+    assert bisection.canary_pairs([r for r in recs if r["axes"]["stack"] != "bnb048"], stacks) == []  # no passing control
+
+
+def test_the_draft_known_issue_entry_carries_the_boundary_and_a_signature_that_matches_the_error():
+    """TEST INPUT: the committed bisection of bitsandbytes (results/bisect/, real probes): the draft
+    is TOML in the base's format, its signature (RE2) matches the bad probe's error and its `when`
+    starts at the first bad release; what only a person can give is marked TODO."""
+    import json
+    import tomllib
+
+    import re2
+
+    from conftest import ROOT
+    from harness import bisection
+
+    report = json.loads(sorted((ROOT / "results" / "bisect").glob("bisect-*.json"))[0].read_text())
+    bad = next(r for r in _committed("results/bisect/records.jsonl") if r["id"] == report["probes"][0]["record"])
+    draft = bisection.proposed_issue(report, bad)
+    (entry,) = tomllib.loads(draft)["issue"]
+    assert entry["when"] == {"bitsandbytes": ">=0.49.0"} and "pins" not in entry  # a ceiling is a fix, not a pin
+    assert entry["fix"] == [f"Pin bitsandbytes<0.49.0 (bisected by compat: {report['id']})."]
+    assert re2.search(entry["signatures"][0], bad["error"]["message"])
+    assert entry["sources"] == [] and draft.count("TODO") >= 5 and "compat never merges it" in draft

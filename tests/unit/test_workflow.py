@@ -174,3 +174,17 @@ def test_the_release_template_builds_checks_and_publishes_with_trusted_publishin
     assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"} and publish["environment"] == "pypi"
     (step,) = [s for s in publish["steps"] if s.get("uses", "").startswith("pypa/gh-action-pypi-publish@")]
     assert "with" not in step and "secrets." not in RELEASE.read_text()  # no token: trusted publishing
+
+
+def test_a_failing_canary_is_bisected_on_its_runner_and_its_drafts_reach_the_pull_request():
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    grid = next(s for s in doc["jobs"]["gpu"]["steps"] if "tox -e gpu-matrix" in s.get("run", ""))
+    assert grid["run"].endswith("--bisect-canary")  # into incoming/bisect/, uploaded with the records
+    publish = doc["jobs"]["publish"]["steps"]
+    keep = next(s for s in publish if "results/bisect" in s.get("run", ""))
+    assert 'for d in incoming/records-*/bisect; do' in keep["run"] and "bisect-*.known-issue.toml" in keep["run"]
+    assert ">> results/bisect/records.jsonl" in keep["run"]  # every runner's probes, appended
+    merge_at = next(i for i, s in enumerate(publish) if "compat merge" in s.get("run", ""))
+    assert publish.index(keep) > merge_at  # kept after the merge, in results/bisect/: never in results/records.jsonl
+    pr = next(s for s in publish if s.get("uses", "").startswith("peter-evans/create-pull-request@"))
+    assert "results/bisect/" in pr["with"]["add-paths"].split()
