@@ -116,6 +116,9 @@ class Bisection:
     def search(self, bad: str, good: str | None, note: str, found) -> int:
         if self.judged(bad) != bisect.BAD:
             return self.finish(None, f"{self.cell.id} passes with {self.args.package} {bad}: nothing to bisect", note, found)
+        if self.bad_record["outcome"] in ("install-error", "infra", "unsupported"):  # not the cell's own failure
+            return self.finish(None, f"{self.cell.id} could not run with {self.args.package} {bad} ({self.bad_record['outcome']}): "
+                                     "the bad end must be a release the cell runs with and fails", note, found)
         if good is not None and self.judged(good) != bisect.GOOD:
             return self.finish(None, f"{self.cell.id} does not pass with --good {self.args.package} {good} "
                                      f"({self.probes[-1].outcome}): give a release it passes with", note, found)

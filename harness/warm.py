@@ -104,7 +104,10 @@ class Worker:
             ended = self.read(timeout)
         except TimeoutError:
             timed_out = True
-            ended = self._stop(pid)
+            try:
+                ended = self._stop(pid)
+            except WorkerGone as exc:
+                return Ended(None, True, f"its warm worker did not report the cell's end once it was stopped: {exc}", 0)
         except WorkerGone as exc:  # the worker went away under the cell: the cell did not run to its end
             return Ended(None, False, f"its warm worker ended while the cell ran: {exc}", 0)
         return Ended(os.waitstatus_to_exitcode(ended["status"]), timed_out, "", int(ended.get("maxrss", 0)))
@@ -114,8 +117,11 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            except (ProcessLookupError, PermissionError):  # not yet its own group leader: the child alone
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
             try:
                 return self.read(launch.KILL_GRACE_S)
             except TimeoutError:

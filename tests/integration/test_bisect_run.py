@@ -85,8 +85,13 @@ def test_without_a_good_side_it_steps_back_until_one_passes(fake_index, tmp_path
     assert report["boundary"]["first_bad"] == "1.5" and report["boundary"]["exact"]
 
 
-def test_a_release_it_cannot_get_offline_is_said_before_anything_runs(fake_index, tmp_path):
+def test_an_end_it_cannot_get_or_cannot_run_is_said(fake_index, tmp_path):
     proc = bisect(fake_index, tmp_path, "--good", "0.9")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "--good 0.9: not a release of compat-probe that can be probed here (known: 7 releases, 1.0 to 2.0" in proc.stderr
     assert not (tmp_path / "records.jsonl").exists()
+    # a bad end the cell cannot even run with is no reference for the others: said, after its one probe
+    proc = bisect(fake_index, tmp_path, "--bad", UNINSTALLABLE)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"{CELL} could not run with compat-probe {UNINSTALLABLE} (install-error): the bad end must be" in proc.stdout
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
