@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -214,6 +213,3 @@ def bisect_id(now) -> str:
     import uuid
 
     return "bisect-" + now.strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
-
-
-ID = re.compile(r"^bisect-\d{8}T\d{6}Z-[0-9a-f]{6}$")

@@ -16,7 +16,8 @@ of its own or not) is re-parented here and killed once the cell has ended. The p
 imports anything after the fork, so the next child starts from the same state.
 
 Messages to compat are lines beginning with MARK on stdout; whatever else the imports print
-there is not one. Standard library and the stack's own libraries only, like finetune.py.
+there is not one. Standard library and the stack's own libraries only, like finetune.py, and
+harness/guard.py (standard library too), loaded by path for its process-tree sweep.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import traceback
 
 MARK = "@compat-warm "
 PRELOAD = ("torch", "transformers", "peft", "accelerate")
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def say(**message) -> None:
@@ -101,49 +101,32 @@ def child(request: dict) -> None:
             os._exit(code)
 
 
+def _guard():
+    """harness/guard.py (standard library only), loaded by path: the way it finds and kills every
+    descendant is the one this worker's sweep needs, and the harness package is not importable here."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "guard.py")
+    spec = importlib.util.spec_from_file_location("compat_guard", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GUARD = _guard()
+
+
 def sweep() -> None:
     """Kill and reap whatever the last cell left behind (re-parented to us, the subreaper)."""
-    for _ in range(50):
-        left = [pid for pid in _children()]
-        if not left:
-            return
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
-        time.sleep(0.02)
-
-
-def _children() -> list[int]:
-    me, out = str(os.getpid()), []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for entry in filter(str.isdigit, entries):
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if fields and fields[1].decode() == me:
-            out.append(int(entry))
-    return out
+    GUARD._kill_everything()
+    GUARD._reap_all()
 
 
 def main() -> int:
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(GUARD.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
     ready = preload()
