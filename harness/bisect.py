@@ -42,6 +42,7 @@ class Releases:
     versions: list[str]  # oldest first
     sources: list[str]  # where they were read, in words
     problems: list[str]  # what could not be read (an index out of reach), said in the report
+    uploaded: dict[str, str] = dataclasses.field(default_factory=dict)  # version -> its first file's upload time (the index's)
 
 
 def version_of_file(package: str, filename: str) -> str | None:
@@ -72,8 +73,9 @@ def from_folders(package: str, folders: list[Path]) -> dict[str, list[str]]:
     return out
 
 
-def from_index(package: str, index: str = INDEX, timeout: float = INDEX_TIMEOUT_S) -> dict[str, bool]:
-    """Version -> yanked (every file of it yanked), from the index's simple API as JSON (PEP 691).
+def from_index(package: str, index: str = INDEX, timeout: float = INDEX_TIMEOUT_S) -> dict[str, tuple[bool, str | None]]:
+    """Version -> (yanked: every file of it yanked, the earliest upload time of its files or None),
+    from the index's simple API as JSON (PEP 691; upload-time is PEP 700's, API version 1.1).
     OSError where it cannot be read."""
     url = f"{index.rstrip('/')}/{canonicalize_name(package)}/"
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
@@ -84,12 +86,26 @@ def from_index(package: str, index: str = INDEX, timeout: float = INDEX_TIMEOUT_
         raise OSError(f"{url}: HTTP {exc.code}") from None
     except (urllib.error.URLError, TimeoutError, ValueError) as exc:
         raise OSError(f"{url}: {getattr(exc, 'reason', exc)}") from None
-    files: dict[str, list[bool]] = {}
+    files: dict[str, list[tuple[bool, str | None]]] = {}
     for f in doc.get("files") or []:
         version = version_of_file(package, str(f.get("filename", "")))
         if version:
-            files.setdefault(version, []).append(bool(f.get("yanked")))
-    return {v: all(flags) for v, flags in files.items()}
+            files.setdefault(version, []).append((bool(f.get("yanked")), _utc(f.get("upload-time"))))
+    return {v: (all(y for y, _ in got), min((t for _, t in got if t), default=None)) for v, got in files.items()}
+
+
+def _utc(stamp) -> str | None:
+    """An upload time as ISO 8601 UTC to the second ("2023-09-05T15:26:45Z"), comparable as text;
+    None where absent or unreadable."""
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def releases(package: str, folders: list[Path], offline: bool, pre: bool = False, index: str = INDEX,
@@ -99,10 +115,12 @@ def releases(package: str, folders: list[Path], offline: bool, pre: bool = False
     found: set[str] = set(from_folders(package, folders))
     sources = [f"--find-links {f}" for f in folders]
     problems = []
+    uploaded: dict[str, str] = {}
     if not offline:
         try:
             listed = read_index(package, index)
-            found |= {v for v, yanked in listed.items() if not yanked}
+            found |= {v for v, (yanked, _) in listed.items() if not yanked}
+            uploaded = {v: when for v, (_, when) in listed.items() if when}
             sources.append(index)
         except OSError as exc:
             problems.append(f"the package index could not be read ({exc}): only the releases in --find-links "
@@ -110,7 +128,8 @@ def releases(package: str, folders: list[Path], offline: bool, pre: bool = False
     versions = sorted((Version(v) for v in found), key=lambda v: v)
     if not pre:
         versions = [v for v in versions if not (v.is_prerelease or v.is_devrelease)]
-    return Releases([str(v) for v in versions], sources, problems)
+    kept = [str(v) for v in versions]
+    return Releases(kept, sources, problems, {v: uploaded[v] for v in kept if v in uploaded})
 
 
 # -- judging and searching ---------------------------------------------------------------------
@@ -123,7 +142,9 @@ class Probe:
     signature: str  # the error signature ("" for a pass)
     verdict: str  # GOOD, BAD, SKIP
     record: str  # the record's id
-    why: str = ""  # a skip's reason
+    why: str = ""  # a skip's reason, or a paired probe's
+    companions: dict[str, str] = dataclasses.field(default_factory=dict)  # companion -> the release pinned with it
+    plain: dict | None = None  # --paired: the run without the --set settings (outcome, signature, record)
 
 
 def signature_of(record: dict) -> str:
@@ -142,6 +163,26 @@ def judge(record: dict, bad: dict | None) -> tuple[str, str]:
     if outcome == bad.get("outcome"):
         return SKIP, f"{outcome} with another error than the bad end's"
     return SKIP, f"{outcome}: neither a pass nor the bad end's {bad.get('outcome')}"
+
+
+NOT_RUN = ("install-error", "infra", "unsupported")  # the cell never ran: no verdict on what it does
+
+
+def judge_paired(record: dict, plain: dict) -> tuple[str, str]:
+    """(verdict, why) of a paired probe (--paired): the cell run with the --set settings
+    (`record`) and without them (`plain`), at the same release. The question is since which
+    release the settings break the cell, however it then fails: good where they change nothing
+    (the same outcome and error both ways), bad where with them the cell fails and without them it
+    ends otherwise (a release may refuse them with one error and a later one with another: the
+    report shows each probe's), a skip where the cell did not run both ways or passes only with
+    them. Each release is judged on its own pair, not against the bad end's error."""
+    if record.get("outcome") in NOT_RUN or plain.get("outcome") in NOT_RUN:
+        return SKIP, f"{record.get('outcome')} with the settings, {plain.get('outcome')} without: the cell did not run both ways"
+    if (record.get("outcome"), signature_of(record)) == (plain.get("outcome"), signature_of(plain)):
+        return GOOD, f"the settings change nothing: {record.get('outcome')} both ways"
+    if record.get("outcome") == "pass":
+        return SKIP, f"passes with the settings, {plain.get('outcome')} without"
+    return BAD, f"without the settings: {plain.get('outcome')}{' ' + signature_of(plain) if signature_of(plain) else ''}"
 
 
 def next_probe(n: int, verdicts: dict[int, str]) -> int | None:
@@ -190,22 +231,44 @@ def boundary(versions: list[str], verdicts: dict[int, str]) -> Boundary:
 # -- companions --------------------------------------------------------------------------------
 
 # Packages released in step: each control stack of matrix/stacks.toml pairs a transformers release
-# with the peft and accelerate released alongside it. A probe of one keeps the base stack's pin of
-# the others; where a release needs another companion, its probe fails to install or to import
-# and is a skip. No rule choosing each probe's companion release is declared yet: the report says
-# so whenever the base stack pins a companion, rather than present the boundary as clean.
+# with the peft and accelerate released alongside it, and a transformers two years older than the
+# base stack's peft cannot import it. The rule, "released with": each probe pins every companion
+# the base stack pins at the companion's newest release uploaded on or before the probed release
+# (the package index's upload times), as a user who installed that release that day would have
+# had. Where a time is unknown (a release only in a --find-links folder, or the index out of
+# reach), or with --keep-companions, the probe keeps the base stack's pin and the report says so;
+# a probe that then needs another companion fails to install or to import and is a skip.
 COMPANIONS: dict[str, tuple[str, ...]] = {"transformers": ("peft", "accelerate"), "peft": ("transformers",),
                                           "accelerate": ("transformers",)}
+RELEASED_WITH = ("each probe pins {names} at the newest release uploaded on or before the probed {package} release "
+                 "(the index's upload times: the companion rule 'released with')")
 
 
-def companion_note(package: str, pins: dict[str, str]) -> str:
-    """What the report says where the base stack pins a companion of `package`, else ""."""
-    held = [f"{c}{pins[c]}" for c in COMPANIONS.get(canonicalize_name(package), ()) if pins.get(c) not in (None, "", "newest")]
+def companions_held(package: str, pins: dict[str, str]) -> list[str]:
+    """The companions of `package` the base stack pins (to a release, not "newest")."""
+    return [c for c in COMPANIONS.get(canonicalize_name(package), ()) if pins.get(c) not in (None, "", "newest")]
+
+
+def released_with(when: str | None, companion: Releases) -> str | None:
+    """The companion's newest release uploaded on or before `when` (an upload time as _utc writes
+    it), or None where `when` is unknown or none was out by then."""
+    if not when:
+        return None
+    out = [v for v in companion.versions if companion.uploaded.get(v) and companion.uploaded[v] <= when]
+    return out[-1] if out else None
+
+
+def companion_note(package: str, pins: dict[str, str], rule: bool = False) -> str:
+    """What the report says where the base stack pins a companion of `package`, else "": the rule
+    that picked each probe's companions, or that the base stack's pins were kept."""
+    held = companions_held(package, pins)
     if not held:
         return ""
-    return (f"{package} moves with {', '.join(c.split('=')[0].rstrip('<>!~') for c in held)}: every probe keeps the base "
-            f"stack's {', '.join(held)}; no companion rule picks a matching release per probe, so a probe that needs "
-            "another one is a skip, not a verdict on the package")
+    if rule:
+        return f"{package} moves with {', '.join(held)}: " + RELEASED_WITH.format(names=" and ".join(held), package=package)
+    pinned = [f"{c}{pins[c]}" for c in held]
+    return (f"{package} moves with {', '.join(held)}: every probe keeps the base stack's {', '.join(pinned)} (--keep-companions, "
+            "or no upload times known); a probe that needs another one is a skip, not a verdict on the package")
 
 
 def bisect_id(now) -> str:

@@ -28,6 +28,9 @@ class Options:
     env_dir: Path | None = None
     index: str = bisect.INDEX
     pre: bool = False
+    settings: dict = dataclasses.field(default_factory=dict)  # --set: laid over matrix/defaults.toml's, for every probe
+    paired: bool = False  # --paired: each probe also runs without `settings`; judged on the difference they make
+    keep_companions: bool = False  # --keep-companions: the base stack's companion pins, not the "released with" rule
 
 
 def _span(versions: list[str]) -> str:
@@ -45,6 +48,9 @@ def start(options: Options, data, host, cell: Cell, base, results: Path, issues)
                          "the package in an env of its own; give --stack a stack of matrix/stacks.toml that has one")
     if options.offline and not options.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to list and install releases from")
+    if options.paired and not options.settings:
+        raise UsageError("--paired judges the difference the --set settings make: give at least one --set KEY=VALUE")
+    settings = laid_over(data.defaults, options.settings)
     cell = dataclasses.replace(cell, stack=base.name)
     (planned,) = runner.plan([cell], host)
     if not planned.here:
@@ -61,7 +67,52 @@ def start(options: Options, data, host, cell: Cell, base, results: Path, issues)
         raise UsageError(f"no release of {options.package} found ({', '.join(found.problems) or 'none in ' + ', '.join(found.sources)})")
     if options.good is not None and versions.index(options.good) >= versions.index(bad):
         raise UsageError(f"--good {options.good} is not older than --bad {bad}")
-    return Bisection(options, data, host, cell, base, versions, results, issues), bad, options.good, found
+    companions = {}
+    if not options.keep_companions and found.uploaded:
+        for name in bisect.companions_held(options.package, base.pins()):
+            listed = bisect.releases(name, list(options.find_links), options.offline, False, options.index)
+            found.problems.extend(f"{name}: {p}" for p in listed.problems)
+            if listed.uploaded:
+                companions[name] = listed
+    run = Bisection(options, data, host, cell, base, versions, results, issues)
+    run.settings, run.companions, run.uploaded = settings, companions, found.uploaded
+    return run, bad, options.good, found
+
+
+def parse_set(items: list[str]) -> dict:
+    """--set KEY=VALUE items ("train.load_in_kbit_kwarg=true") as a settings table; each value read
+    as TOML (true, 16, 1e-4, "text"), else as text. UsageError naming a malformed item."""
+    import tomllib
+
+    out: dict = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        parts = [p.strip() for p in key.split(".")]
+        if not eq or not all(parts):
+            raise UsageError(f"--set {item!r}: give KEY=VALUE, the key as in matrix/defaults.toml (train.load_in_kbit_kwarg=true)")
+        try:
+            parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            parsed = value.strip()
+        table = out
+        for part in parts[:-1]:
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise UsageError(f"--set {item!r}: {part} is given a value and a table")
+        table[parts[-1]] = parsed
+    return out
+
+
+def laid_over(defaults: dict, overrides: dict) -> dict:
+    """matrix/defaults.toml's settings with --set's laid over them, each checked as a grid's
+    [settings] are; UsageError naming every problem."""
+    from harness.matrix import settings_over
+
+    problems: list[str] = []
+    settings = settings_over(defaults, overrides, "settings", lambda key, label, msg, table=None: f"--set {label}: {msg}", problems)
+    if problems:
+        raise UsageError("; ".join(problems))
+    return settings
 
 
 class Bisection:
@@ -78,50 +129,79 @@ class Bisection:
         self.verdicts: dict[int, str] = {}
         self.probes: list = []
         self.bad_record: dict | None = None
+        self.settings = data.defaults  # start() lays --set over them
+        self.companions: dict = {}  # companion -> its bisect.Releases, where the "released with" rule picks its pins
+        self.uploaded: dict[str, str] = {}  # the package's release -> upload time
 
-    def probe(self, version: str) -> dict:
-        """The cell run with the package at `version`; its record, appended to the results."""
+    def companion_note(self) -> str:
+        return bisect.companion_note(self.args.package, self.base.pins(), rule=bool(self.companions))
+
+    def pins_with(self, version: str) -> dict[str, str]:
+        """Each companion's release for a probe of `version` (the "released with" rule); a companion
+        it cannot date keeps the base stack's pin and is absent here."""
+        picked = {name: bisect.released_with(self.uploaded.get(version), listed) for name, listed in self.companions.items()}
+        return {name: v for name, v in picked.items() if v}
+
+    def probe(self, version: str, plain: bool = False) -> dict:
+        """The cell run with the package at `version` (and its companions as the rule picks them),
+        with the --set settings or, `plain`, without them; its record, appended to the results."""
         from packaging.utils import canonicalize_name
 
         from harness import runner
 
         name, pin = canonicalize_name(self.args.package), f"=={version}"
+        moved = {canonicalize_name(n): f"=={v}" for n, v in self.pins_with(version).items()} | {name: pin}
         # in its place among the stack's pins: the stack's own env is the probe of its own version
-        packages = tuple((n, pin if canonicalize_name(n) == name else s) for n, s in self.base.packages)
+        packages = tuple((n, moved.get(canonicalize_name(n), s)) for n, s in self.base.packages)
         if not any(canonicalize_name(n) == name for n, _ in packages):
             packages += ((self.args.package, pin),)
         stack = dataclasses.replace(self.base, canary=False, packages=packages)
         ctx = runner.RunContext(
-            results_dir=self.results, records_path=self.results / "records.jsonl", settings=self.data.defaults,
+            results_dir=self.results, records_path=self.results / "records.jsonl",
+            settings=self.data.defaults if plain else self.settings,
             models=self.data.models, host=self.host, stacks={**self.data.stacks, stack.name: stack}, matrix_dir=self.data.dir,
             known_issues=self.issues, envs=self.envs, timeout_s=self.args.timeout,
         )
-        tag = {"bisect": {"id": self.id, "package": self.args.package, "version": version, "base_stack": self.base.name}}
-        print(f"probe {len(self.probes) + 1}: {self.args.package}=={version}", flush=True)
-        (rec,) = runner.run_all(runner.plan([self.cell], self.host), ctx, overrides={self.cell.id: runner.Override(record_extra=tag)})
+        tag = {"id": self.id, "package": self.args.package, "version": version, "base_stack": self.base.name,
+               "companions": self.pins_with(version)}
+        if self.args.settings:
+            tag["set"] = {} if plain else self.args.settings
+        legs = f" ({'without' if plain else 'with'} the --set settings)" if self.args.paired else ""
+        print(f"probe {len(self.probes) + 1}: {self.args.package}=={version}"
+              + "".join(f", {n}=={v}" for n, v in tag["companions"].items()) + legs, flush=True)
+        (rec,) = runner.run_all(runner.plan([self.cell], self.host), ctx,
+                                overrides={self.cell.id: runner.Override(record_extra={"bisect": tag})})
         return rec
 
     def judged(self, version: str) -> str:
-        """Probe `version`, judge it against the bad end, keep it; its verdict."""
+        """Probe `version` (both ways with --paired), judge it against the bad end, keep it; its verdict."""
         rec = self.probe(version)
-        verdict, why = bisect.judge(rec, self.bad_record)
+        plain = self.probe(version, plain=True) if self.args.paired else None
+        verdict, why = bisect.judge(rec, self.bad_record) if plain is None else bisect.judge_paired(rec, plain)
         if self.bad_record is None and verdict == bisect.BAD:
             self.bad_record = rec
         self.verdicts[self.versions.index(version)] = verdict
-        self.probes.append(bisect.Probe(version, rec["outcome"], bisect.signature_of(rec), verdict, rec["id"], why))
+        other = None if plain is None else {"outcome": plain["outcome"], "signature": bisect.signature_of(plain), "record": plain["id"]}
+        self.probes.append(bisect.Probe(version, rec["outcome"], bisect.signature_of(rec), verdict, rec["id"], why,
+                                        self.pins_with(version), other))
         print(f"  {version}: {rec['outcome']}{' ' + bisect.signature_of(rec) if bisect.signature_of(rec) else ''} -> {verdict}"
               + (f" ({why})" if why else ""), flush=True)
         return verdict
 
     def search(self, bad: str, good: str | None, note: str, found) -> int:
         if self.judged(bad) != bisect.BAD:
-            return self.finish(None, f"{self.cell.id} passes with {self.args.package} {bad}: nothing to bisect", note, found)
+            last = self.probes[-1]
+            return self.finish(None, f"{self.cell.id} is not bad with {self.args.package} {bad} ({last.why or last.outcome}): "
+                                     "nothing to bisect", note, found)
         if self.bad_record["outcome"] in ("install-error", "infra", "unsupported"):  # not the cell's own failure
             return self.finish(None, f"{self.cell.id} could not run with {self.args.package} {bad} ({self.bad_record['outcome']}): "
                                      "the bad end must be a release the cell runs with and fails", note, found)
         if good is not None and self.judged(good) != bisect.GOOD:
-            return self.finish(None, f"{self.cell.id} does not pass with --good {self.args.package} {good} "
-                                     f"({self.probes[-1].outcome}): give a release it passes with", note, found)
+            last = self.probes[-1]
+            return self.finish(None, f"{self.cell.id} is not good with --good {self.args.package} {good} "
+                                     f"({last.why or last.outcome}): give a release it "
+                                     + ("runs the same way with and without the settings" if self.args.paired else "passes with"),
+                               note, found)
         while len(self.probes) < self.args.max_probes:
             i = bisect.next_probe(len(self.versions), self.verdicts)
             if i is None:
@@ -140,8 +220,15 @@ class Bisection:
         """Print the report, write it beside the records; exit code 0 when a boundary was found."""
         lines = [f"compat bisect {self.id}: {self.cell.id}, {self.args.package} (base stack {self.base.name}; {_span(self.versions)} "
                  f"known); {len(self.probes)} probes"]
+        if self.args.settings:
+            lines.append(f"settings laid over the defaults: {json.dumps(self.args.settings)}"
+                         + ("; each probe also run without them, and judged on the difference (--paired)" if self.args.paired else ""))
         for p in sorted(self.probes, key=lambda p: self.versions.index(p.version)):
-            lines.append(f"  {p.version:>12}  {p.verdict:<4}  {p.outcome}{'  ' + p.signature if p.signature else ''}  record {p.record}")
+            lines.append(f"  {p.version:>12}  {p.verdict:<4}  {p.outcome}{'  ' + p.signature if p.signature else ''}  record {p.record}"
+                         + "".join(f"  {n} {v}" for n, v in p.companions.items()))
+            if p.plain is not None:
+                lines.append(f"  {'':>12}  {'':<4}  without the settings: {p.plain['outcome']}"
+                             f"{'  ' + p.plain['signature'] if p.plain['signature'] else ''}  record {p.plain['record']}")
         if edge is not None and edge.last_good is not None:
             if edge.exact:
                 lines.append(f"first bad release: {self.args.package} {edge.first_bad} (last good: {edge.last_good})")
@@ -153,6 +240,9 @@ class Bisection:
         if self.bad_record is not None:
             bad_sig = bisect.signature_of(self.bad_record) or self.bad_record["outcome"]
             lines.append(f"the bad side: {bad_sig}")
+            first = next((p for p in self.probes if edge is not None and p.version == edge.first_bad), None)
+            if first is not None and (first.signature or first.outcome) != bad_sig:  # a paired bisection's bad side may change its error
+                lines.append(f"at the first bad release: {first.signature or first.outcome}")
             issues = self.bad_record.get("known_issues") or []
             lines.append("known issues it matches: " + (", ".join(map(str, issues)) or "none in matrix/known_issues.toml"))
         lines += [f"note: {n}" for n in [*found.problems, note] if n]
@@ -161,6 +251,8 @@ class Bisection:
         report = {"id": self.id, "cell": self.cell.id, "package": self.args.package, "base_stack": self.base.name,
                   "releases": self.versions, "sources": found.sources, "probes": [dataclasses.asdict(p) for p in self.probes],
                   "boundary": dataclasses.asdict(edge) if edge else None, "problem": problem or None,
+                  "settings": self.args.settings, "paired": self.args.paired,
+                  "companion_rule": "released-with" if self.companions else None,
                   "notes": [n for n in [*found.problems, note] if n]}
         records.write_atomic(self.results / f"{self.id}.json", json.dumps(report, indent=1) + "\n")
         print(f"report: {self.results / f'{self.id}.json'}; records: {self.results / 'records.jsonl'}")
@@ -306,7 +398,7 @@ def bisect_canaries(recs: list[dict], data, host, results: Path, issues, options
             except (UsageError, NoHardwareError) as exc:
                 print(f"  {package}: not bisected: {exc}", flush=True)
                 continue
-            run.search(bad_v, good_v, bisect.companion_note(package, data.stacks[pair.control_stack].pins()), releases_found)
+            run.search(bad_v, good_v, run.companion_note(), releases_found)
             report = json.loads((results / f"{run.id}.json").read_text(encoding="utf-8"))
             out.append(report)
             if not (report["boundary"] and report["boundary"]["last_good"]):

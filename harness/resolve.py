@@ -219,9 +219,9 @@ def precision_for(gpu: GpuModel) -> str:
 
 
 def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records: list[dict],
-              chosen: tuple[str, Evidence] | None = None) -> Recommendation:
+              chosen: tuple[str, Evidence] | None = None, edges=()) -> Recommendation:
     """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
-    instead of the card-count rules below."""
+    instead of the card-count rules below; `edges`: compat bisect's boundaries (lastgood.Edge)."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}")
     ev: list[Evidence] = []
@@ -255,8 +255,37 @@ def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records
     for name in need:
         if name != "bitsandbytes":
             pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev)
+    _below_bisected(gpu, method, pins, edges, ev, notes)
     return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant,
                           pins, ev, notes)
+
+
+def _below_bisected(gpu: GpuModel, method: str, pins: dict[str, str], edges, ev: list[Evidence], notes: list[str]) -> None:
+    """Each bisected boundary of a recommended package for this method, as measured evidence. One
+    measured on this card's architecture with no settings of its own moves the pin below it (to
+    its last good release, measured to pass); one measured elsewhere, or with settings (a loader's
+    keyword), is shown with where it holds and leaves the pin as it is."""
+    for e in edges:
+        pin = pins.get(e.package, "")
+        if e.package not in pins or (method == "qlora") != (e.quantization != "none") or (
+                method != "qlora" and e.method != method):
+            continue
+        common = dict(records=[e.good_record, e.bad_record], hardware=e.hardware, date=e.date or None)
+        current = Version(pin[2:]) if pin.startswith("==") else None
+        if e.hardware == gpu.arch and e.settings == "{}":
+            if current is None or current >= Version(e.first_bad):
+                pins[e.package] = f"=={e.last_good}"
+                ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}: pinned to its last good release", **common))
+            else:
+                ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}: the pin is below it", **common))
+            continue
+        why = (f"measured on {e.hardware}, not on {gpu.arch}: the pin is not moved for this card" if e.hardware != gpu.arch
+               else "with those settings only: the pin is not moved")
+        ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}; {why}", **common))
+        if e.settings != "{}" and (current is None or current >= Version(e.first_bad)):
+            notes.append(f"if your code does what {e.settings_text} makes compat's run do, {e.package} {pin or ''} breaks it: "
+                         f"{e.package} {e.first_bad} is the first release that does (bisected on {e.hardware}, {e.bisections[-1]}); "
+                         f"pin {e.package}<={e.last_good} or change the code")
 
 
 def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> str:

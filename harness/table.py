@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import merge, records, support
+from harness import lastgood, merge, records, support
 from harness.packages import TRACKED
 from harness.summary import (Summary, cell_text, configuration, error_text, hardware_label, key, losses, mib,
                              outcome_counts, peak_memory, peak_per_card, versions)
@@ -26,9 +26,10 @@ SYMBOL = {
 }
 
 
-def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None) -> str:
+def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None, edges=()) -> str:
     """The Markdown table of a Summary (or of a list of records). `layout`: which cells are
-    measurement runs and the order of feature values (support.Layout.load(matrix_dir))."""
+    measurement runs and the order of feature values (support.Layout.load(matrix_dir)); `edges`:
+    the bisected boundaries (lastgood.Edge), in a section of their own after the support summary."""
     layout = layout or support.Layout()
     summary = recs if isinstance(recs, Summary) else Summary(recs)
     rows = summary.rows()
@@ -50,6 +51,7 @@ def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Lay
         out += _support(support.by_hardware(rows, layout, tag, clashes))
     if clashes:
         out += _conflicts(clashes)
+    out += lastgood.table_lines(list(edges))
     sections: dict[str, list[dict]] = {}
     for rec in rows:
         sections.setdefault(hardware_label(rec), []).append(rec)
@@ -204,7 +206,8 @@ def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> 
     return out
 
 
-def write(results_dir: Path, recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None) -> Path:
+def write(results_dir: Path, recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None,
+          edges=()) -> Path:
     path = results_dir / "COMPATIBILITY.md"
-    records.write_atomic(path, render(recs, command, bad_lines, tag, layout))
+    records.write_atomic(path, render(recs, command, bad_lines, tag, layout, edges))
     return path

@@ -27,6 +27,13 @@ def add(sub) -> None:
     p.add_argument("--max-probes", type=common.count, default=MAX_PROBES, metavar="N", help=f"stop after N probes (default {MAX_PROBES})")
     p.add_argument("--timeout", type=common.positive, metavar="S", help="per-probe time limit in seconds (default: the matrix's timeout_s)")
     p.add_argument("--results", type=common.path_value, help="where the probes' records go (default: results/bisect/, apart from the published table)")
+    p.add_argument("--set", action="append", type=common.text_value, default=[], metavar="KEY=VALUE", dest="set_",
+                   help="a setting of matrix/defaults.toml for every probe (train.load_in_kbit_kwarg=true: DeepKE's loader); repeatable")
+    p.add_argument("--paired", action="store_true", help="run each probe also without the --set settings: a release is good where they "
+                   "change nothing, bad where with them the cell fails and without them it ends otherwise (for a setting a release started to break, "
+                   "on hardware where the cell cannot pass either way)")
+    p.add_argument("--keep-companions", action="store_true", help="keep the base stack's pins of the package's companions (transformers: "
+                   "peft, accelerate) instead of pinning, per probe, their newest release out on the probed release's day")
     p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
 
 
@@ -42,12 +49,13 @@ def handle(args) -> int:
     if base is None:
         raise UsageError(f"--stack: unknown stack {args.stack or cell.stack!r}; matrix/stacks.toml has {', '.join(data.stacks)}")
     options = bisection.Options(args.package, args.good, args.bad, args.max_probes, args.timeout, args.offline,
-                                tuple(args.find_links), args.env_dir, args.index_url or bisect.INDEX, args.pre)
+                                tuple(args.find_links), args.env_dir, args.index_url or bisect.INDEX, args.pre,
+                                bisection.parse_set(args.set_), args.paired, args.keep_companions)
     results = writable(args.results or where.results / "bisect", "--results")
     run, bad, good, found = bisection.start(options, data, hardware.detect(), cell, base, results, known_issues_base(data.dir))
     for problem in found.problems:
         print(f"note: {problem}")
-    note = bisect.companion_note(args.package, base.pins())
+    note = run.companion_note()
     if note:
         print(f"note: {note}")
     return run.search(bad, good, note, found)

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness import hardware, home, known_issues, records, resolve, summary, support, table
+from harness import hardware, home, known_issues, lastgood, records, resolve, summary, support, table
 from harness.errors import MatrixError, ResultsWriteError, UsageError
 from harness.home import Home
 
@@ -252,7 +252,9 @@ def render(results: Path, matrix_dir: Path, base):
     print_skipped(bad)
     tag = base.tag if base else None
     layout = support.Layout.load(matrix_dir)
-    path = table.write(results, shown, "compat table", len(bad), tag, layout)
+    edges, unread = lastgood.load([results])
+    print_skipped(unread)
+    path = table.write(results, shown, "compat table", len(bad), tag, layout, edges)
     predicted = []
     if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
         predicted = resolve.per_card(resolve.ResolverData.load(matrix_dir), shown.rows())

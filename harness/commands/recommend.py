@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness import resolve
+from harness import lastgood, resolve
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import CompatError
@@ -44,7 +44,9 @@ def handle(args) -> int:
                               f"--gpus {args.gpus} --method qlora --grad-ckpt` shows the terms")
         method, strategy, evidence = picked
         chosen = (strategy, evidence)
-    rec = resolve.recommend(gpu, args.gpus, method, data, recs, chosen)
+    edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence))
+    common.print_skipped(unread)
+    rec = resolve.recommend(gpu, args.gpus, method, data, recs, chosen, edges)
     if args.format == "json":
         print(json.dumps(rec.as_json(), indent=1))
     elif args.format == "constraints":
