@@ -4,7 +4,8 @@ import this module only when COMPAT_INJECT_FAULT is set (finetune.after_first_st
 COMPAT_INJECT_FAULT="KIND[:rankN]@GLOB" makes a cell whose id matches GLOB (fnmatch) misbehave for
 real after its first training step, on every rank or on rank N only. KIND is one of raise, hang,
 segfault, oom (an allocation larger than the device has room for fails in the allocator),
-sigkill (the process is killed as the kernel's OOM killer kills).
+sigkill (the process is killed as the kernel's OOM killer kills); frozen-adapter acts before
+training instead (before_training: one LoRA adapter left without a gradient).
 
 Like the workloads, this file imports only the standard library and torch, never the harness.
 """
@@ -18,13 +19,28 @@ import sys
 import time
 
 
+def before_training(cell: str, spec: str, model) -> None:
+    """The faults that act on the model before training starts, if `spec` names one for this cell:
+    frozen-adapter cuts the first LoRA adapter's output out of the graph (its B matrix's output
+    detached), so neither of its matrices gets a gradient while every other adapter trains, as a
+    layer on a path with no backward leaves it."""
+    kind, _, pattern = spec.partition("@")
+    if kind != "frozen-adapter" or (pattern and not fnmatch.fnmatchcase(cell, pattern)):
+        return
+    for name, module in model.named_modules():
+        if name.endswith("lora_B.default"):
+            module.register_forward_hook(lambda mod, args, output: output.detach())
+            return
+    raise ValueError("COMPAT_INJECT_FAULT frozen-adapter: the model has no LoRA adapter (lora_B.default)")
+
+
 def inject(cell: str, spec: str) -> None:
     """Misbehave as `spec` (COMPAT_INJECT_FAULT's value) says, if it names this cell (and this
     rank); otherwise return."""
     kind, _, pattern = spec.partition("@")
     kind, _, rank = kind.partition(":rank")
-    if pattern and not fnmatch.fnmatchcase(cell, pattern):
-        return
+    if kind == "frozen-adapter" or (pattern and not fnmatch.fnmatchcase(cell, pattern)):
+        return  # frozen-adapter acted before training (before_training)
     if rank and os.environ.get("RANK", "0") != rank:
         return
     if kind == "raise":

@@ -139,9 +139,11 @@ def run(spec: dict, result: dict) -> None:
     # trained model's forward in it anyway, so every comparison below is like for like.
     amp = autocast(spec["precision"], device)
     loss_before = eval_loss(built.model, eval_batch, amp)
+    watch = learn_watch(spec, built.model)
     trainer, losses = train(spec, result, built, data, batch_of, device)
+    result["checks"]["learned"] = watch.verdict()
     trained = check(spec, result, built, trainer, losses, eval_batch, amp, loss_before)
-    save_and_reload(spec, result, built, trainer, trained, eval_batch, amp, device)
+    saved_then_learned(result, lambda: save_and_reload(spec, result, built, trainer, trained, eval_batch, amp, device))
 
 
 # -- model, from a config of its family, as users do when they build from scratch ---------------
@@ -312,6 +314,42 @@ def check(spec: dict, result: dict, built: Built, trainer, losses: list, eval_ba
             f"{loss_after:.4f} after"
         )
     return trained
+
+
+def learn_watch(spec: dict, model):
+    """learn.Watch over the model's trainable tensors, observing what this strategy leaves
+    observable: under ZeRO-3 and FSDP the module's parameters are partitioned or flattened, so
+    neither their gradients nor their values are the trained ones and nothing is watched (the
+    record says so); fp16's loss scaling skips the steps whose gradients overflow, so a non-finite
+    gradient there is counted, not a failure. A fault for the harness's tests (COMPAT_INJECT_FAULT
+    frozen-adapter) is put in place first."""
+    import learn  # the sibling module: on sys.path as this script's folder
+
+    fault = os.environ.get("COMPAT_INJECT_FAULT")
+    if fault:
+        import faults
+
+        faults.before_training(spec["cell"], fault, model)
+    facts = spec["strategy_facts"]
+    visible = facts["zero_stage"] != 3 and not facts["fsdp_version"]
+    return learn.Watch(model, gradients=visible, values=visible, scaled=spec["precision"] == "fp16")
+
+
+def saved_then_learned(result: dict, save) -> None:
+    """Run `save` (the save-and-reload check), then fail the cell where a trainable tensor did not
+    learn (result["checks"]["learned"]): after the save was checked too, so that a record says
+    both where both went wrong (bitsandbytes >= 0.49 on an AVX512-BF16 CPU does both)."""
+    import learn  # the sibling module: on sys.path as this script's folder
+
+    not_learned = learn.failure(result["checks"]["learned"])
+    try:
+        save()
+    except CheckFailed as exc:
+        if not_learned:
+            raise CheckFailed(f"{not_learned}; and {exc}") from None
+        raise
+    if not_learned:
+        raise CheckFailed(not_learned)
 
 
 # -- save, reload, compare -------------------------------------------------------------------------

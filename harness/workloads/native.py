@@ -19,6 +19,7 @@ import sys
 import time
 
 import finetune as common  # the sibling workload: on sys.path as this script's folder
+import learn
 from finetune import RANK, WORLD_SIZE, CheckFailed, Unsupported
 
 PATHS = {
@@ -88,9 +89,14 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
     amp = common.autocast(spec["precision"], device) if not strategy_is_fsdp(spec) else common.autocast("fp32", device)
     mine, pad_to, eval_batch = make_data(spec, result)
     loss_before = eval_loss(trained, eval_batch, amp, here)
+    # every trainable tensor learns (learn.py): DDP's parameters are the trained tensors; FSDP2's
+    # are sharded DTensors, not watched (checks.learned.observed says so)
+    visible = not strategy_is_fsdp(spec)
+    watch = learn.Watch(trained, gradients=visible, values=visible)
     losses = train(spec, result, torch, dist, trained, mine, pad_to, amp, device, here)
+    result["checks"]["learned"] = watch.verdict()
     check(spec, result, trained, losses, eval_batch, amp, here, loss_before)
-    save_and_reload(spec, result, torch, dist, trained, build, eval_batch, amp, here)
+    common.saved_then_learned(result, lambda: save_and_reload(spec, result, torch, dist, trained, build, eval_batch, amp, here))
 
 
 # -- the model, as finetune.py builds it; LoRA and gradient checkpointing before wrapping ----------

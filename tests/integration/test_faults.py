@@ -125,6 +125,23 @@ def test_a_cell_that_fails_crashes_runs_out_of_memory_or_hangs(run, kind):
     assert proc.returncode == 0 and "nothing left to run" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_frozen_adapter_fails_a_cell_that_otherwise_passes_and_is_named(run):
+    """Issue 25's learn-check: one LoRA adapter cut out of the graph (its B's output detached, as a
+    layer on a path with no backward leaves it) while the others train and the loss goes down."""
+    proc = run("--matrix", LOCAL, "--no-table", "--select", LORA)
+    assert proc.returncode == 0, proc.stderr
+    proc = run("--matrix", LOCAL, "--no-table", "--select", LORA, fault=f"frozen-adapter@{LORA}")
+    assert proc.returncode == 0, proc.stderr
+    clean, frozen = new_records(run)
+    assert clean["outcome"] == "pass" and clean["checks"]["learned"]["learned"] == clean["checks"]["learned"]["trainable_tensors"]
+    assert frozen["outcome"] == "fail" and frozen["losses"]["eval_after"] < frozen["losses"]["eval_before"]  # the loss still fell
+    first = "base_model.model.model.layers.0.self_attn.q_proj"
+    assert frozen["checks"]["learned"]["no_gradient"] == [f"{first}.lora_A.default.weight", f"{first}.lora_B.default.weight"]
+    assert frozen["error"]["message"] == (
+        f"2 of {clean['checks']['learned']['trainable_tensors']} trainable tensors did not learn on every step (no gradient "
+        f"reached them: {first.replace('.0.', '.{0}.')}.lora_A.default.weight, {first.replace('.0.', '.{0}.')}.lora_B.default.weight)")
+
+
 def test_a_hung_torchrun_rank(run, tmp_path):
     """Rank 1 of a 2-rank DDP cell hangs (and starts a child); rank 0 waits in its collective. At
     the time limit every process goes, torchrun's ranks in their own sessions included."""
