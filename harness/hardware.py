@@ -56,6 +56,7 @@ class Host:
     cuda_driver: str | None  # the CUDA version the driver supports, e.g. "12.8"
     gpu_probe: str  # how GPUs were looked for, and what that said
     refused: tuple[str, ...] = ()  # cards present but not used, each with the reason
+    cpu_flags: tuple[str, ...] = ()  # the CPU's instruction-set flags that choose a library's kernels (CPU_FLAGS)
 
     @property
     def archs(self) -> set[str]:
@@ -67,6 +68,7 @@ class Host:
     def fingerprint(self) -> dict:
         return {
             "cpu": self.cpu,
+            "cpu_flags": list(self.cpu_flags),
             "gpus": [dataclasses.asdict(g) | {"arch": g.arch} for g in self.gpus],
             "driver": self.driver,
             "cuda_driver": self.cuda_driver,
@@ -120,7 +122,7 @@ def probe(environ, nvml=None) -> Host:
     usable = tuple(g for g, mig in gpus if not mig)
     if refused:
         how += "; " + "; ".join(refused)
-    return Host(cpu_name(), usable, driver, cuda, how, tuple(refused))
+    return Host(cpu_name(), usable, driver, cuda, how, tuple(refused), cpu_flags())
 
 
 def visible(cards: list[tuple[Gpu, bool]], value: str | None, order: str | None) -> tuple[list[tuple[Gpu, bool]], list[str]]:
@@ -157,6 +159,22 @@ def visible(cards: list[tuple[Gpu, bool]], value: str | None, order: str | None)
             "CUDA numbers them fastest first and NVML by PCI bus, so an index may mean two cards. Set "
             "CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the cards by UUID (nvidia-smi -L lists them)")
     return chosen, refused
+
+
+# The flags that decide which CPU kernels torch and bitsandbytes take: two CPU runners can
+# legitimately disagree where one has them (bitsandbytes >= 0.49 repacks 4-bit weights for a
+# fused kernel only on AVX512-BF16, issue 25).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:
+    """CPU_FLAGS this host's CPU has, in that order; () where /proc/cpuinfo cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            have = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return ()
+    return tuple(flag for flag in CPU_FLAGS if flag in have)
 
 
 def cpu_name() -> str:

@@ -16,7 +16,9 @@ An entry:
     fix = ["...", ...]                      # what to do, most direct first
     pins = { torch = ">=2.1" }              # optional: specifiers the fix amounts to
     sources = ["https://...", ...]          # where this is reported; at least one
-    reports = 12                            # distinct public reports of this error found (a lower bound)
+    reports = 12                            # distinct public reports of this error found (a lower bound); 0 only
+    found_by = "..."                        #   with found_by: a finding of compat's own (its bisection, records,
+                                            #   a reproduction script), with the source lines in `sources`
     related = { other-id = "why" }          # optional: entries whose examples this entry's signatures
                                             #   match too (or theirs this one's), and what tells them apart
     settings = ['--tf32[ =]True']           # optional: RE2 regexes for the option or config line that
@@ -55,7 +57,7 @@ from packaging.version import InvalidVersion, Version
 from harness import outcome, records
 from harness.errors import MatrixError
 from harness.packages import TRACKED
-from harness.tomldata import NONEMPTY_TEXT, POSITIVE_INT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
+from harness.tomldata import NONEMPTY_TEXT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
 
 PACKAGES = TRACKED  # harness/packages.py
 CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
@@ -77,7 +79,8 @@ class Issue:
     pins: dict[str, SpecifierSet]
     sources: tuple[str, ...]
     when: dict  # package -> SpecifierSet, "cc" -> SpecifierSet, axis -> tuple of values
-    reports: int | None = None  # distinct public reports found (a lower bound)
+    reports: int | None = None  # distinct public reports found (a lower bound); 0 for a finding of compat's own
+    found_by: str = ""  # where reports is 0: how compat found it (its bisection, records, a reproduction)
     wordings: tuple = ()  # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
     related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
     shown: tuple = ()  # `when` keys that must be known (not just not contradicted) for this entry to answer
@@ -337,7 +340,9 @@ ISSUE = Table({
     "pins": Key.of(Kind(_pins_problem)),
     "sources": Key.of(TEXT_LIST, each=URL, required=True),
     "when": Key.of(TABLE),
-    "reports": Key.of(POSITIVE_INT, required=True),
+    "reports": Key.of(kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "{r} must be a whole number, 0 or more"),
+                      required=True),
+    "found_by": Key.of(NONEMPTY_TEXT),
     "wordings": Key.of(Kind(lambda v: _wordings_problem(v))),
     "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
                                                                       for k, w in v.items()),
@@ -360,6 +365,9 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     ok = check(table.get("when") if isinstance(table.get("when"), dict) else {}, WHEN, at_when, problems) and ok
     if not ok:
         return None
+    if table["reports"] == 0 and not table.get("found_by"):
+        problems.append(at("reports", "0 public reports: say how compat found it (found_by: the bisection, records, reproduction)"))
+        return None
     signatures = tuple(compile_signature(s) for s in table["signatures"])
     if not any(s.search(clean(table["example"])) for s in signatures):
         problems.append(at("example", "no signature of this entry matches its own example"))
@@ -373,7 +381,8 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     return Issue(
         id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
         example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
-        sources=tuple(table["sources"]), when=when, reports=table.get("reports"), related=dict(table.get("related") or {}),
+        sources=tuple(table["sources"]), when=when, reports=table.get("reports"), found_by=table.get("found_by", ""),
+        related=dict(table.get("related") or {}),
         wordings=tuple(table.get("wordings") or ()), shown=tuple(table.get("shown") or ()),
         settings=tuple(compile_signature(p) for p in table.get("settings") or ()),
     )

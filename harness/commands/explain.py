@@ -63,6 +63,7 @@ def handle(args) -> int:
             "matches": [{
                 "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
                 "pins": {k: str(v) for k, v in m.issue.pins.items()}, "sources": list(m.issue.sources),
+                "reports": m.issue.reports, "found_by": m.issue.found_by or None,
                 "matched": m.hits, "score": list(m.score), "conditions": m.verdict,
                 "answers": m.answers,  # false: conditions unshown or contradicted; the family answer comes first
             } for m in matches],
@@ -115,6 +116,8 @@ def _matches(name: str, matches: list, answer) -> None:
             print(f"   pins:    {', '.join(f'{k}{v}' for k, v in i.pins.items())}")
         for k, url in enumerate(i.sources[:4]):
             print(f"   {'sources: ' if k == 0 else '         '}{url}")
+        if i.found_by:
+            print(f"   found:   by compat, no public report yet: {i.found_by}")
         print()
 
 

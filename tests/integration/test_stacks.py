@@ -189,9 +189,10 @@ def test_pip_fallback_also_inherits_torch(tmp_path):
 
 def test_qlora_on_cpu_through_bitsandbytes(tmp_path):
     """QLoRA through BitsAndBytesConfig + prepare_model_for_kbit_training on CPU. int8 and nf4
-    train on both stacks; from bitsandbytes 0.49 (hf2026 pins 0.50.2), saving a 4-bit model on
-    CPU changes the weights in memory, while the saved copy is right: the record says exactly
-    that, and the 0.48.2 control passes."""
+    train on both stacks; from bitsandbytes 0.49 (hf2026 pins 0.50.2), on this CPU (AVX512-BF16),
+    the eval-mode forward before training repacks the 4-bit weights: the q, k and v adapters get
+    an all-zero gradient on the first step, and saving changes the weights in memory while the
+    saved copy is right. The record says both and names the known issue; the 0.48.2 control passes."""
     proc = compat("run", "--matrix", str(ROOT / "matrix" / "cpu-quant.toml"), "--results", str(tmp_path),
                   "--env-dir", str(tmp_path / "envs"), "--no-table",
                   "--select", "cpu-{bnb048,hf2026}-fp32-{int8,nf4}-lora-single")
@@ -205,12 +206,17 @@ def test_qlora_on_cpu_through_bitsandbytes(tmp_path):
         assert rec["checks"]["quantized_modules"] == (["Linear8bitLt"] if "int8" in cell else ["Linear4bit"])
         assert rec["losses"]["eval_after"] < rec["losses"]["eval_before"]
         assert rec["checks"]["reload_max_abs_diff"] <= 1e-4  # the saved adapter is right everywhere
+        assert rec["checks"]["learned"]["trainable_tensors"] == 16
     assert recs["cpu-bnb048-fp32-int8-lora-single"]["fingerprint"]["packages"]["bitsandbytes"] == "0.48.2"
     assert recs["cpu-hf2026-fp32-nf4-lora-single"]["fingerprint"]["packages"]["bitsandbytes"] == "0.50.2"
-    assert [recs[c]["outcome"] for c in sorted(recs)] == ["pass", "pass", "pass", "fail"]
     bad = recs["cpu-hf2026-fp32-nf4-lora-single"]
-    assert bad["error"]["signature"] == (
-        "CheckFailed: saving changed the trained model in memory (the saved copy is right): "
-        "max |logit diff| <n> before vs after save_model"
-    )
+    if "avx512_bf16" not in bad["fingerprint"]["hardware"]["cpu_flags"]:
+        pytest.skip("this CPU has no AVX512-BF16: bitsandbytes does not repack here (the four cells should all pass)")
+    assert [recs[c]["outcome"] for c in sorted(recs)] == ["pass", "pass", "pass", "fail"]
+    qkv = [f"base_model.model.model.layers.{n}.self_attn.{m}_proj.lora_B.default.weight" for n in (0, 1) for m in "qkv"]
+    assert bad["checks"]["learned"]["zero_gradient_passes"] == {name: [1] for name in sorted(qkv)}
+    assert bad["error"]["signature"].startswith("CheckFailed: <n> of <n> trainable tensors did not learn on every step (an all-zero "
+                                                "gradient on backward pass <n> of <n>: base_model.model.model.layers.{<n>,<n>}.self_attn")
+    assert "; and saving changed the trained model in memory (the saved copy is right): max |logit diff| " in bad["error"]["message"]
     assert bad["checks"]["save_changed_model_max_abs_diff"] > 1e-3
+    assert bad["known_issues"] == ["bnb-cpu-4bit-eval-forward-repacks-weights"]
