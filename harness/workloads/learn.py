@@ -41,13 +41,9 @@ class Watch:
         # which modules holding a trainable tensor ran forward in training: one that never ran
         # (a vision tower fed text only) is unused, not a failure
         self.ran: set[str] = set()
-        owner = {}
-        for mname, module in model.named_modules():
-            for pname, p in module.named_parameters(recurse=False):
-                if p.requires_grad:
-                    owner.setdefault(mname, module)
         self.owner = {name: name.rpartition(".")[0] for name in by_name}
-        self.handles += [m.register_forward_hook(self._ran(mname)) for mname, m in owner.items()]
+        modules = dict(model.named_modules())
+        self.handles += [modules[m].register_forward_hook(self._ran(m)) for m in sorted(set(self.owner.values()))]
 
     def _ran(self, name: str):
         def hook(module, args, output):
