@@ -96,6 +96,7 @@ class RunContext:
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
     stop_at: float | None = None  # time.monotonic() after which no cell starts (compat run --stop-after)
     warm: object | None = None  # a harness.warm.Warm: one-process cells start as forks of a warm worker (--warm)
+    agreement: object | None = None  # a harness.agreement.Book: each record's losses held to the reference stack's
 
     @property
     def log_dir(self) -> Path:
@@ -146,7 +147,7 @@ def recorder(planned: list[PlannedCell], ctx: RunContext, report: Callable[[int,
     """A run's bookkeeping, wherever its cells run (here, or on a Ray cluster): the cells to run,
     the list their records go into, and `finish(record)`, which appends a record and reports it
     the moment its cell ends. The unsupported cells are recorded at once (`extra(cell)`: fields
-    their records carry)."""
+    their records carry). The reference stack's cells come first (agreement.py)."""
     out: list[dict] = []
     todo = [p for p in planned if p.here or p.unsupported]
 
@@ -158,11 +159,17 @@ def recorder(planned: list[PlannedCell], ctx: RunContext, report: Callable[[int,
     for p in todo:
         if p.unsupported:
             finish(cellrecord.unsupported(p.cell, ctx, extra(p.cell), p.reason))
-    return [p.cell for p in todo if p.here], out, finish
+    here = [p.cell for p in todo if p.here]
+    if ctx.agreement is not None:  # the reference stack's cells first: the others' records are held to theirs
+        here.sort(key=lambda cell: cell.stack != ctx.agreement.config.reference)
+    return here, out, finish
 
 
 def _append(ctx: RunContext, record: dict) -> None:
-    """A record, tagged with the known issues it matches, appended to the run's records."""
+    """A record, its losses held to the reference stack's (agreement.py) and tagged with the
+    known issues it matches, appended to the run's records."""
+    if ctx.agreement is not None:
+        ctx.agreement.judge(record)
     if ctx.known_issues is not None and record["outcome"] not in ("pass", "unsupported"):
         record["known_issues"] = ctx.known_issues.tag(record)
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import lastgood, merge, records, support
+from harness import agreement, lastgood, merge, records, support
 from harness.packages import TRACKED
 from harness.summary import (Summary, cell_text, configuration, error_text, hardware_label, key, losses, mib,
                              outcome_counts, peak_memory, peak_per_card, versions)
@@ -52,6 +52,7 @@ def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Lay
     if clashes:
         out += _conflicts(clashes)
     out += lastgood.table_lines(list(edges))
+    out += agreement.table_lines(rows, lambda rec: cell_text(hardware_label(rec)))
     sections: dict[str, list[dict]] = {}
     for rec in rows:
         sections.setdefault(hardware_label(rec), []).append(rec)
@@ -163,7 +164,7 @@ def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.L
         conflict = " ⚠️ conflict" if key(rec) in clashes else ""
         out.append("| " + " | ".join([
             f"`{rec['cell']}`",
-            SYMBOL.get(rec["outcome"], rec["outcome"]) + conflict,
+            SYMBOL.get(rec["outcome"], rec["outcome"]) + conflict + agreement.mark(rec),
             peak_memory(rec),
             losses(rec),
             *(cell_text(v) for v in versions(rec)),
@@ -189,7 +190,8 @@ def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> 
     stacks = sorted({s for row in grid.values() for s in row})
     out = [heading, "", *([note, ""] if note else []),
            "Each entry: the newest record's outcome and the peak memory of its largest card (RSS on a CPU; "
-           "NVML used, else torch reserved, on a GPU). ⚠️: runners disagree (see Conflicts).", "",
+           "NVML used, else torch reserved, on a GPU). ⚠️: runners disagree (see Conflicts). ≠: its losses part "
+           "from the reference stack's (see Losses across stacks).", "",
            "| configuration | " + " | ".join(f"`{s}`" for s in stacks) + " |",
            "|---" * (len(stacks) + 1) + "|"]
     for conf in sorted(grid):
@@ -201,7 +203,8 @@ def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> 
                 continue
             icon = SYMBOL.get(rec["outcome"], rec["outcome"]).split(" ")[0]
             peak = peak_per_card(rec) if rec["outcome"] != "unsupported" else None  # it did not train: no peak to show
-            entries.append(icon + (f" {mib(peak)}" if peak else "") + (" ⚠️" if (conf, s) in flagged else ""))
+            entries.append(icon + (f" {mib(peak)}" if peak else "") + (" ⚠️" if (conf, s) in flagged else "")
+                           + (" ≠" if agreement.mark(rec) else ""))
         out.append(f"| `{conf}` | " + " | ".join(entries) + " |")
     return out
 

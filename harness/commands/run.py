@@ -205,6 +205,7 @@ def _context(args, results, grids, grid_of, data, host, base, resumed, log):
         stacks=data.stacks,
         matrix_dir=data.dir,
         known_issues=base,
+        agreement=_agreement(data, results),
         envs=envs.EnvManager(
             root=args.env_dir or envs.default_root(),
             base_python=args.python,
@@ -217,6 +218,15 @@ def _context(args, results, grids, grid_of, data, host, base, resumed, log):
         stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
         **({"run_id": resumed[0]} if resumed else {}),
     )
+
+
+def _agreement(data, results):
+    """Each record's losses held to the reference stack's (matrix/agreement.toml; a matrix folder
+    without the file compares nothing)."""
+    from harness import agreement
+
+    path = data.dir / "agreement.toml"
+    return agreement.Book(agreement.Config.load(path, data.stacks), results) if path.exists() else None
 
 
 STOPPED_EARLY = 75  # EX_TEMPFAIL in sysexits.h: try again (with --resume)

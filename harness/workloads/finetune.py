@@ -42,6 +42,7 @@ import json
 import math
 import os
 import platform
+import random
 import resource
 import sys
 import time
@@ -148,13 +149,15 @@ def run(spec: dict, result: dict) -> None:
 
 # -- model, from a config of its family, as users do when they build from scratch ---------------
 def build(spec: dict, result: dict, device: str) -> Built:
+    import initial  # the sibling module: on sys.path as this script's folder
     import torch
     import transformers
 
     config, model_class = family_config(spec["model"])
     base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
-    # every rank built the same weights from the same seed; each keeps its own copy on disk, so
-    # no rank waits for another before loading it
+    # the same initial weights on every stack and rank (initial.py); each rank keeps its own copy
+    # on disk, so no rank waits for another before loading it
+    result["checks"]["init"] = initial.reset_base(torch, base, config, int(spec["train"]["seed"]))
     base_dir = os.path.join(spec["workdir"], f"base{RANK}")
     base.save_pretrained(base_dir)
     quant = quantization_config(spec["quantization"], spec["precision"])
@@ -183,6 +186,7 @@ def build(spec: dict, result: dict, device: str) -> Built:
             task_type="CAUSAL_LM",
         )
         model = peft.get_peft_model(base, lora)
+        result["checks"]["init"]["adapter_sha256"] = initial.reset_adapters(torch, model, int(spec["train"]["seed"]))
     elif spec["method"] != "full":
         raise ValueError(f"unknown method {spec['method']!r}")
     return Built(base, model, model_class, base_dir, base_kwargs, quant)
@@ -224,6 +228,14 @@ def make_data(spec: dict, result: dict):
     pad_to = int(settings["seq_len_max"]) if settings.get("padding", "longest") == "max_length" else 0
     batch_of = lambda rows: collate(rows, pad_to)  # noqa: E731
     eval_batch = batch_of(data[: int(settings["batch_size"])])
+    # the order batches come in is compat's, the same on every stack (as native.py deals it): the
+    # Trainer's own shuffle is seeded differently from one transformers release to the next
+    # (4.33.0's first batch was not 5.23.0's), so the Trainer gets a
+    # sequential sampler over data already in order
+    if settings.get("order", "shuffled") == "ascending":
+        data.sort(key=lambda row: len(row["input_ids"]))
+    else:
+        random.Random(int(settings["seed"])).shuffle(data)
     result["checks"]["seq_lens"] = sorted({len(x["input_ids"]) for x in data})
     return data, batch_of, eval_batch
 
@@ -246,11 +258,7 @@ def train(spec: dict, result: dict, built: Built, data: list, batch_of, device: 
             width[0] = int(ids.shape[-1])
 
     built.model.register_forward_pre_hook(note_width, with_kwargs=True)
-    trainer_class = transformers.Trainer
-    if spec["train"].get("order", "shuffled") == "ascending":
-        trainer_class = in_order_trainer(transformers.Trainer)
-        data.sort(key=lambda row: len(row["input_ids"]))
-    trainer = trainer_class(
+    trainer = in_order_trainer(transformers.Trainer)(
         model=built.model,
         args=args,
         train_dataset=ListDataset(data),
@@ -620,7 +628,7 @@ def device_index(device: str):
 
 def in_order_trainer(base):
     """The Trainer with its shuffling sampler replaced by a sequential one, so batches come in
-    the order of the data (train.order = "ascending": growing sequence lengths)."""
+    the order of the data (make_data: compat's seeded shuffle, or growing sequence lengths)."""
     import torch
 
     class InOrderTrainer(base):

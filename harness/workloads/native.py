@@ -19,6 +19,7 @@ import sys
 import time
 
 import finetune as common  # the sibling workload: on sys.path as this script's folder
+import initial
 import learn
 from finetune import RANK, WORLD_SIZE, CheckFailed, Unsupported
 
@@ -80,10 +81,10 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
     torch.manual_seed(int(spec["train"]["seed"]))
     config, model_class = common.family_config(spec["model"])
 
-    def build():
-        return build_model(spec, torch, transformers, config, model_class)
+    def build(record=None):
+        return build_model(spec, torch, transformers, config, model_class, record)
 
-    trained = wrap(spec, result, torch, build(), device, here, fully_shard, mixed_precision)
+    trained = wrap(spec, result, torch, build(result["checks"]), device, here, fully_shard, mixed_precision)
     result["durations_s"]["build"] = time.perf_counter() - t
     # FSDP2 casts parameters to bf16 for compute itself; DDP trains under autocast, as the Trainer does
     amp = common.autocast(spec["precision"], device) if not strategy_is_fsdp(spec) else common.autocast("fp32", device)
@@ -100,9 +101,13 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
 
 
 # -- the model, as finetune.py builds it; LoRA and gradient checkpointing before wrapping ----------
-def build_model(spec: dict, torch, transformers, config, model_class):
-    torch.manual_seed(int(spec["train"]["seed"]))
+def build_model(spec: dict, torch, transformers, config, model_class, checks: dict | None = None):
+    """The model from the same initial weights as every stack's (initial.py); `checks`, where
+    given, gets their hashes (checks.init)."""
+    seed = int(spec["train"]["seed"])
+    torch.manual_seed(seed)
     base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
+    init = initial.reset_base(torch, base, config, seed)
     if spec["grad_ckpt"]:
         base.gradient_checkpointing_enable()
     if spec["method"] == "lora":
@@ -112,6 +117,9 @@ def build_model(spec: dict, torch, transformers, config, model_class):
             base.enable_input_require_grads()
         base = peft.get_peft_model(base, peft.LoraConfig(
             r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"))
+        init["adapter_sha256"] = initial.reset_adapters(torch, base, seed)
+    if checks is not None:
+        checks["init"] = init
     return base
 
 

@@ -74,6 +74,23 @@ def test_local_grid_runs_for_real_and_writes_records_and_table(local_grid):
     assert sorted(c.get("name") for c in suite) == sorted(r["cell"] for r in recs)
 
 
+
+def test_every_cell_starts_from_the_same_weights_and_is_held_to_the_reference_stack(local_grid):
+    """The 8 cells build one model config with one seed: one hash of their initial weights, whatever
+    the precision or method (LoRA adds its adapters' own). With no hf2026 record in this results
+    folder, each record says it was not compared, and why."""
+    _, results = local_grid
+    recs = load(results / "records.jsonl")
+    inits = [r["agreement"]["init"] for r in recs]
+    assert len({i["base_sha256"] for i in inits}) == 1 and all(i["rule"] == "compat-init-1" and i["drawn"] > 0 for i in inits)
+    adapters = {i["adapter_sha256"] for r, i in zip(recs, inits) if r["axes"]["method"] == "lora"}
+    assert len(adapters) == 1 and None not in adapters
+    assert all(i.get("adapter_sha256") is None for r, i in zip(recs, inits) if r["axes"]["method"] == "full")
+    for r in recs:
+        assert r["agreement"]["status"] == "not-compared" and r["agreement"]["reference"] == "hf2026"
+        assert "no record of this cell on the hf2026 stack" in r["agreement"]["why"]
+
+
 def test_a_missing_interpreter_is_infra_not_fail(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(tmp_path), "--no-table",

@@ -9,7 +9,7 @@ from harness.matrix import MatrixData, load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "matrix").glob("*.toml"))
-DATA_FILES = ("axes.toml", "defaults.toml", "stacks.toml", "models.toml", "model_configs.toml", "gpus.toml", "builds.toml", "known_issues.toml", "preflight.toml")
+DATA_FILES = ("axes.toml", "defaults.toml", "stacks.toml", "models.toml", "model_configs.toml", "gpus.toml", "builds.toml", "known_issues.toml", "preflight.toml", "agreement.toml")
 GRIDS = [p for p in SHIPPED if p.name not in DATA_FILES]
 
 
