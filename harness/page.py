@@ -63,9 +63,20 @@ def row(rec: dict, conflict, tag) -> dict:
         "reason": rec.get("reason") or "",
         "known_issues": summary.known_issues_of(rec, tag),
         "log": rec.get("log") or "",
+        "agreement": _agreement(rec),
         "conflict": [{"runner": conflict.who(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
                      for r in conflict.records] if conflict else None,
     }
+
+
+def _agreement(rec: dict) -> dict | None:
+    """What the page shows of a record held to the reference stack's (agreement.py): its status,
+    and where the losses part."""
+    a = rec.get("agreement") or {}
+    if a.get("status") not in ("agrees", "differs", "not-compared"):
+        return None
+    keep = ("status", "reference", "parted_at_step", "loss", "reference_loss", "allowed", "reference_record", "why")
+    return {k: a[k] for k in keep if k in a}
 
 
 def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None,

@@ -123,6 +123,10 @@
     for (const r of listed) {
       const outcome = el("td", {}, badge(r.outcome));
       if (r.conflict) outcome.append(" ", el("span", { class: "badge conflict", title: "runners disagree" }, "conflict"));
+      if (r.agreement && r.agreement.status === "differs") {
+        outcome.append(" ", el("span", { class: "badge differs", title: "its losses part from " + r.agreement.reference + "'s on this cell" },
+          "≠ " + r.agreement.reference + " from step " + r.agreement.parted_at_step));
+      }
       const tr = el("tr", { "data-id": r.id, "data-outcome": r.outcome, "data-hardware": r.hardware },
         el("td", { class: "mono" }, r.cell),
         el("td", {}, r.hardware),
@@ -197,6 +201,16 @@
       const ul = el("ul", {});
       for (const c of r.conflict) ul.append(el("li", {}, badge(c.outcome), " on " + c.runner + ", " + c.date.slice(0, 10) + ", record ", el("code", {}, c.id)));
       add("conflict", "runners disagree on this cell and these versions:", ul);
+    }
+    const a = r.agreement;
+    const num = (x, digits) => (typeof x === "number" ? x.toPrecision(digits) : "—");
+    if (a && a.status === "differs") {
+      add("losses across stacks", "trains differently from " + a.reference + ": from step " + a.parted_at_step + " (0: the eval loss before training), "
+        + num(a.loss, 5) + " against " + num(a.reference_loss, 5) + " (allowed gap " + num(a.allowed, 3) + "), reference record ", el("code", {}, String(a.reference_record || "—")));
+    } else if (a && a.status === "agrees") {
+      add("losses across stacks", "agree with " + a.reference + "'s, reference record ", el("code", {}, String(a.reference_record || "—")));
+    } else if (a) {
+      add("losses across stacks", "not compared with " + a.reference + "'s: " + (a.why || ""));
     }
     const parts = [el("h2", {}, r.cell), dl, el("h3", {}, "Peak memory per card"), cardChart(r)];
     if (r.error) parts.push(el("h3", {}, "Error"), el("pre", { class: "error-text" }, r.error));

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import p4_record, real_records, run_compat, second_runner
+from conftest import ROOT, p4_record, real_records, run_compat, second_runner
 
 pytestmark = pytest.mark.browser
 
@@ -237,3 +237,30 @@ def test_measurement_runs_are_their_own_part_of_the_table(browser, tmp_path):
     assert [r.get_attribute("data-id") for r in visible_rows(browser)] == [check["id"]]
     Select(browser.find_element("id", "filter-run")).select_by_value("measurement run")
     assert [r.get_attribute("data-id") for r in visible_rows(browser)] == [sweep["id"]]
+
+
+def test_a_stack_that_trains_differently_is_marked_and_its_detail_says_where(browser, tmp_path):
+    """The real records of transformers 4.51.3's and 5.23.0's fp32 LoRA cell (results/records.jsonl,
+    2026-11-26): the 4.51.3 row carries its verdict, parted at step 1; a `why` holding markup and a
+    verdict without its losses (both made up) are shown as text, and the detail still opens."""
+    from harness import records
+
+    recs, _ = records.read_records([ROOT / "results" / "records.jsonl"])
+    by_id = {r["id"][:12]: r for r in recs}
+    hf2026, hf2025 = _row_of(by_id["98c25c16b93c"]), _row_of(by_id["50e4989f75d5"])
+    odd = dict(hf2026, id="e" * 32, cell=hf2026["cell"] + "-x",
+               agreement={"status": "not-compared", "reference": "hf2026", "why": '<img src=x onerror="window.__pwned = 1">'})
+    browser.get(_render_page(tmp_path, [hf2026, hf2025, odd]))
+    row = browser.find_element("css selector", f"#cells tbody tr[data-id='{hf2025['id']}']")
+    assert "≠ hf2026 from step 1" in row.text
+    assert "≠" not in browser.find_element("css selector", f"#cells tbody tr[data-id='{hf2026['id']}']").text
+    row.click()
+    detail = browser.find_element("id", "detail").text
+    assert "trains differently from hf2026: from step 1" in detail and "4.6896 against 4.8571" in detail
+    browser.find_element("css selector", f"#cells tbody tr[data-id='{odd['id']}']").click()
+    assert 'onerror="window.__pwned = 1"' in browser.find_element("id", "detail").text
+    assert browser.execute_script("return window.__pwned === undefined")
+    bare = dict(hf2025, id="d" * 32, cell=hf2025["cell"] + "-y", agreement={"status": "differs", "reference": "hf2026", "parted_at_step": 3})
+    browser.get(_render_page(tmp_path, [bare]))  # made up: a verdict without its losses, as the schema allows
+    browser.find_element("css selector", f"#cells tbody tr[data-id='{bare['id']}']").click()
+    assert "from step 3 (0: the eval loss before training), — against —" in browser.find_element("id", "detail").text
