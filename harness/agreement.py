@@ -70,7 +70,7 @@ class Config:
                 problems.append(where(name, f"tolerance.{name}", "must be a table"))
             else:
                 check(given[name], _TOLERANCE, lambda k, m, n=name: where(k, f"[tolerance.{n}].{k}", m, table=f"tolerance.{n}"), problems,
-                      lambda m, n=name: where(n, f"[tolerance.{n}]", m))
+                      lambda m, n=name: where(n, f"[tolerance.{n}]", m, table=f"tolerance.{n}"))
         for name in sorted(set(given) - set(PRECISIONS)):
             problems.append(where(name, f"[tolerance.{name}]", f"unknown precision; the precisions are {', '.join(PRECISIONS)}"))
         if problems:

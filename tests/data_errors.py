@@ -1,5 +1,5 @@
 """What compat says about every damaged data file: each of matrix/'s data files (the axes, settings,
-stacks and models, a grid, the GPU database, the builds, the known issues, the model configs, a
+stacks and models, the loss agreement, a grid, the GPU database, the builds, the known issues, the model configs, a
 preset) damaged one line at a time, in the ways people damage them (a key misspelt, a value of
 the wrong type or out of range, a line deleted), and what its loader says about each, one output
 file per data file. tests/outputs.py writes these beside the commands' answers, so a change to how
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_LINE = re.compile(r"^(\s*)([A-Za-z_][\w-]*)(\s*=\s*)(.+)$")
-MAX_LINES = 60  # key lines damaged per file, spread over it
+MAX_LINES = 45  # key lines damaged per file, spread over it
 VALUES = ("true", "7", "-1", '"zzz"', "[]", '["zzz"]', "{}")
 
 
@@ -42,7 +42,7 @@ def damaged(text: str):
 
 def loaders():
     """file in matrix/ -> how compat loads it from a folder (a copy of matrix/)."""
-    from harness import preflight
+    from harness import agreement, preflight
     from harness.gpus import GpuDb
     from harness.known_issues import KnownIssues
     from harness.matrix import MatrixData, load_matrix
@@ -53,6 +53,7 @@ def loaders():
         "axes.toml": MatrixData.load,
         "defaults.toml": MatrixData.load,
         "stacks.toml": MatrixData.load,
+        "agreement.toml": lambda d: agreement.Config.load(d / "agreement.toml", MatrixData.load(d).stacks),
         "models.toml": MatrixData.load,
         "cpu.toml": lambda d: load_matrix(d / "cpu.toml", MatrixData.load(d)),
         "gpu-size-dist.toml": lambda d: load_matrix(d / "gpu-size-dist.toml", MatrixData.load(d)),
