@@ -74,8 +74,7 @@ def start(options: Options, data, host, cell: Cell, base, results: Path, issues)
             found.problems.extend(f"{name}: {p}" for p in listed.problems)
             if listed.uploaded:
                 companions[name] = listed
-    run = Bisection(options, data, host, cell, base, versions, results, issues)
-    run.settings, run.companions, run.uploaded = settings, companions, found.uploaded
+    run = Bisection(options, data, host, cell, base, versions, results, issues, settings, companions, found.uploaded)
     return run, bad, options.good, found
 
 
@@ -118,7 +117,11 @@ def laid_over(defaults: dict, overrides: dict) -> dict:
 class Bisection:
     """One bisection: its probes, each a real run of the cell with the package at one release."""
 
-    def __init__(self, args: Options, data, host, cell: Cell, base, versions: list[str], results: Path, issues):
+    def __init__(self, args: Options, data, host, cell: Cell, base, versions: list[str], results: Path, issues,
+                 settings: dict | None = None, companions: dict | None = None, uploaded: dict | None = None):
+        """`settings`: defaults.toml's with --set laid over them (default: defaults.toml's);
+        `companions`: companion -> its bisect.Releases, where the "released with" rule picks its
+        pins; `uploaded`: the package's release -> its upload time."""
         from harness import envs
 
         self.args, self.data, self.host, self.cell, self.base, self.versions = args, data, host, cell, base, versions
@@ -129,9 +132,9 @@ class Bisection:
         self.verdicts: dict[int, str] = {}
         self.probes: list = []
         self.bad_record: dict | None = None
-        self.settings = data.defaults  # start() lays --set over them
-        self.companions: dict = {}  # companion -> its bisect.Releases, where the "released with" rule picks its pins
-        self.uploaded: dict[str, str] = {}  # the package's release -> upload time
+        self.settings = data.defaults if settings is None else settings
+        self.companions: dict = companions or {}
+        self.uploaded: dict[str, str] = uploaded or {}
 
     def companion_note(self) -> str:
         return bisect.companion_note(self.args.package, self.base.pins(), rule=bool(self.companions))
