@@ -95,9 +95,12 @@ def curve(record: dict) -> list[float] | None:
     """The eval loss before training, then each step's loss; None where the run did not train."""
     losses = record.get("losses") or {}
     steps = losses.get("steps")
-    if not steps or losses.get("eval_before") is None or any(x is None or not math.isfinite(x) for x in steps):
+    if not steps:
         return None
-    return [losses["eval_before"], *steps]
+    values = [losses.get("eval_before"), *steps]
+    if any(not isinstance(x, (int, float)) or not math.isfinite(x) for x in values):
+        return None
+    return values
 
 
 def compare(record: dict, reference: dict, tolerance: Tolerance) -> dict:
@@ -126,8 +129,10 @@ class Book:
     """The references a run's records are held to: its own records of the reference stack, and
     the results folder's (read when first needed)."""
 
-    def __init__(self, config: Config, results: Path | None = None):
-        self.config, self.results = config, results
+    def __init__(self, config: Config, results: Path | None = None, check=None):
+        """`check(record)`: why a stored record is not evidence (trust.Rules.check), as every
+        reader of a results folder skips such a line; None: none is skipped."""
+        self.config, self.results, self.check = config, results, check
         self.ran: dict[str, dict] = {}  # comparable(record) -> this run's record of the reference stack
         self.stored: dict[str, dict] | None = None if results is not None else {}  # the same, of the results folder
 
@@ -158,7 +163,7 @@ class Book:
         """The results folder's newest record of each cell on the reference stack, read once."""
         if self.stored is None:
             self.stored = {}
-            recs, _ = records.read_records(records.record_files(self.results))
+            recs, _ = records.read_records(records.record_files(self.results), self.check)
             for rec in sorted(recs, key=lambda r: r.get("finished_at") or ""):
                 if rec["axes"].get("stack") == self.config.reference and curve(rec) is not None:
                     self.stored[comparable(rec)] = rec

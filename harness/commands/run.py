@@ -224,9 +224,12 @@ def _agreement(data, results):
     """Each record's losses held to the reference stack's (matrix/agreement.toml; a matrix folder
     without the file compares nothing)."""
     from harness import agreement
+    from harness.trust import Rules
 
     path = data.dir / "agreement.toml"
-    return agreement.Book(agreement.Config.load(path, data.stacks), results) if path.exists() else None
+    if not path.exists():
+        return None
+    return agreement.Book(agreement.Config.load(path, data.stacks), results, Rules.load(data.dir).check)
 
 
 STOPPED_EARLY = 75  # EX_TEMPFAIL in sysexits.h: try again (with --resume)

@@ -12,6 +12,7 @@ from conftest import ROOT
 from harness import agreement, records, table
 from harness.errors import MatrixError
 from harness.matrix import MatrixData
+from harness.trust import Rules
 
 STACKS = MatrixData.load(ROOT / "matrix").stacks
 CONFIG = agreement.Config.load(ROOT / "matrix" / "agreement.toml", STACKS)
@@ -132,12 +133,20 @@ def test_without_a_reference_record_it_says_so_and_a_cell_that_did_not_train_get
 
 
 def test_a_reference_from_an_earlier_run_is_found_in_the_results_folder(tmp_path):
-    """The results folder holds the reference's record as its run wrote it (agreement and all)."""
-    (tmp_path / "records.jsonl").write_text(json.dumps(REAL[HF2026_LORA]) + "\n" + "not a record\n")
-    book = agreement.Book(CONFIG, tmp_path)
+    """The results folder holds the reference's record as its run wrote it (agreement and all), a
+    corrupt line, and a copy of it dated 2099 whose losses are hf2025's (made up: a line that is not
+    evidence, which trust.Rules skips as every reader of a results folder does; newer, it would
+    otherwise be the reference)."""
+    forged = copy.deepcopy(REAL[HF2026_LORA])
+    forged.update(id="f" * 32, finished_at="2099-01-01T00:00:00+00:00", losses=copy.deepcopy(REAL[HF2025_LORA]["losses"]))
+    lines = [json.dumps(REAL[HF2026_LORA]), "not a record", json.dumps(forged)]
+    (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
     rec = real(HF2025_LORA)
-    book.judge(rec)
+    agreement.Book(CONFIG, tmp_path, Rules.load(ROOT / "matrix").check).judge(rec)
     assert rec["agreement"]["status"] == "differs" and rec["agreement"]["reference_record"] == REAL[HF2026_LORA]["id"]
+    unchecked = real(HF2025_LORA)
+    agreement.Book(CONFIG, tmp_path).judge(unchecked)
+    assert unchecked["agreement"]["reference_record"] == forged["id"]  # what the check keeps out
 
 
 def test_the_schema_holds_the_verdict_and_refuses_a_made_up_one():
@@ -169,3 +178,10 @@ def test_with_no_tolerance_only_identical_losses_agree():
     same["losses"] = copy.deepcopy(ref["losses"])  # made up: the reference's own losses
     assert agreement.compare(same, ref, exact) == {"reference_record": ref["id"], "reference_outcome": "pass", "status": "agrees", "worst": 0.0}
     assert agreement.compare(rec, ref, exact)["status"] == "differs"
+
+
+def test_a_loss_that_is_not_a_finite_number_is_no_curve_to_compare():
+    rec = real(HF2025_LORA)
+    for bad in (float("nan"), float("inf"), None, "4.8"):  # made up: what a run that diverged, or a hostile line, could hold
+        rec["losses"]["eval_before"] = bad
+        assert agreement.curve(rec) is None
