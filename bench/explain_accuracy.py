@@ -38,7 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import gpus, known_issues, logfacts  # noqa: E402
+from harness.answers import explain
+from harness.catalog import gpus, known_issues  # noqa: E402
 
 SET = ROOT / "bench" / "explain-accuracy"
 GENERIC = {"python-exception", "error-line", "traceback-cut", "no-error-line"}
@@ -50,12 +51,12 @@ def family_texts() -> str:
     """The family answers' texts as the judge reads them (judged-families.md): every family, the
     answers for an error raised in a hub model's own code or in the project's own code or by code
     that touches ZeRO-3's partitioned parameters, and the one for a log of warnings."""
-    rows = [(f.name, f.cause, f.step) for f in logfacts.FAMILIES]
-    rows += [("remote-code", logfacts.REMOTE_CODE_CAUSE, logfacts.REMOTE_CODE_STEP),
-             ("project-code", logfacts.PROJECT_CODE_CAUSE, logfacts.PROJECT_CODE_STEP),
-             ("zero3-partitioned", logfacts.ZERO3_CAUSE, logfacts.ZERO3_STEP),
-             ("warnings-only", logfacts.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
-              logfacts.WARNINGS_STEP)]
+    rows = [(f.name, f.cause, f.step) for f in explain.FAMILIES]
+    rows += [("remote-code", explain.REMOTE_CODE_CAUSE, explain.REMOTE_CODE_STEP),
+             ("project-code", explain.PROJECT_CODE_CAUSE, explain.PROJECT_CODE_STEP),
+             ("zero3-partitioned", explain.ZERO3_CAUSE, explain.ZERO3_STEP),
+             ("warnings-only", explain.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
+              explain.WARNINGS_STEP)]
     return ("# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"
             + "".join(f"## {name}\n- cause: {cause}\n- next step: {step}\n\n" for name, cause, step in rows))
 
@@ -71,10 +72,10 @@ def acceptances() -> tuple[dict, str | None]:
 
 def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
     text = known_issues.clean(rec["log"])
-    facts = logfacts.read(text, gpu_db)
-    facts.merge(logfacts.Facts(versions={k: str(v) for k, v in (rec.get("versions") or {}).items()}))
+    facts = explain.read(text, gpu_db)
+    facts.merge(explain.Facts(versions={k: str(v) for k, v in (rec.get("versions") or {}).items()}))
     matches = base.explain(text, facts.packages(), facts.cc, facts.axes())
-    answer = logfacts.classify(text, facts)
+    answer = explain.classify(text, facts)
     expected = rec.get("expected_entry")
     top = next((m.issue.id for m in matches if m.answers), None)  # else the family answer is first
     if expected:

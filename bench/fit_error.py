@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import fit, records  # noqa: E402
-from harness.matrix import MatrixData, load_matrix  # noqa: E402
+from harness.answers import fit
+from harness.evidence import records  # noqa: E402
+from harness.catalog.matrix import MatrixData, load_matrix  # noqa: E402
 
 
 def models_of(grid: str) -> set[str]:

@@ -2,7 +2,7 @@
 
     python bench/scheduler.py [--jobs 16] [--job-s 0.5] [--out bench/results]
 
-What it measures: `harness.schedule.run_jobs`, the code that starts independent GPU cells side by
+What it measures: `harness.run.schedule.run_jobs`, the code that starts independent GPU cells side by
 side, driving stand-in jobs (each a real subprocess that sleeps --job-s seconds) on a pretend pool
 of N card indices; no GPU is touched or needed. Two job sets:
   one-card  every job needs 1 card, on 1, 2, 4, 8 cards: speed-up vs 1 card, ideal N x;
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.schedule import Need, run_jobs  # noqa: E402
+from harness.run.schedule import Need, run_jobs  # noqa: E402
 
 
 def run(cards: int, sizes: list[int], job_s: float) -> float:

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.envs import EnvManager  # noqa: E402
-from harness.matrix import MatrixData  # noqa: E402
+from harness.run.envs import EnvManager  # noqa: E402
+from harness.catalog.matrix import MatrixData  # noqa: E402
 
 
 def timed(fn) -> float:

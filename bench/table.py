@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE = """
 import sys
 from pathlib import Path
-from harness import page, records, table
+from harness.evidence import records
+from harness.render import page, table
 from harness.commands.common import rules
 results = Path(sys.argv[1])
 recs, bad = records.read_records(records.record_files(results), rules().check)

@@ -127,7 +127,7 @@ def slow_view(raw: bytes):
     (view, None) or (None, why not)."""
     import json
 
-    from harness import records
+    from harness.evidence import records
 
     def not_json(name):
         raise ValueError(name)
@@ -142,7 +142,7 @@ def slow_view(raw: bytes):
 
 def fast_view(raw: bytes):
     """records.reader_view's answer for a line, in slow_view's terms."""
-    from harness import records
+    from harness.evidence import records
 
     try:
         return records.reader_view(raw), None

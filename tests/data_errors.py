@@ -42,12 +42,13 @@ def damaged(text: str):
 
 def loaders():
     """file in matrix/ -> how compat loads it from a folder (a copy of matrix/)."""
-    from harness import agreement, preflight
-    from harness.gpus import GpuDb
-    from harness.known_issues import KnownIssues
-    from harness.matrix import MatrixData, load_matrix
-    from harness.model_configs import ModelConfigs
-    from harness.resolve import ResolverData
+    from harness.answers import preflight
+    from harness.evidence import agreement
+    from harness.catalog.gpus import GpuDb
+    from harness.catalog.known_issues import KnownIssues
+    from harness.catalog.matrix import MatrixData, load_matrix
+    from harness.answers.model_configs import ModelConfigs
+    from harness.answers.recommend import ResolverData
 
     return {
         "axes.toml": MatrixData.load,

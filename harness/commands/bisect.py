@@ -7,7 +7,7 @@ from harness.commands.common import find_home, known_issues_base, writable
 from harness.errors import UsageError
 
 NAME = "bisect"
-MAX_PROBES = 16  # bisection.Options' default too
+MAX_PROBES = 16  # bisect_run.Options' default too
 
 
 def add(sub) -> None:
@@ -38,9 +38,10 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import bisect, bisection, hardware
-    from harness.cell import Cell
-    from harness.matrix import MatrixData
+    from harness.answers import bisect, bisect_run
+    from harness.run import hardware
+    from harness.catalog.cell import Cell
+    from harness.catalog.matrix import MatrixData
 
     where = find_home()
     data = MatrixData.load(where.matrix)
@@ -48,11 +49,11 @@ def handle(args) -> int:
     base = data.stacks.get(args.stack or cell.stack)
     if base is None:
         raise UsageError(f"--stack: unknown stack {args.stack or cell.stack!r}; matrix/stacks.toml has {', '.join(data.stacks)}")
-    options = bisection.Options(args.package, args.good, args.bad, args.max_probes, args.timeout, args.offline,
+    options = bisect_run.Options(args.package, args.good, args.bad, args.max_probes, args.timeout, args.offline,
                                 tuple(args.find_links), args.env_dir, args.index_url or bisect.INDEX, args.pre,
-                                bisection.parse_set(args.set_), args.paired, args.keep_companions)
+                                bisect_run.parse_set(args.set_), args.paired, args.keep_companions)
     results = writable(args.results or where.results / "bisect", "--results")
-    run, bad, good, found = bisection.start(options, data, hardware.detect(), cell, base, results, known_issues_base(data.dir))
+    run, bad, good, found = bisect_run.start(options, data, hardware.detect(), cell, base, results, known_issues_base(data.dir))
     for problem in found.problems:
         print(f"note: {problem}")
     note = run.companion_note()

@@ -12,7 +12,12 @@ import os
 import sys
 from pathlib import Path
 
-from harness import hardware, home, known_issues, lastgood, records, resolve, summary, support, table
+from harness import home
+from harness.answers import recommend
+from harness.catalog import known_issues
+from harness.evidence import lastgood, records, summary
+from harness.render import support, table
+from harness.run import hardware
 from harness.errors import MatrixError, ResultsWriteError, UsageError
 from harness.home import Home
 
@@ -110,9 +115,9 @@ def load_plan(args, host: hardware.Host):
     """(home, grids, planned cells, matrix data, each cell's grid): the selected cells of every
     grid `--matrix` names, as one plan. A cell id names one experiment in every grid, so a cell
     that two of them list runs once; the same id with another time limit is an error."""
-    from harness import runner
-    from harness.cell import Selector
-    from harness.matrix import MatrixData, load_matrix
+    from harness.run import runner
+    from harness.catalog.cell import Selector
+    from harness.catalog.matrix import MatrixData, load_matrix
 
     where = find_home()
     data = MatrixData.load(where.matrix)
@@ -189,7 +194,7 @@ def full_grids_text(host: hardware.Host) -> str:
 
 def _grids(text: str) -> list[Path] | None:
     """The grid files `text` names (a file, or a glob), or None where it names none."""
-    from harness.matrix import is_grid
+    from harness.catalog.matrix import is_grid
 
     if Path(text).exists():
         return [Path(text)]
@@ -207,7 +212,7 @@ def known_issues_base(directory: Path):
 
 
 def read_results(*folders: Path) -> list[dict]:
-    """The records of the results folders that are evidence (harness/trust.py), the others named
+    """The records of the results folders that are evidence (harness/evidence/trust.py), the others named
     on stderr and left out; none from a folder that is missing. A record in two of the folders
     (the published records merged into one's own) counts once."""
     files = [f for folder in folders if folder.is_dir() for f in records.record_files(folder)]
@@ -230,7 +235,7 @@ def rules():
 
 @functools.cache
 def _rules(matrix_dir: Path):
-    from harness.trust import Rules
+    from harness.evidence.trust import Rules
 
     return Rules.load(matrix_dir)
 
@@ -245,19 +250,19 @@ def print_skipped(bad: list, limit: int = 20) -> None:
 def render(results: Path, matrix_dir: Path, base):
     """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
     reader's view of each: records.reader_view); the summary.Summary they made."""
-    from harness import page
+    from harness.render import page
 
     files = records.record_files(results)
     shown, bad = records.reduce_records(files, summary.Summary, rules().check, records.reader_view)
     print_skipped(bad)
-    tag = base.tag if base else None
+    tag = summary.tagger(base)
     layout = support.Layout.load(matrix_dir)
     edges, unread = lastgood.load([results])
     print_skipped(unread)
     path = table.write(results, shown, "compat table", len(bad), tag, layout, edges)
     predicted = []
     if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
-        predicted = resolve.per_card(resolve.ResolverData.load(matrix_dir), shown.rows())
+        predicted = recommend.per_card(recommend.ResolverData.load(matrix_dir), shown.rows())
     html_path = page.write(results, page.page_data(shown, len(bad), base, predicted, layout), "compat table")
     print(f"wrote {path} and {html_path.name} ({shown.count} records from {len(files)} file(s))")
     return shown

@@ -21,7 +21,7 @@ def add(sub) -> None:
 def handle(args) -> int:
     import time
 
-    from harness import envs
+    from harness.run import envs
 
     root = args.env_dir or envs.default_root()
     found = envs.list_envs(root)

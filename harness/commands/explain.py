@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness import known_issues
+from harness.catalog import known_issues
 from harness.commands.common import find_home
 from harness.errors import UsageError
 
@@ -36,7 +36,8 @@ def _read(path_text: str, what: str) -> tuple[str, str]:
 
 
 def handle(args) -> int:
-    from harness import gpus, logfacts
+    from harness.answers import explain
+    from harness.catalog import gpus
 
     matrix = find_home().matrix
     data = known_issues.KnownIssues.load(matrix)
@@ -45,12 +46,12 @@ def handle(args) -> int:
         raise UsageError("--env -: the log already reads stdin; give the env report as a file")
     text, name = _read(args.log, "")
     text = known_issues.clean(text)
-    facts = logfacts.read(text, gpu_db)
+    facts = explain.read(text, gpu_db)
     if args.env:
         env_text, _ = _read(args.env, "--env ")
-        facts.merge(logfacts.read(known_issues.clean(env_text), gpu_db))
+        facts.merge(explain.read(known_issues.clean(env_text), gpu_db))
     matches = data.explain(text, facts.packages(), facts.cc, facts.axes())
-    answer = logfacts.classify(text, facts)
+    answer = explain.classify(text, facts)
     also = data.set_to_fail(text, facts.packages(), facts.cc, facts.axes(), {m.issue.id for m in matches if m.answers})
     signature = known_issues.error_signature(text)
     if args.format == "json":
@@ -124,7 +125,7 @@ def _matches(name: str, matches: list, answer) -> None:
 def _family(name: str, answer, signature: str, data, facts) -> None:
     """No entry matched: the family-level answer, and the entries of that family whose
     conditions the log's versions meet."""
-    from harness import logfacts
+    from harness.answers import explain
 
     print(f"No known issue matches {name}.")
     print(f"Its error signature: {signature or '(no error line found)'}\n")
@@ -137,7 +138,7 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
     if not packages:
         return
     near = [i for i in data.issues if any(k in packages for k in i.when) and i.verdict(packages, facts.cc, facts.axes()) == "hold"
-            and logfacts.classify(known_issues.clean(i.example), logfacts.Facts()).family == answer.family]
+            and explain.classify(known_issues.clean(i.example), explain.Facts()).family == answer.family]
     if near:
         print("   known issues of this family whose conditions your versions meet:")
         for i in near[:5]:

@@ -6,11 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
-from harness import resolve, strategies
+from harness.answers import recommend
+from harness.catalog import strategies
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
-from harness.fit import LOADS, LORA_R, OFFLOADS
+from harness.answers.fit import LOADS, LORA_R, OFFLOADS
 
 NAME = "fit"
 
@@ -60,7 +61,7 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import fit, model_configs
+    from harness.answers import fit, model_configs
 
     read_as = ""
     matrix_dir = find_home().matrix
@@ -85,7 +86,7 @@ def handle(args) -> int:
         raise UsageError(f"--strategy {args.strategy} needs --gpus {one.min_ranks} or more")
     if one.max_ranks is not None and args.gpus > one.max_ranks:
         raise UsageError(f"--strategy {one.name} is one card: use --gpus 1, or another strategy")
-    gpu = resolve.ResolverData.load(matrix_dir).gpus.find(args.gpu) if args.gpu else None
+    gpu = recommend.ResolverData.load(matrix_dir).gpus.find(args.gpu) if args.gpu else None
     capacity = fit.card_capacity(gpu, args.gpu or "", args.gpu_memory)
     recs = read_evidence(args.results)
     defaults = []
@@ -116,7 +117,7 @@ def handle(args) -> int:
 
 
 def can_offload(strategy: str, offload: str) -> bool:
-    from harness import fit
+    from harness.answers import fit
 
     try:
         fit.offload_of(strategies.get(strategy), fit.Run(offload=offload, strategy=strategy))

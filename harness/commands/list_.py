@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness import hardware
+from harness.run import hardware
 from harness.commands import common
 from harness.commands.common import load_plan
 
@@ -40,8 +40,8 @@ def handle(args) -> int:
 
 
 def list_grids(host: hardware.Host) -> int:
-    from harness import runner
-    from harness.matrix import MatrixData, grid_paths, load_matrix
+    from harness.run import runner
+    from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
 
     where = common.find_home()
     data = MatrixData.load(where.matrix)

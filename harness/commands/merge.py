@@ -20,7 +20,7 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import merge
+    from harness.evidence import merge
 
     merge.check_sources(args.files)
     into = writable(args.into or find_home().results, "--into")

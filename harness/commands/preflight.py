@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import hardware, progress
+from harness.run import hardware, progress
 from harness.commands import common
 from harness.commands.common import find_home, known_issues_base, read_evidence, writable
 from harness.errors import UsageError
@@ -32,7 +32,7 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import raydispatch
+    from harness.run import raydispatch
 
     cluster = raydispatch.connect(args.ray) if args.ray is not None else None
     try:
@@ -45,8 +45,8 @@ def handle(args) -> int:
 def _preflight(args, cluster) -> int:
     """The configs read and mapped, and the cells run on this host, or on the Ray cluster
     `cluster` (ray, its nodes) where given."""
-    from harness import preflight
-    from harness.matrix import MatrixData
+    from harness.answers import preflight
+    from harness.catalog.matrix import MatrixData
 
     if bool(args.configs) == bool(args.preset):
         raise UsageError("give your config files, or --preset NAME (one of the setups in matrix/presets/), not both"
@@ -102,8 +102,8 @@ def _preflight(args, cluster) -> int:
 
 
 def _nodes(cluster, matrix_dir):
-    from harness import raydispatch
-    from harness.gpus import GpuDb
+    from harness.run import raydispatch
+    from harness.catalog.gpus import GpuDb
 
     return raydispatch.cluster_nodes(cluster[1], GpuDb.load(matrix_dir))
 
@@ -112,7 +112,7 @@ def cluster_arch(nodes, gpu: str, matrix_dir) -> tuple[str, int]:
     """The architecture a preflight runs on a Ray cluster, and how many of its cards one node
     has: the `gpu` card's where the cluster has it, else the one with the most cards on one node
     (then by name); "cpu" and 0 where no node has a GPU compat can name."""
-    from harness.gpus import GpuDb
+    from harness.catalog.gpus import GpuDb
 
     cards = {}
     for n in nodes:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness import lastgood, resolve
+from harness.answers import recommend
+from harness.evidence import lastgood
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import CompatError
@@ -16,7 +17,7 @@ def add(sub) -> None:
     p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
     p.add_argument("--gpu", type=common.text_value, required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
     p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards per node (default 1)")
-    p.add_argument("--method", choices=resolve.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
+    p.add_argument("--method", choices=recommend.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
     p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (0.5B to 72B; an unknown size lists them)")
     p.add_argument("--seq-len", type=common.count, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
     p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
@@ -25,17 +26,17 @@ def add(sub) -> None:
 
 def handle(args) -> int:
     matrix_dir = find_home().matrix
-    data = resolve.ResolverData.load(matrix_dir)
+    data = recommend.ResolverData.load(matrix_dir)
     gpu = data.gpus.find(args.gpu)
     recs = read_evidence(args.results)
     method, chosen = args.method or "qlora", None
     if args.model_size:
-        from harness import model_configs
+        from harness.answers import model_configs
 
         configs = model_configs.ModelConfigs.load(matrix_dir)
         entry = configs.by_size(args.model_size)
         cal = configs.calibrate(recs, gpu=True)
-        picked = resolve.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
+        picked = recommend.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
                                        entry, cal, configs.cuda_context(recs, gpu.arch), args.seq_len)
         if picked is None:
             raise CompatError(f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
@@ -46,12 +47,12 @@ def handle(args) -> int:
         chosen = (strategy, evidence)
     edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence))
     common.print_skipped(unread)
-    rec = resolve.recommend(gpu, args.gpus, method, data, recs, chosen, edges)
+    rec = recommend.recommend(gpu, args.gpus, method, data, recs, chosen, edges)
     if args.format == "json":
         print(json.dumps(rec.as_json(), indent=1))
     elif args.format == "constraints":
         command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
-        print(resolve.render_constraints(rec, command), end="")
+        print(recommend.render_constraints(rec, command), end="")
     else:
-        print(resolve.render_text(rec), end="")
+        print(recommend.render_text(rec), end="")
     return 0

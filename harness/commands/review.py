@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness import records, summary, support, table
+from harness.evidence import records, summary
+from harness.render import support, table
 from harness.commands import common
 from harness.commands.common import find_home, known_issues_base, rules
 from harness.errors import UsageError
@@ -25,7 +26,7 @@ def add(sub) -> None:
 def handle(args) -> int:
     import difflib
 
-    from harness import merge
+    from harness.evidence import merge
 
     merge.check_sources(args.files)
     results = args.results or find_home().results

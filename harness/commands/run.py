@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
-from harness import hardware, progress, records, resume
+from harness.evidence import records
+from harness.run import hardware, progress, resume
 from harness.commands import common
 from harness.commands.common import known_issues_base, load_plan, read_results, render, writable
 from harness.errors import NoHardwareError, UsageError
@@ -48,7 +49,7 @@ def add(sub) -> None:
 
 def handle(args) -> int:
     host = hardware.detect()
-    from harness import raydispatch
+    from harness.run import raydispatch
 
     cluster = raydispatch.connect(args.ray) if args.ray is not None else None
     try:
@@ -60,7 +61,7 @@ def handle(args) -> int:
 
 def _run(args, host, cluster) -> int:
     """The run on this host, or on the Ray cluster `cluster` (ray, its nodes) where given."""
-    from harness import junit, raydispatch, runner
+    from harness.run import junit, raydispatch, runner
 
     fail_on = _check_options(args, host, cluster)
     where, grids, planned, data, grid_of = load_plan(args, host)
@@ -123,8 +124,8 @@ def _run(args, host, cluster) -> int:
 
 def _on_cluster(cluster, planned, data):
     """The Ray cluster's nodes, the plan on them, and how to name them: where, and which archs."""
-    from harness import raydispatch
-    from harness.gpus import GpuDb
+    from harness.run import raydispatch
+    from harness.catalog.gpus import GpuDb
 
     nodes = raydispatch.cluster_nodes(cluster[1], GpuDb.load(data.dir))
     archs = sorted({"cpu"} | {n.arch for n in nodes if n.gpus and n.arch})
@@ -134,18 +135,18 @@ def _on_cluster(cluster, planned, data):
 def _bisect_canaries(args, done: list[dict], results, data, host, issues) -> None:
     """--bisect-canary: the canary cells of this run that failed beside a passing control cell
     (this run's, or the newest in the results), bisected; the reports in RESULTS/bisect."""
-    from harness import bisection
+    from harness.answers import bisect_run
 
     ran = {rec["id"] for rec in done}
     everything = [r for r in read_results(results) if r.get("id") not in ran] + done  # this run's newest
-    pairs = [p for p in bisection.canary_pairs(everything, data.stacks) if p.canary["id"] in ran]
+    pairs = [p for p in bisect_run.canary_pairs(everything, data.stacks) if p.canary["id"] in ran]
     if not pairs:
         print("--bisect-canary: no canary cell of this run failed where a control stack's same cell passed")
         return
-    options = bisection.Options(package="", timeout=args.timeout, offline=args.offline,
+    options = bisect_run.Options(package="", timeout=args.timeout, offline=args.offline,
                                 find_links=tuple(common.path_value(f) for f in args.find_links), env_dir=args.env_dir)
     folder = writable(results / "bisect", "--results")
-    reports = bisection.bisect_canaries(everything, data, host, folder, issues, options, only=pairs)
+    reports = bisect_run.bisect_canaries(everything, data, host, folder, issues, options, only=pairs)
     named = [r for r in reports if r["boundary"] and r["boundary"]["last_good"]]
     print(f"--bisect-canary: {len(pairs)} canary cell(s), {len(reports)} bisection(s), {len(named)} boundary(ies) named; "
           f"in {folder}")
@@ -155,7 +156,7 @@ def _worker_spec(args, ctx):
     """What each Ray worker needs to run a cell of this run as this host would."""
     import os
 
-    from harness import raydispatch
+    from harness.run import raydispatch
 
     return raydispatch.WorkerSpec(
         run_id=ctx.run_id, settings=ctx.settings, timeouts=ctx.timeouts, timeout_s=ctx.timeout_s, stacks=ctx.stacks,
@@ -193,9 +194,9 @@ def _check_options(args, host, cluster=None) -> set[str]:
 def _context(args, results, grids, grid_of, data, host, base, resumed, log):
     """The run's context: where records go, the grids' settings and time limits, this host, the
     stacks and their environments, and the run id (a resumed run's own)."""
-    from harness import envs, runner
+    from harness.run import context, envs
 
-    return runner.RunContext(
+    return context.RunContext(
         results_dir=results,
         records_path=results / "records.jsonl",
         settings=grids[0].settings,  # grids differ only in timeout_s: a grid's [settings] sets nothing else
@@ -223,8 +224,8 @@ def _context(args, results, grids, grid_of, data, host, base, resumed, log):
 def _agreement(data, results):
     """Each record's losses held to the reference stack's (matrix/agreement.toml; a matrix folder
     without the file compares nothing)."""
-    from harness import agreement
-    from harness.trust import Rules
+    from harness.evidence import agreement
+    from harness.evidence.trust import Rules
 
     path = data.dir / "agreement.toml"
     if not path.exists():

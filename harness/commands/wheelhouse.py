@@ -27,8 +27,8 @@ def add(sub) -> None:
 
 
 def handle(args) -> int:
-    from harness import wheelhouse
-    from harness.matrix import MatrixData, grid_paths, load_matrix
+    from harness.run import wheelhouse
+    from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
 
     where = find_home()
     data = MatrixData.load(where.matrix)

@@ -521,7 +521,7 @@ def training_arguments(spec: dict, output_dir: str, layer_classes=None):
         kwargs["use_cpu" if "use_cpu" in fields else "no_cuda"] = True
         if WORLD_SIZE > 1:
             kwargs["ddp_backend"] = "gloo"
-    facts = spec["strategy_facts"]  # harness/strategies.py, as the runner resolved them
+    facts = spec["strategy_facts"]  # harness/catalog/strategies.py, as the runner resolved them
     if facts["fsdp_version"] and spec.get("fsdp_args"):
         # a user's own (compat preflight): TrainingArguments' fsdp and fsdp_config, as given
         kwargs.update(spec["fsdp_args"])

@@ -1,6 +1,6 @@
 """A warm worker: a stack's libraries imported once, then each cell run in a child forked from it.
 
-    python warm.py            (in the stack's environment, under compat's guard; harness/warm.py)
+    python warm.py            (in the stack's environment, under compat's guard; harness/run/warm_cells.py)
 
 It imports torch, transformers (the Trainer path's modules) and peft, touching nothing that
 starts CUDA or a thread pool, and says it is ready. Then, for each request on stdin (one JSON line:
@@ -17,7 +17,7 @@ imports anything after the fork, so the next child starts from the same state.
 
 Messages to compat are lines beginning with MARK on stdout; whatever else the imports print
 there is not one. Standard library and the stack's own libraries only, like finetune.py, and
-harness/guard.py (standard library too), loaded by path for its process-tree sweep.
+harness/run/guard.py (standard library too), loaded by path for its process-tree sweep.
 """
 
 from __future__ import annotations
@@ -102,11 +102,11 @@ def child(request: dict) -> None:
 
 
 def _guard():
-    """harness/guard.py (standard library only), loaded by path: the way it finds and kills every
+    """harness/run/guard.py (standard library only), loaded by path: the way it finds and kills every
     descendant is the one this worker's sweep needs, and the harness package is not importable here."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "guard.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run", "guard.py")
     spec = importlib.util.spec_from_file_location("compat_guard", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

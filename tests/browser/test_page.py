@@ -136,7 +136,7 @@ def test_hostile_record_text_is_shown_as_text_and_never_runs(browser, page):
 def _render_page(tmp_path, rows_data):
     """A page rendered straight from page data (no merge, so no validation in front of it): the
     page itself must hold whatever its data says."""
-    from harness import page as page_module
+    from harness.render import page as page_module
 
     data = page_module.page_data([], 0, None, [])
     data["rows"] = rows_data
@@ -146,7 +146,7 @@ def _render_page(tmp_path, rows_data):
 
 
 def _row_of(rec):
-    from harness import page as page_module
+    from harness.render import page as page_module
 
     return page_module.row(rec, None, None)
 
@@ -184,7 +184,7 @@ def test_a_page_of_130k_rows_lists_them_a_thousand_at_a_time(browser, tmp_path):
 def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(browser, page):
     from selenium.webdriver.support.ui import Select
 
-    from harness.summary import hardware_label
+    from harness.evidence.summary import hardware_label
 
     browser.get(page["url"])
     cpu_label = hardware_label(page["cpu"][0])
@@ -243,7 +243,7 @@ def test_a_stack_that_trains_differently_is_marked_and_its_detail_says_where(bro
     """The real records of transformers 4.51.3's and 5.23.0's fp32 LoRA cell (results/records.jsonl,
     2026-11-26): the 4.51.3 row carries its verdict, parted at step 1; a `why` holding markup and a
     verdict without its losses (both made up) are shown as text, and the detail still opens."""
-    from harness import records
+    from harness.evidence import records
 
     recs, _ = records.read_records([ROOT / "results" / "records.jsonl"])
     by_id = {r["id"][:12]: r for r in recs}

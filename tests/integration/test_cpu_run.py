@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, compat_home, run_compat
-from harness import launch
+from harness.run import launch
 
 pytestmark = pytest.mark.integration
 for module in ("torch", "transformers", "peft", "accelerate"):
@@ -119,7 +119,7 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
     """ddp passes with one memory entry per rank; the Trainer's fsdp is `unsupported` on a CPU host
     (accelerate would train it as DDP), torch's own FSDP2 shards and passes; the 2-GPU cells are
     `unsupported` on this host, with the reason."""
-    from harness import hardware
+    from harness.run import hardware
 
     if hardware.detect().gpus:
         pytest.skip("the sm_90 cells would run on this host")
@@ -341,15 +341,15 @@ def test_a_torch_without_cuda_on_a_gpu_host_is_infra_never_a_failure_of_the_stac
 
     if torch.version.cuda is not None:
         pytest.skip("this torch is a CUDA build: the case needs a torch without CUDA")
-    from harness import runner
-    from harness.cell import Cell
-    from harness.envs import EnvManager, StackEnv
-    from harness.hardware import Gpu, Host
-    from harness.matrix import MatrixData
+    from harness.run import context, runner
+    from harness.catalog.cell import Cell
+    from harness.run.envs import EnvManager, StackEnv
+    from harness.run.hardware import Gpu, Host
+    from harness.catalog.matrix import MatrixData
 
     data = MatrixData.load(ROOT / "matrix")
     host = Host("Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30, "GPU-0000"),), "580.82.07", "13.0", "stand-in")
-    ctx = runner.RunContext(results_dir=tmp_path, records_path=tmp_path / "records.jsonl", settings=data.defaults,
+    ctx = context.RunContext(results_dir=tmp_path, records_path=tmp_path / "records.jsonl", settings=data.defaults,
                             host=host, stacks=data.stacks, envs=EnvManager(root=tmp_path / "envs"))
     local = StackEnv("local", sys.executable, None, "current", {"name": "local"})
     rec = runner.run_cell(Cell("sm_90", "local", "bf16", "none", "full", "single"), ctx, local, gpus=[0])

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import run_compat
-from harness import hardware
+from harness.run import hardware
 
 pytestmark = [
     pytest.mark.integration,

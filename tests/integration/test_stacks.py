@@ -179,8 +179,8 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
 def test_pip_fallback_also_inherits_torch(tmp_path):
     """Where uv is missing, pip makes the env; it sees the inherited torch through the .pth file
     and installs only what the stack adds."""
-    from harness.envs import EnvManager
-    from harness.stacks import Stack
+    from harness.run.envs import EnvManager
+    from harness.catalog.stacks import Stack
 
     manager = EnvManager(root=tmp_path, log=lambda line: None)
     manager._uv = None  # as on a host without uv

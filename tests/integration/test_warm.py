@@ -1,4 +1,4 @@
-"""Warm cells (harness/warm.py, compat run --ray --warm) without Ray: a one-process cell run as a
+"""Warm cells (harness/run/warm_cells.py, compat run --ray --warm) without Ray: a one-process cell run as a
 fork of a warm worker gives the record a cold cell gives (losses, checks, outcome), says it ran
 warm, and keeps a process of its own: a crash is the cell's, the worker takes the next cell, a
 cell over its time limit is stopped with what it started, and a worker that cannot start leaves
@@ -11,11 +11,13 @@ import time
 import pytest
 
 from conftest import ROOT
-from harness import launch, records, runner, warm
-from harness.cell import Cell
-from harness.envs import EnvManager, StackEnv
-from harness.hardware import Host
-from harness.matrix import MatrixData
+from harness.evidence import records
+from harness.run import launch, runner, warm_cells
+from harness.run.context import RunContext
+from harness.catalog.cell import Cell
+from harness.run.envs import EnvManager, StackEnv
+from harness.run.hardware import Host
+from harness.catalog.matrix import MatrixData
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the warm worker is a Linux subreaper")
 
@@ -23,17 +25,17 @@ LOCAL = StackEnv("local", sys.executable, None, "current", {"name": "local"})
 HOST = Host("Test CPU", (), None, None, "none here")
 
 
-def context(tmp_path, name: str, warm_worker=None) -> runner.RunContext:
+def context(tmp_path, name: str, warm_worker=None) -> RunContext:
     data = MatrixData.load(ROOT / "matrix")
     results = tmp_path / name
     results.mkdir()
-    return runner.RunContext(results_dir=results, records_path=results / "records.jsonl", settings=data.defaults,
+    return RunContext(results_dir=results, records_path=results / "records.jsonl", settings=data.defaults,
                              host=HOST, stacks=data.stacks, envs=EnvManager(root=tmp_path / "envs"), warm=warm_worker)
 
 
 @pytest.fixture
 def worker():
-    w = warm.Warm()
+    w = warm_cells.Warm()
     yield w
     w.close()
 

@@ -14,7 +14,7 @@ from conftest import run_compat
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from harness import records  # noqa: E402
+from harness.evidence import records  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

@@ -57,8 +57,8 @@ HOLD = """
 import sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from harness.envs import EnvManager
-from harness.stacks import Stack
+from harness.run.envs import EnvManager
+from harness.catalog.stacks import Stack
 m = EnvManager(root=Path({envs!r}), offline=True, find_links=({wheels!r},), log=lambda line: print(line, flush=True))
 env = m.ensure(Stack("shared", "", False, False, "inherit", (("bitsandbytes", "==0.0.1+compat.test"),)))
 print("ready", env.info["reused"], flush=True)
@@ -104,8 +104,8 @@ def test_prune_keeps_an_env_a_run_is_using_and_removes_a_half_made_one(tmp_path)
 import sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from harness.envs import EnvManager
-from harness.stacks import Stack
+from harness.run.envs import EnvManager
+from harness.catalog.stacks import Stack
 m = EnvManager(root=Path({str(envs)!r}), offline=True, find_links=({str(wheels)!r},), log=lambda line: None)
 m.ensure(Stack("shared", "", False, False, "inherit", (("bitsandbytes", "==0.0.1+compat.test"),)))
 print("ready", flush=True)

@@ -18,8 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import ROOT, fast_view, real_records, slow_view
-from harness import cli, page, records, summary, table
-from harness.trust import Rules
+from harness import cli
+from harness.evidence import records, summary
+from harness.render import page, table
+from harness.evidence.trust import Rules
 
 REAL = real_records(10_000)
 RULES = Rules.load(ROOT / "matrix")

@@ -11,7 +11,8 @@ import os
 import pytest
 
 from conftest import assert_clean_error, real_records
-from harness import records, summary, table
+from harness.evidence import records, summary
+from harness.render import table
 
 
 @pytest.fixture
@@ -104,7 +105,7 @@ def test_records_read_in_parallel_parts_are_the_records_read_one_by_one(tmp_path
 def test_merge_tells_a_stored_records_id_even_written_with_escapes(tmp_path):
     # test input built from a real record: the project's first, stored by hand with its id's first
     # character as a JSON escape (the fast look-up reads ids as written; the full pass finds it)
-    from harness import merge
+    from harness.evidence import merge
 
     rec = real_records(1)[0]
     into = tmp_path / "results"

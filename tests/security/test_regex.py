@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from conftest import ROOT, run_compat
-from harness.known_issues import KnownIssues, clean
+from harness.catalog.known_issues import KnownIssues, clean
+from harness.evidence import summary
 
 KNOWN = KnownIssues.load(ROOT / "matrix")
 
@@ -37,7 +38,7 @@ def test_every_signature_on_its_own_near_miss_text_answers_at_once():
     script = (
         "import json, sys; sys.path.insert(0, %r)\n"
         "from pathlib import Path\n"
-        "from harness.known_issues import KnownIssues\n"
+        "from harness.catalog.known_issues import KnownIssues\n"
         "k = KnownIssues.load(Path(%r) / 'matrix')\n"
         "texts = json.load(sys.stdin)\n"
         "print(json.dumps({i: [m.issue.id for m in k.explain(t)] for i, t in texts.items()}))\n"
@@ -63,11 +64,11 @@ def test_the_inputs_the_finding_reproduced_answer_at_once():
 
 def test_a_record_message_past_the_schema_bound_is_refused_and_a_long_one_renders(tmp_path):
     from conftest import real_records
-    from harness import records
+    from harness.evidence import records
 
     rec = dict(real_records(1)[0], outcome="fail", losses=None)
     rec["error"] = {"type": "RuntimeError", "message": "is_bf16_supported()" + " " * 150_000, "signature": "x", "excerpt": "x"}
     assert "message" in records.validate(rec)  # 150 KB: more than any error message a cell records
     rec["error"]["message"] = "is_bf16_supported()" + " " * 19_000
     assert records.validate(rec) is None
-    assert KNOWN.tag(rec) == []
+    assert summary.issues_shown(KNOWN, rec) == []

@@ -1,4 +1,4 @@
-"""Losses agree across stacks (issue 25): harness/agreement.py holding each record to the reference
+"""Losses agree across stacks (issue 25): harness/evidence/agreement.py holding each record to the reference
 stack's record of the same cell. The records are real ones committed in results/records.jsonl
 (`compat run --matrix matrix/cpu.toml --matrix matrix/cpu-quant.toml` on this project's CPU,
 2026-11-26), read by id; where a test changes one to make a case, it says what it changed."""
@@ -9,10 +9,11 @@ import json
 import pytest
 
 from conftest import ROOT
-from harness import agreement, records, table
+from harness.evidence import agreement, records
+from harness.render import table
 from harness.errors import MatrixError
-from harness.matrix import MatrixData
-from harness.trust import Rules
+from harness.catalog.matrix import MatrixData
+from harness.evidence.trust import Rules
 
 STACKS = MatrixData.load(ROOT / "matrix").stacks
 CONFIG = agreement.Config.load(ROOT / "matrix" / "agreement.toml", STACKS)

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, call_compat, real_records
-from harness import known_issues, records
+from harness.catalog import known_issues
+from harness.evidence import records
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 HANG_GUARD_S = 60

@@ -5,8 +5,8 @@ sdist names in --find-links folders, an index's simple API, yanked and pre-relea
 
 import pytest
 
-from harness import bisect
-from harness.bisect import BAD, GOOD, SKIP
+from harness.answers import bisect
+from harness.answers.bisect import BAD, GOOD, SKIP
 
 V = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "2.0"]
 
@@ -115,21 +115,21 @@ def test_a_paired_probe_is_judged_on_the_difference_the_settings_make():
 
 
 def test_set_is_read_as_toml_values_and_checked_like_a_grids_settings():
-    from harness import bisection
+    from harness.answers import bisect_run
     from harness.errors import UsageError
 
-    got = bisection.parse_set(["train.load_in_kbit_kwarg=true", "train.lr = 1e-4", "train.padding=max_length"])
+    got = bisect_run.parse_set(["train.load_in_kbit_kwarg=true", "train.lr = 1e-4", "train.padding=max_length"])
     assert got == {"train": {"load_in_kbit_kwarg": True, "lr": 1e-4, "padding": "max_length"}}
     defaults = {"timeout_s": 600, "train": {"load_in_kbit_kwarg": False, "lr": 0.001, "padding": "longest"}}
-    laid = bisection.laid_over(defaults, got)
+    laid = bisect_run.laid_over(defaults, got)
     assert laid["train"] == {"load_in_kbit_kwarg": True, "lr": 1e-4, "padding": "max_length"} and defaults["train"]["lr"] == 0.001
     with pytest.raises(UsageError, match=r"--set \[settings.train\].load_in_kbit_kwargs: unknown setting.*load_in_kbit_kwarg"):
-        bisection.laid_over(defaults, bisection.parse_set(["train.load_in_kbit_kwargs=true"]))
+        bisect_run.laid_over(defaults, bisect_run.parse_set(["train.load_in_kbit_kwargs=true"]))
     with pytest.raises(UsageError, match="must be true or false"):
-        bisection.laid_over(defaults, bisection.parse_set(["train.load_in_kbit_kwarg=1"]))
+        bisect_run.laid_over(defaults, bisect_run.parse_set(["train.load_in_kbit_kwarg=1"]))
     for bad in ("train.load_in_kbit_kwarg", "=true", "train..lr=1"):
         with pytest.raises(UsageError, match="give KEY=VALUE"):
-            bisection.parse_set([bad])
+            bisect_run.parse_set([bad])
 
 
 def test_a_package_that_moves_with_another_says_the_base_stack_holds_the_other():
@@ -166,20 +166,20 @@ def test_a_failing_canary_is_paired_with_the_control_that_passes_and_the_package
     each canary cell pairs with bnb048's, bitsandbytes among the packages apart (the canary takes
     each package's newest release, so transformers may differ too: 5.24.0 in the 2026-11-26 run).
     A canary cell that passes (int8) has no pair, nor does a control's failure."""
-    from harness import bisection
-    from harness.matrix import MatrixData
+    from harness.answers import bisect_run
+    from harness.catalog.matrix import MatrixData
     from conftest import ROOT
 
     recs = _committed("results/records.jsonl")
     stacks = MatrixData.load(ROOT / "matrix").stacks
-    pairs = {p.canary["cell"]: p for p in bisection.canary_pairs(recs, stacks)}
+    pairs = {p.canary["cell"]: p for p in bisect_run.canary_pairs(recs, stacks)}
     nf4 = pairs["cpu-canary-fp32-nf4-lora-single"]
     assert (nf4.control["cell"], nf4.control_stack) == ("cpu-bnb048-fp32-nf4-lora-single", "bnb048")
     assert nf4.differ["bitsandbytes"] == ("0.48.2", "0.50.2")
     assert set(nf4.differ) <= {name for name, _ in stacks["canary"].packages}  # only what the canary moves
     assert "cpu-canary-fp32-int8-lora-single" not in pairs
     assert all(p.canary["axes"]["stack"] == "canary" and p.control["outcome"] == "pass" for p in pairs.values())
-    assert bisection.canary_pairs([r for r in recs if r["axes"]["stack"] != "bnb048"], stacks) == []  # no passing control
+    assert bisect_run.canary_pairs([r for r in recs if r["axes"]["stack"] != "bnb048"], stacks) == []  # no passing control
 
 
 def test_the_draft_known_issue_entry_carries_the_boundary_and_a_signature_that_matches_the_error():
@@ -192,11 +192,11 @@ def test_the_draft_known_issue_entry_carries_the_boundary_and_a_signature_that_m
     import re2
 
     from conftest import ROOT
-    from harness import bisection
+    from harness.answers import bisect_run
 
     report = json.loads(sorted((ROOT / "results" / "bisect").glob("bisect-*.json"))[0].read_text())
     bad = next(r for r in _committed("results/bisect/records.jsonl") if r["id"] == report["probes"][0]["record"])
-    draft = bisection.proposed_issue(report, bad)
+    draft = bisect_run.proposed_issue(report, bad)
     (entry,) = tomllib.loads(draft)["issue"]
     assert entry["when"] == {"bitsandbytes": ">=0.49.0"} and "pins" not in entry  # a ceiling is a fix, not a pin
     assert entry["fix"] == [f"Pin bitsandbytes<0.49.0 (bisected by compat: {report['id']})."]

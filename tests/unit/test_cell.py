@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cell import Cell, Selector, expand_braces
+from harness.catalog.cell import Cell, Selector, expand_braces
 from harness.errors import UsageError
-from harness.matrix import MatrixData, load_matrix
+from harness.catalog.matrix import MatrixData, load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "matrix").glob("*.toml"))

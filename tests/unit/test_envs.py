@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_wheel
-from harness.envs import INHERIT_PTH, EnvManager, StackUnsupported
-from harness.stacks import Stack
+from harness.run.envs import INHERIT_PTH, EnvManager, StackUnsupported
+from harness.catalog.stacks import Stack
 
 torch = pytest.importorskip("torch")
 TORCH_SITE = Path(torch.__file__).resolve().parents[1]  # the site-packages that holds this torch

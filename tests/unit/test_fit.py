@@ -9,8 +9,9 @@ import sys
 import pytest
 
 from conftest import ROOT, assert_clean_error
-from harness import fit, records
-from harness.model_configs import ModelConfigs
+from harness.answers import fit
+from harness.evidence import records
+from harness.answers.model_configs import ModelConfigs
 
 CONFIGS = ModelConfigs.load(ROOT / "matrix")
 
@@ -531,7 +532,7 @@ def test_a_record_s_model_is_read_with_its_own_config_table():
     settings.model keeps tie_word_embeddings in a `config` table and the family beside it. Read
     whole, it is Qwen2-0.5B's 494,032,768 parameters (tied head, q/k/v biases); read without the
     table, the head was counted twice (630 M)."""
-    from harness.fit import shape_of_record
+    from harness.answers.fit import shape_of_record
 
     recs = [json.loads(line) for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
     (rec,) = [r for r in recs if r["cell"] == "sm_90-local-fp32-none-full-single-m_qwen2_500m"

@@ -1,4 +1,4 @@
-"""harness/guard.py, the process every cell and install runs under: it ends as its command ended,
+"""harness/run/guard.py, the process every cell and install runs under: it ends as its command ended,
 says when the command could not start, and leaves no process behind, neither when the command
 ends nor when compat itself is killed."""
 
@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from harness import guard
+from harness.run import guard
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the guard's process tree is read from /proc")
 
@@ -59,7 +59,7 @@ def test_the_shared_memory_a_cell_leaves_goes_with_it(tmp_path):
     """DeepSpeed's CPU ranks create /dev/shm/deepspeed_allreduce_buffer_{uid}_{addr}_{port}_{rank}
     and never unlink it (66 MB each): the guard removes the names of its cell's port once the
     command has ended, and no other port's."""
-    from harness import launch
+    from harness.run import launch
 
     port, other = 40000 + uuid.uuid4().int % 20000, 1
     mine = [guard.SHM / f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_{port}_{rank}" for rank in (0, 1)]
@@ -95,7 +95,7 @@ def test_compat_killed_by_sigkill_takes_its_cells_with_it(tmp_path):
     parent = textwrap.dedent(f"""
         import os, signal, subprocess, sys, time
         sys.path.insert(0, {os.getcwd()!r})
-        from harness import guard
+        from harness.run import guard
         subprocess.Popen(guard.command(["sh", "-c", "setsid sleep {marker} & sleep {marker}"],
                          {str(tmp_path / 'start-error')!r}, {str(work)!r}), start_new_session=True)
         time.sleep(1)

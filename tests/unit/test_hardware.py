@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.errors import UsageError
-from harness.hardware import NvmlSampler, probe
+from harness.run.hardware import NvmlSampler, probe
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -9,9 +9,10 @@ import textwrap
 import pytest
 
 from conftest import ROOT, call_compat
-from harness import known_issues
+from harness.catalog import known_issues
 from harness.errors import MatrixError
-from harness.known_issues import KnownIssues, error_signature, read_log
+from harness.catalog.known_issues import KnownIssues, error_signature, read_log
+from harness.evidence import summary
 
 BASE = KnownIssues.load(ROOT / "matrix")
 IDS = [i.id for i in BASE.issues]
@@ -182,10 +183,10 @@ def test_tag_needs_signature_and_conditions():
         "error": {"type": "ImportError", "message": "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)", "excerpt": ""},
         "fingerprint": {"packages": {"deepspeed": "0.10.3"}, "torch": {"version": "2.13.0+cpu"}, "hardware": {"gpus": []}},
     }
-    assert BASE.tag(record) == ["deepspeed-old-vs-torch24-elastic-import"]
+    assert summary.issues_shown(BASE, record) == ["deepspeed-old-vs-torch24-elastic-import"]
     record["fingerprint"]["packages"]["deepspeed"] = "0.19.8"  # a DeepSpeed that has the fix
-    assert BASE.tag(record) == []
-    assert BASE.tag({"outcome": "pass", "error": None}) == []
+    assert summary.issues_shown(BASE, record) == []
+    assert summary.issues_shown(BASE, {"outcome": "pass", "error": None}) == []
 
 
 def write(tmp_path, text):
@@ -346,11 +347,11 @@ def test_no_signature_backtracks_on_long_near_misses():
     catastrophic: it fails only if a pattern backtracks."""
     import time
 
-    from harness import logfacts
+    from harness.answers import explain
 
     patterns = [s for i in BASE.issues for s in i.signatures]
-    patterns += [f.pattern for f in logfacts.FAMILIES] + [logfacts.VERSION, logfacts.GPU_NAME, logfacts.BARE_EXCEPTION,
-                                                           logfacts.ERROR_LINE, logfacts.WARNING_LINE, logfacts.FRAME]
+    patterns += [f.pattern for f in explain.FAMILIES] + [explain.VERSION, explain.GPU_NAME, explain.BARE_EXCEPTION,
+                                                           explain.ERROR_LINE, explain.WARNING_LINE, explain.FRAME]
     slowest = 0.0
     for issue in BASE.issues:
         hit = issue.hits(known_issues.clean(issue.example))[0]

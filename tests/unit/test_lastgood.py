@@ -8,8 +8,9 @@ import json
 import shutil
 
 from conftest import ROOT
-from harness import lastgood, table
-from harness.resolve import ResolverData, recommend
+from harness.evidence import lastgood
+from harness.render import table
+from harness.answers.recommend import ResolverData, recommend
 
 DATA = ResolverData.load(ROOT / "matrix")
 BNB = "bisect-20261126T061911Z-a246de"  # compat bisect cpu-hf2026-fp32-nf4-lora-single --package bitsandbytes

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, assert_clean_error
 from harness.errors import MatrixError
-from harness.matrix import MatrixData, cell_settings, load_matrix
+from harness.catalog.matrix import MatrixData, cell_settings, load_matrix
 
 DATA = MatrixData.load(ROOT / "matrix")
 
@@ -123,7 +123,7 @@ def test_a_cell_id_is_one_experiment_across_every_shipped_grid():
     cell, the same settings): the table keeps one record per id and --resume skips an id it has,
     so two grids giving one id different runs would hide a measurement. quick.toml's cells are
     cpu.toml's, by design: its records count there."""
-    from harness.matrix import grid_paths
+    from harness.catalog.matrix import grid_paths
 
     owner: dict[str, tuple] = {}
     clashes, shared = [], set()
@@ -341,7 +341,7 @@ def test_strategy_and_ranks_must_agree(tmp_path):
 def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path):
     import shutil
 
-    from harness.matrix import cell_settings
+    from harness.catalog.matrix import cell_settings
 
     for name in ("axes.toml", "defaults.toml", "stacks.toml"):
         shutil.copy(ROOT / "matrix" / name, tmp_path / name)
@@ -386,8 +386,8 @@ def test_every_gpu_grid_covers_every_architecture_of_the_gpu_database():
     """A runner with any card compat knows finds cells of its architecture in each GPU grid (it
     used to find none on a P100, sm_60, or an RTX 5090, sm_120)."""
     from harness.commands.common import matrix_paths
-    from harness.gpus import GpuDb
-    from harness.hardware import Host
+    from harness.catalog.gpus import GpuDb
+    from harness.run.hardware import Host
 
     archs = {gpu.arch for gpu in GpuDb.load(ROOT / "matrix").gpus}
     assert {"sm_60", "sm_90", "sm_120"} <= archs

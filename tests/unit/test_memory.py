@@ -1,4 +1,4 @@
-from harness.memory import staircase
+from harness.run.memory import staircase
 
 MiB = 2**20
 

@@ -7,7 +7,9 @@ import re
 import resource
 
 from conftest import ROOT, assert_clean_error, p4_record, real_records, run_compat, second_runner
-from harness import hardware, merge, page, records, summary
+from harness.evidence import merge, records, summary
+from harness.render import page
+from harness.run import hardware
 
 
 def write_jsonl(path, recs, extra_lines=()):
@@ -130,13 +132,13 @@ def test_conflicts_are_between_runners_not_within_one():
     base = real_records(1)[0]
     older = second_runner(base, "r1", outcome="fail", finished_at="2026-11-01T00:00:00+00:00")
     newer = second_runner(base, "r1", outcome="pass", finished_at="2026-11-02T00:00:00+00:00")
-    assert merge.conflicts([older, newer], summary.key) == {}  # one runner's history
+    assert summary.conflicts([older, newer], summary.key) == {}  # one runner's history
     other = second_runner(base, "r2", outcome="fail", finished_at="2026-11-03T00:00:00+00:00")
-    (c,) = merge.conflicts([older, newer, other], summary.key).values()
-    assert [(merge.runner_name(r), r["outcome"]) for r in c.records] == [("r2", "fail"), ("r1", "pass")]
+    (c,) = summary.conflicts([older, newer, other], summary.key).values()
+    assert [(summary.runner_name(r), r["outcome"]) for r in c.records] == [("r2", "fail"), ("r1", "pass")]
     other_versions = second_runner(other, "r2")
     other_versions["fingerprint"] = dict(other["fingerprint"], packages={**other["fingerprint"]["packages"], "transformers": "4.33.0"})
-    assert len(merge.conflicts([newer, other_versions], summary.key)) == 0  # different versions: no clash
+    assert len(summary.conflicts([newer, other_versions], summary.key)) == 0  # different versions: no clash
 
 
 def test_runner_identity_names_the_runner_and_its_ci_run():
@@ -158,7 +160,7 @@ def test_page_embeds_record_text_as_data_that_cannot_close_its_element():
     # the Content-Security-Policy lets only the page's own script and style run
     script = re.search(r"<script>(.*?)</script>", text, re.S).group(1)
     assert page._csp_hash(script) in re.search(r"script-src '([^']+)'", text).group(1)
-    assert script == (ROOT / "harness" / "page" / "app.js").read_text()
+    assert script == (ROOT / "harness" / "render" / "static" / "app.js").read_text()
 
 
 def test_the_committed_table_and_page_are_what_compat_table_renders_from_the_committed_records(tmp_path, compat):

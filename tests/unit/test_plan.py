@@ -3,12 +3,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.cell import Cell
-from harness.envs import StackEnv
-from harness.hardware import Gpu, Host, NvmlSampler
-from harness.cellrecord import merge_nvml
-from harness.launch import WORKLOAD, cell_environment, launch_command
-from harness.runner import plan
+from harness.catalog.cell import Cell
+from harness.run.envs import StackEnv
+from harness.run.hardware import Gpu, Host, NvmlSampler
+from harness.run.cellrecord import merge_nvml
+from harness.run.launch import WORKLOAD, cell_environment, launch_command
+from harness.run.runner import plan
 
 CPU_HOST = Host("Test CPU", (), None, None, "NVML: not found")
 ONE_H100 = Host("Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30),), "580.1", "13.0", "NVML: 1 GPU(s)")
@@ -155,7 +155,7 @@ def test_sampler_without_nvml_samples_nothing_and_says_why(monkeypatch):
 def test_the_deepspeed_ops_a_config_builds_are_read_from_its_optimizer(tmp_path):
     import json
 
-    from harness.deepspeed_ops import ops_for as deepspeed_ops
+    from harness.run.deepspeed_ops import ops_for as deepspeed_ops
 
     def ops(config):
         path = tmp_path / "ds.json"

@@ -7,10 +7,11 @@ import shutil
 import pytest
 
 from conftest import ROOT, assert_clean_error
-from harness import preflight, runner
+from harness.answers import preflight
+from harness.run import runner
 from harness.errors import MatrixError, UsageError
-from harness.hardware import Gpu, Host
-from harness.matrix import MatrixData
+from harness.run.hardware import Gpu, Host
+from harness.catalog.matrix import MatrixData
 
 MATRIX = ROOT / "matrix"
 DATA = MatrixData.load(MATRIX)

@@ -1,4 +1,4 @@
-"""What `compat run` shows as it runs (harness/progress.py): a line per finished cell, a live
+"""What `compat run` shows as it runs (harness/run/progress.py): a line per finished cell, a live
 display on a terminal, a summary at the end. TEST INPUT: the project's real records, as they are
 and with their outcome and timing read back; the display is drawn into a string, not a terminal."""
 
@@ -6,7 +6,7 @@ import io
 import json
 
 from conftest import ROOT
-from harness import progress
+from harness.run import progress
 
 
 def records(outcome: str, n: int = 1) -> list[dict]:

@@ -7,9 +7,10 @@ and the task options that place a cell. The nodes are written as `ray.nodes()` g
 import sys
 
 from conftest import ROOT
-from harness import cli, raydispatch
-from harness.cell import Cell
-from harness.gpus import GpuDb
+from harness import cli
+from harness.run import raydispatch
+from harness.catalog.cell import Cell
+from harness.catalog.gpus import GpuDb
 
 GPUDB = GpuDb.load(ROOT / "matrix")
 
@@ -108,11 +109,11 @@ def test_what_a_node_sends_back_is_checked_before_it_is_appended(tmp_path):
 def test_a_preflight_override_reaches_a_node_without_the_drivers_files(tmp_path):
     """compat preflight's DeepSpeed config is a file on the driver; a node gets its text, written
     into the cell's own folder there, with the FSDP settings and the record's fields as given."""
-    from harness import runner
+    from harness.run import context
 
     given = tmp_path / "ds_z3_config.json"
     given.write_text('{"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}')
-    override = runner.Override(deepspeed_config=given, fsdp_args={"fsdp": "full_shard"}, record_extra={"preflight": {"variant": None}})
+    override = context.Override(deepspeed_config=given, fsdp_args={"fsdp": "full_shard"}, record_extra={"preflight": {"variant": None}})
     shipped = raydispatch.ship(override)
     given.unlink()  # the node has none of the driver's files
     node_dir = tmp_path / "node"
@@ -121,8 +122,8 @@ def test_a_preflight_override_reaches_a_node_without_the_drivers_files(tmp_path)
     assert back.deepspeed_config == node_dir / "deepspeed.json"
     assert back.deepspeed_config.read_text() == '{"zero_optimization": {"stage": 3}, "bf16": {"enabled": "auto"}}'
     assert (back.fsdp_args, back.record_extra) == (override.fsdp_args, override.record_extra)
-    assert raydispatch._unship(None, node_dir) is runner.NO_OVERRIDE
-    assert raydispatch.ship(runner.NO_OVERRIDE)["deepspeed"] is None
+    assert raydispatch._unship(None, node_dir) is context.NO_OVERRIDE
+    assert raydispatch.ship(context.NO_OVERRIDE)["deepspeed"] is None
 
 
 def test_preflight_on_a_cluster_runs_on_the_asked_cards_else_the_most_on_a_node():

@@ -3,8 +3,11 @@ import subprocess
 import sys
 
 from conftest import ROOT, assert_clean_error, fast_view, slow_view
-from harness import outcome, records, table
-from harness.cell import Cell
+from harness.evidence import records
+from harness.render import table
+from harness.catalog import outcome
+from harness.run import classify
+from harness.catalog.cell import Cell
 
 
 def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished="2026-11-22T04:00:00+00:00", **extra):
@@ -146,7 +149,7 @@ def test_list_text_and_no_match(compat):
 
 
 def test_gpu_matrix_without_gpu_says_so_in_one_line(compat):
-    from harness import hardware
+    from harness.run import hardware
 
     if hardware.detect().gpus:
         import pytest
@@ -160,7 +163,7 @@ def test_gpu_matrix_without_gpu_says_so_in_one_line(compat):
 
 
 def test_a_launcher_that_raised_is_read_from_its_log():
-    from harness.outcome import raised_in_log
+    from harness.catalog.outcome import raised_in_log
 
     deepspeed_import = (
         "[INFO] cmd = python -u -m deepspeed.launcher.launch ...\n"
@@ -191,9 +194,9 @@ def test_a_record_from_before_the_known_issue_base_is_tagged_when_rendered():
 def test_a_crash_excerpt_starts_at_faulthandlers_report():
     log = "\n".join(["step 1"] * 40 + ["Fatal Python error: Segmentation fault", "", "Thread 0x7f (most recent call first):"]
                     + [f'  File "threading.py", line {i} in run' for i in range(40)] + ["Extension modules: numpy (total: 27)"])
-    excerpt = outcome.crash_excerpt(log)
+    excerpt = classify.crash_excerpt(log)
     assert excerpt.startswith("Fatal Python error: Segmentation fault")
-    assert outcome.crash_excerpt("no report\nKilled") == "no report\nKilled"
+    assert classify.crash_excerpt("no report\nKilled") == "no report\nKilled"
 
 
 def _leaves(obj, path=()):

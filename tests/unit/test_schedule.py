@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from harness.cell import Cell
-from harness.hardware import Gpu, Host
-from harness.runner import cell_need, device_pools
-from harness.schedule import Need, run_jobs
+from harness.catalog.cell import Cell
+from harness.run.hardware import Gpu, Host
+from harness.run.runner import cell_need, device_pools
+from harness.run.schedule import Need, run_jobs
 
 H100 = "NVIDIA H100 80GB HBM3"
 

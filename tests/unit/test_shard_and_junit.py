@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import ROOT, call_compat
-from harness import junit
+from harness.run import junit
 from harness.commands.common import shard
-from harness.matrix import MatrixData, load_matrix
+from harness.catalog.matrix import MatrixData, load_matrix
 
 CELLS = load_matrix(ROOT / "matrix" / "cpu.toml", MatrixData.load(ROOT / "matrix")).cells
 

@@ -1,4 +1,4 @@
-"""A strategy has one home, harness/strategies.py (issue 19): no harness module names a strategy
+"""A strategy has one home, harness/catalog/strategies.py (issue 19): no harness module names a strategy
 outside it (the workloads' own branches aside), and a strategy added to the table reaches
 `compat list`, `compat fit` and a cell's spec with nothing else edited."""
 
@@ -10,10 +10,12 @@ import tokenize
 import pytest
 
 from conftest import ROOT
-from harness import cli, launch, runner, strategies
-from harness.cell import Cell
-from harness.hardware import Host
-from harness.matrix import MatrixData
+from harness import cli
+from harness.catalog import strategies
+from harness.run import context, launch, runner
+from harness.catalog.cell import Cell
+from harness.run.hardware import Host
+from harness.catalog.matrix import MatrixData
 
 # a string literal that is not a strategy's name, though it spells one
 NOT_A_STRATEGY = {("preflight.py", 'FSDP_KEY = "fsdp"  # TrainingArguments\' own argument (not a strategy\'s name)')}
@@ -68,7 +70,7 @@ def test_a_strategy_added_to_the_table_reaches_list_fit_and_the_spec(with_dummy,
     assert dummy["per_card_bytes"]["optimizer"] * 2 == pytest.approx(ddp["per_card_bytes"]["optimizer"], rel=0.01)
 
     data = MatrixData.load(ROOT / "matrix")
-    ctx = runner.RunContext(results_dir=tmp_path, records_path=tmp_path / "records.jsonl", settings=data.defaults,
+    ctx = context.RunContext(results_dir=tmp_path, records_path=tmp_path / "records.jsonl", settings=data.defaults,
                             host=Host("cpu", (), None, None, ""), stacks=data.stacks, envs=None)
     cell = Cell(hardware="cpu", stack="local", precision="fp32", quantization="none", method="full", strategy="zero1", ranks=2)
     spec, settings = runner.cell_spec(cell, ctx, tmp_path, 60.0)
@@ -87,9 +89,11 @@ def test_every_strategy_is_an_axis_value_and_takes_the_ranks_its_cells_have():
 
 
 def test_the_tracked_packages_are_named_once():
-    """harness/packages.py is the one list: the stack keys, the known issues' conditions, the
+    """harness/catalog/packages.py is the one list: the stack keys, the known issues' conditions, the
     table's columns and a reader's view of a record are it, not copies of it."""
-    from harness import known_issues, packages, records, stacks, summary, table
+    from harness.catalog import known_issues, packages, stacks
+    from harness.evidence import records, summary
+    from harness.render import table
 
     assert stacks.STACK_PACKAGES is packages.STACK
     assert known_issues.PACKAGES is table.TRACKED is summary.TRACKED is packages.TRACKED
@@ -97,7 +101,7 @@ def test_the_tracked_packages_are_named_once():
 
 
 def test_the_resolver_pins_what_a_run_imports_and_deepspeed_only_under_a_deepspeed_strategy():
-    from harness import packages
+    from harness.catalog import packages
 
     assert packages.needed("full", deepspeed=False) == ("transformers", "accelerate")
     assert packages.needed("lora", deepspeed=False) == ("transformers", "peft", "accelerate")

@@ -1,4 +1,4 @@
-"""Support statements (harness/support.py) and the summary at the top of COMPATIBILITY.md.
+"""Support statements (harness/render/support.py) and the summary at the top of COMPATIBILITY.md.
 
 TEST INPUTS: every record here is the project's first real record (results/records.jsonl) moved to
 another cell, outcome, date or runner with conftest.second_runner; they test how statements are
@@ -8,8 +8,8 @@ import re
 
 from conftest import ROOT, real_records, second_runner
 
-from harness import support, table
-from harness.cell import Cell
+from harness.render import support, table
+from harness.catalog.cell import Cell
 
 BASE = real_records(1)[0]
 

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import assert_clean_error, call_compat
 from harness.errors import UsageError
-from harness.wheelhouse import Target
+from harness.run.wheelhouse import Target
 
 
 def test_a_target_names_every_manylinux_its_glibc_runs():

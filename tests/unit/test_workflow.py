@@ -69,7 +69,7 @@ def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
     import configparser
 
     from harness.commands.common import matrix_paths
-    from harness.hardware import Host
+    from harness.run.hardware import Host
 
     tox = configparser.ConfigParser(interpolation=None)
     tox.read(ROOT / "tox.ini")

@@ -84,7 +84,7 @@ def test_the_trainers_fsdp_saves_whole_weights(monkeypatch):
     """accelerate's FSDP2 default is a sharded state dict, which from_pretrained cannot reload."""
     pytest.importorskip("transformers")
     monkeypatch.delenv("FSDP_STATE_DICT_TYPE", raising=False)
-    from harness import strategies
+    from harness.catalog import strategies
 
     spec = {"hardware": "cpu", "strategy": "fsdp2", "strategy_facts": strategies.get("fsdp2").spec(), "grad_ckpt": False, "precision": "fp32",
             "train": {"steps": 1, "batch_size": 1, "lr": 0.1, "seed": 0}}

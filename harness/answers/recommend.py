@@ -1,0 +1,512 @@
+"""`compat recommend`: a safe stack for a card, each part with its evidence.
+
+    rec = recommend(gpu, gpus=1, method="qlora", data=ResolverData.load(Path("matrix")), records=[...])
+
+Every part of the answer says where it comes from:
+  measured   passing records of this card's architecture (record ids, date), or, for library
+             versions no record of the card covers, passing records of the same method on the
+             CPU (labelled with their hardware: they show the versions train together, not that
+             the card runs them);
+  predicted  a named rule, with its sources: the GPU database (matrix/gpus.toml), the build
+             tables (matrix/builds.toml) and the known-issue base (matrix/known_issues.toml).
+
+Precision comes from the compute capability alone (bf16 from 8.0), never from
+torch.cuda.is_bf16_supported(), which answers True through emulation on older cards.
+No torch here: this must start fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from harness import tomldata
+from harness.catalog import packages, strategies
+from harness.errors import MatrixError
+from harness.catalog.gpus import GpuDb, GpuModel, precision_for
+from harness.catalog.known_issues import PACKAGES, KnownIssues
+from harness.evidence.records import packages as record_packages
+
+METHODS = ("full", "lora", "qlora")
+TE_MATRIX = "https://nvidia.github.io/TransformerEngine/support_matrix.html"
+PYTORCH_INDEX = "https://download.pytorch.org/whl/"
+
+
+def _cc(text: str) -> tuple[int, int]:
+    major, minor = text.replace("+PTX", "").split(".")
+    return int(major), int(minor)
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchBuild:
+    versions: SpecifierSet
+    latest: Version
+    variant: str  # cu126
+    archs: tuple[str, ...]  # "7.5", ..., "12.0+PTX"
+    sources: tuple[str, ...]
+
+    @property
+    def cuda(self) -> tuple[int, int]:
+        digits = self.variant[2:]
+        return int(digits[:-1]), int(digits[-1])
+
+    def runs(self, cc: tuple[int, int]) -> bool:
+        """A cubin for sm_XY runs on the same major with minor >= Y; PTX JIT-compiles for newer."""
+        for arch in self.archs:
+            built = _cc(arch)
+            if built[0] == cc[0] and built[1] <= cc[1]:
+                return True
+            if arch.endswith("+PTX") and built <= cc:
+                return True
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class BnbBuild:
+    versions: SpecifierSet
+    latest: Version
+    min_cc_4bit: tuple[int, int]
+    min_cc_int8_fast: tuple[int, int]
+    torch: SpecifierSet
+    cuda_targets: tuple[tuple[SpecifierSet, tuple[str, ...]], ...]
+    sources: tuple[str, ...]
+
+    def targets_for(self, cuda: tuple[int, int]) -> tuple[str, ...]:
+        v = Version(f"{cuda[0]}.{cuda[1]}")
+        for spec, archs in self.cuda_targets:
+            if spec.contains(v):
+                return archs
+        return ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolverData:
+    gpus: GpuDb
+    torch: tuple[TorchBuild, ...]
+    bitsandbytes: tuple[BnbBuild, ...]
+    issues: KnownIssues
+
+    @classmethod
+    def load(cls, directory: Path) -> "ResolverData":
+        problems: list[str] = []
+        gpus = issues = None
+        try:
+            gpus = GpuDb.load(directory)
+        except MatrixError as exc:
+            problems += exc.problems
+        try:
+            issues = KnownIssues.load(directory)
+        except MatrixError as exc:
+            problems += exc.problems
+        torch, bnb = _load_builds(directory / "builds.toml", problems)
+        if problems:
+            raise MatrixError(problems)
+        return cls(gpus, torch, bnb, issues)
+
+
+_ARCH = tomldata.kind(lambda v: isinstance(v, str) and re.fullmatch(r"\d+\.\d(\+PTX)?", v), '{r} is not a compute capability like "8.6"')
+_LIST = tomldata.kind(lambda v: isinstance(v, list) and v, "must be a non-empty list")
+_CUDA_TARGETS = tomldata.Kind(lambda v: "must be a table of CUDA specifier = [archs]" if not isinstance(v, dict) else next(
+    (f"{spec} = {archs!r}: not a CUDA specifier and a list of compute capabilities" for spec, archs in v.items()
+     if tomldata.SPECIFIER.problem(spec) or not isinstance(archs, list) or any(map(_ARCH.problem, archs))), None))
+# matrix/builds.toml's [[torch]] and [[bitsandbytes]] entries; every key is required
+TORCH_BUILD = tomldata.Table({
+    "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+    "latest": tomldata.Key.of(tomldata.VERSION, required=True),
+    "variant": tomldata.Key.of(tomldata.kind(lambda v: isinstance(v, str) and re.fullmatch(r"cu\d{3}", v), "{r} is not a CUDA variant like cu126"),
+                               required=True),
+    "archs": tomldata.Key.of(_LIST, each=_ARCH, required=True),
+    "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
+}, missing="missing")
+BNB_BUILD = tomldata.Table({
+    "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+    "latest": tomldata.Key.of(tomldata.VERSION, required=True),
+    "min_cc_4bit": tomldata.Key.of(tomldata.CC, required=True),
+    "min_cc_int8_fast": tomldata.Key.of(tomldata.CC, required=True),
+    "torch": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+    "cuda_targets": tomldata.Key.of(_CUDA_TARGETS, required=True),
+    "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
+}, missing="missing")
+
+
+def _load_builds(path: Path, problems: list[str]):
+    try:
+        doc, where = tomldata.load_data(path, ("torch", "bitsandbytes", "sources"))
+    except MatrixError as exc:
+        problems += exc.problems
+        return (), ()
+    sources = doc.get("sources") if isinstance(doc.get("sources"), dict) else {}
+    for url in sources.values():
+        if tomldata.URL.problem(url):
+            problems.append(where("sources", "[sources]", tomldata.URL.problem(url), table="sources"))
+
+    def entries(name: str, table: tomldata.Table):
+        for n, t in enumerate(doc.get(name) if isinstance(doc.get(name), list) else []):
+            at = lambda k, msg: where(k, f"[[{name}]] #{n + 1}.{k}", msg, table=name, nth=n)  # noqa: E731
+            if not tomldata.check(t, table, at, problems):
+                continue
+            if Version(t["latest"]) not in SpecifierSet(t["versions"]):
+                problems.append(at("latest", f"{t['latest']} is not in {t['versions']}"))
+            for k in t["sources"]:
+                if k not in sources:
+                    problems.append(where("sources", f"{path.name}", f"source {k!r} is not a key of [sources]"))
+            yield t, tuple(sources.get(k, "") for k in t["sources"])
+
+    torch = tuple(TorchBuild(SpecifierSet(t["versions"]), Version(t["latest"]), t["variant"], tuple(t["archs"]), srcs)
+                  for t, srcs in entries("torch", TORCH_BUILD))
+    bnb = tuple(BnbBuild(SpecifierSet(t["versions"]), Version(t["latest"]), _cc(t["min_cc_4bit"]), _cc(t["min_cc_int8_fast"]),
+                         SpecifierSet(t["torch"]), tuple((SpecifierSet(k), tuple(v)) for k, v in t["cuda_targets"].items()), srcs)
+                for t, srcs in entries("bitsandbytes", BNB_BUILD))
+    if not torch:
+        problems.append(f"{path}: no [[torch]] builds")
+    return torch, bnb
+
+
+# -- the answer ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Evidence:
+    about: str  # "precision", "torch", "packages.bitsandbytes", ...
+    kind: str  # "measured" | "predicted"
+    says: str
+    rule: str | None = None
+    sources: list[str] = dataclasses.field(default_factory=list)
+    records: list[str] = dataclasses.field(default_factory=list)
+    hardware: str | None = None
+    date: str | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, [])}
+
+
+@dataclasses.dataclass
+class Recommendation:
+    gpu: GpuModel
+    gpus: int
+    method: str
+    precision: str
+    quantization: str
+    strategy: str
+    torch_version: str
+    torch_variant: str
+    packages: dict[str, str]
+    evidence: list[Evidence]
+    notes: list[str]
+
+    def as_json(self) -> dict:
+        return {
+            "gpu": {"name": self.gpu.name, "key": self.gpu.key, "arch": self.gpu.arch,
+                    "compute_capability": self.gpu.cc_text, "count": self.gpus},
+            "method": self.method,
+            "precision": self.precision,
+            "quantization": self.quantization,
+            "strategy": self.strategy,
+            "packages": self.packages,
+            "torch_variant": self.torch_variant,
+            "torch_index_url": PYTORCH_INDEX + self.torch_variant,
+            "evidence": [e.as_dict() for e in self.evidence],
+            "notes": self.notes,
+        }
+
+
+def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records: list[dict],
+              chosen: tuple[str, Evidence] | None = None, edges=()) -> Recommendation:
+    """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
+    instead of the card-count rules below; `edges`: compat bisect's boundaries (lastgood.Edge)."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}")
+    ev: list[Evidence] = []
+    notes: list[str] = []
+    arch_passes = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == gpu.arch]
+    precision = _precision(gpu, data, arch_passes, ev)
+
+    # -- quantization and strategy ------------------------------------------------------------
+    quantization = "nf4" if method == "qlora" else "none"
+    if method == "qlora":
+        ev.append(Evidence("quantization", "predicted",
+                           "QLoRA: 4-bit NF4 base weights through BitsAndBytesConfig(load_in_4bit=True, "
+                           f"bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype={precision}) and LoRA adapters",
+                           rule="qlora-nf4", sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else []))
+        if gpu.cc < (7, 5):
+            notes.append("avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a slow fallback")
+    if chosen is not None:
+        strategy = chosen[0]
+        ev.append(chosen[1])
+    else:
+        strategy = _strategy(gpus, method, data, ev)
+
+    # -- torch and its CUDA build, then the other packages ---------------------------------------
+    torch_version, variant = _pick_torch(gpu, data, arch_passes, ev)
+    pins: dict[str, str] = {"torch": f"=={torch_version}"}
+    need = packages.needed(method, strategies.get(strategy).deepspeed)
+    if "bitsandbytes" in need:
+        pins["bitsandbytes"] = _pick_bnb(gpu, torch_version, variant, data, arch_passes, ev)
+    axes = {"precision": precision, "quantization": quantization, "method": "lora" if method == "qlora" else method,
+            "strategy": strategy}
+    for name in need:
+        if name != "bitsandbytes":
+            pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev)
+    _below_bisected(gpu, method, pins, edges, ev, notes)
+    return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant,
+                          pins, ev, notes)
+
+
+def _below_bisected(gpu: GpuModel, method: str, pins: dict[str, str], edges, ev: list[Evidence], notes: list[str]) -> None:
+    """Each bisected boundary of a recommended package for this method, as measured evidence. One
+    measured on this card's architecture with no settings of its own moves the pin below it (to
+    its last good release, measured to pass); one measured elsewhere, or with settings (a loader's
+    keyword), is shown with where it holds and leaves the pin as it is."""
+    for e in edges:
+        pin = pins.get(e.package, "")
+        if e.package not in pins or (method == "qlora") != (e.quantization != "none") or (
+                method != "qlora" and e.method != method):
+            continue
+        common = dict(records=[e.good_record, e.bad_record], hardware=e.hardware, date=e.date or None)
+        current = Version(pin[2:]) if pin.startswith("==") else None
+        if e.hardware == gpu.arch and e.settings == "{}":
+            if current is None or current >= Version(e.first_bad):
+                pins[e.package] = f"=={e.last_good}"
+                ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}: pinned to its last good release", **common))
+            else:
+                ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}: the pin is below it", **common))
+            continue
+        why = (f"measured on {e.hardware}, not on {gpu.arch}: the pin is not moved for this card" if e.hardware != gpu.arch
+               else "with those settings only: the pin is not moved")
+        ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}; {why}", **common))
+        if e.settings != "{}" and (current is None or current >= Version(e.first_bad)):
+            notes.append(f"if your code does what {e.settings_text} makes compat's run do, {e.package} {pin or ''} breaks it: "
+                         f"{e.package} {e.first_bad} is the first release that does (bisected on {e.hardware}, {e.bisections[-1]}); "
+                         f"pin {e.package}<={e.last_good} or change the code")
+
+
+def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> str:
+    """From the compute capability, never from is_bf16_supported(); with the records that passed
+    in it on the card's architecture."""
+    precision = precision_for(gpu)
+    if precision == "bf16":
+        rule = "bf16-needs-cc-8.0"
+        says = f"compute capability {gpu.cc_text} >= 8.0: bf16 is native"
+    elif precision == "fp16":
+        rule = "fp16-below-cc-8.0"
+        says = (f"compute capability {gpu.cc_text} < 8.0: no native bf16 (torch.cuda.is_bf16_supported() "
+                "may still answer True through emulation); fp16 mixed precision on its tensor cores")
+    else:
+        rule = "fp32-without-tensor-cores"
+        says = (f"compute capability {gpu.cc_text}: no bf16 and no fp16 tensor cores (fp16 runs at a "
+                "fraction of fp32 speed on this chip); train in fp32, with 4-bit weights to save memory")
+    emulation = data.issues.get("torch-is-bf16-supported-emulation")
+    ev.append(Evidence("precision", "predicted", says, rule=rule,
+                       sources=[TE_MATRIX, *gpu.sources[:2], *(emulation.sources[:1] if emulation and gpu.cc < (8, 0) else [])]))
+    measured = [r for r in arch_passes if (r.get("axes") or {}).get("precision") == precision]
+    if measured:
+        ev.append(_measured("precision", f"{precision} passed on {gpu.arch}", measured))
+    return precision
+
+
+def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) -> str:
+    """The card-count rules: one process on one card; a full fine-tune sharded; adapters in DDP."""
+    if gpus <= 1:
+        ev.append(Evidence("strategy", "predicted", "one card: one process", rule="one-card-one-process"))
+        return strategies.one_process().name
+    if method == "full":
+        issue = data.issues.get("ddp-oom-no-sharding")
+        ev.append(Evidence("strategy", "predicted",
+                           f"{gpus} cards, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
+                           "(plain DDP keeps a whole copy on every card)",
+                           rule="shard-full-fine-tunes", sources=list(issue.sources[:3]) if issue else []))
+        return strategies.full_shard().name
+    ev.append(Evidence("strategy", "predicted",
+                       f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
+                       "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
+                       "base, use ZeRO-3 instead",
+                       rule="ddp-for-adapters"))
+    return strategies.data_parallel(gpus).name
+
+
+def _measured(about: str, says: str, recs: list[dict]) -> Evidence:
+    recs = sorted(recs, key=lambda r: r.get("finished_at") or "", reverse=True)
+    hw = sorted({(r.get("axes") or {}).get("hardware", "?") for r in recs})
+    return Evidence(about, "measured", says, records=[r["id"] for r in recs[:5]], hardware=", ".join(hw),
+                    date=(recs[0].get("finished_at") or "")[:10] or None)
+
+
+def _pick_torch(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
+    # measured first: the newest torch build that passed on this architecture
+    by_version: dict[str, list[dict]] = {}
+    for r in arch_passes:
+        v = record_packages(r).get("torch")
+        if v and "+cu" in v:
+            by_version.setdefault(v, []).append(r)
+    if by_version:
+        best = max(by_version, key=lambda v: Version(v.split("+")[0]))
+        version, variant = best.split("+")
+        ev.append(_measured("torch", f"torch {best} passed {len(by_version[best])} cell(s) on {gpu.arch}", by_version[best]))
+        return version, variant
+    fits = [b for b in data.torch if b.runs(gpu.cc)]
+    if not fits:
+        raise LookupError(f"no torch build in the build table has kernels for {gpu.arch}")
+    best = max(fits, key=lambda b: (b.latest, b.cuda))
+    ev.append(Evidence(
+        "torch", "predicted",
+        f"torch {best.latest}+{best.variant}: the newest build in the table whose kernels ({', '.join('sm_' + a.replace('.', '') for a in best.archs)}) "
+        f"run on {gpu.arch} (a cubin runs on its major with an equal or higher minor; PTX JIT-compiles for newer cards)",
+        rule="torch-build-covers-arch", sources=list(best.sources),
+    ))
+    return str(best.latest), best.variant
+
+
+def _pick_bnb(gpu: GpuModel, torch_version: str, variant: str, data: ResolverData, arch_passes, ev) -> str:
+    measured = {}
+    for r in arch_passes:
+        if (r.get("axes") or {}).get("quantization", "none") != "none":
+            v = record_packages(r).get("bitsandbytes")
+            if v:
+                measured.setdefault(v, []).append(r)
+    if measured:
+        best = max(measured, key=Version)
+        ev.append(_measured("packages.bitsandbytes", f"bitsandbytes {best} passed quantized cells on {gpu.arch}", measured[best]))
+        return f"=={best}"
+    cuda = (int(variant[2:-1]), int(variant[-1]))
+    for b in sorted(data.bitsandbytes, key=lambda b: b.latest, reverse=True):
+        targets = b.targets_for(cuda)
+        runs = any(_cc(t)[0] == gpu.cc[0] and _cc(t)[1] <= gpu.cc[1] for t in targets)
+        if gpu.cc >= b.min_cc_4bit and runs and Version(torch_version) in b.torch:
+            ev.append(Evidence(
+                "packages.bitsandbytes", "predicted",
+                f"bitsandbytes {b.latest}: 4-bit needs compute capability >= {b.min_cc_4bit[0]}.{b.min_cc_4bit[1]} "
+                f"(this card: {gpu.cc_text}); its CUDA {cuda[0]}.{cuda[1]} build targets {', '.join(targets)}; needs torch {b.torch}",
+                rule="bnb-4bit-covers-arch", sources=list(b.sources),
+            ))
+            return f"=={b.latest}"
+    raise LookupError(f"no bitsandbytes in the build table supports 4-bit on {gpu.arch} with torch {torch_version}+{variant}")
+
+
+def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev) -> str:
+    # pins the known issues ask for, where their conditions hold for this card, these axes and
+    # the torch chosen (conditions on the other packages are left open: they are what we pick)
+    spec = SpecifierSet()
+    pins = []
+    for issue in data.issues.issues:
+        others = [k for k in issue.when if k in PACKAGES and k not in ("torch", name)]
+        if name in issue.pins and not others and issue.applies({"torch": torch_version}, gpu.cc_text, axes):
+            spec &= issue.pins[name]
+            pins.append(Evidence(f"packages.{name}", "predicted", f"{issue.pins[name]}: avoids {issue.id} ({issue.title})",
+                                 rule=issue.id, sources=list(issue.sources[:3])))
+    # measured versions: this card's passing records first, else the same method on the CPU
+    own = [r for r in arch_passes if record_packages(r).get(name)]
+    method_axes = {"full": ("full", "none"), "lora": ("lora", "none"), "qlora": ("lora", "nf4")}[method]
+    cpu = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == "cpu"
+           and ((r.get("axes") or {}).get("method"), (r.get("axes") or {}).get("quantization")) == method_axes
+           and record_packages(r).get(name)]
+    for pool, hardware in ((own, gpu.arch), (cpu, "cpu")):
+        versions: dict[str, list[dict]] = {}
+        for r in pool:
+            v = record_packages(r)[name]
+            if spec.contains(Version(v), prereleases=True):
+                versions.setdefault(v, []).append(r)
+        if versions:
+            best = max(versions, key=Version)
+            says = f"{name} {best} passed {method} cells on {hardware}"
+            if hardware == "cpu":
+                says += f" (no record of {gpu.arch} yet: this shows the versions train together, not that {gpu.name} runs them)"
+            ev.append(_measured(f"packages.{name}", says, versions[best]))
+            ev.extend(pins)
+            return f"=={best}"
+    ev.extend(pins or [Evidence(f"packages.{name}", "predicted", f"no known issue constrains {name} for this card and method",
+                                rule="no-known-issue")])
+    return str(spec) or ""
+
+
+def choose_by_fit(gpu: GpuModel, gpus: int, methods: list[str], entry, cal, context, seq_len: int = 2048):
+    """The first (method, strategy) whose predicted per-card peak fits the card with the margin:
+    methods in the order given (full before lora before qlora: the most faithful that fits),
+    strategies from fastest to leanest (one card: single; several: ddp, zero2, zero3), and ZeRO-3
+    with CPU offload only when nothing fits on the cards alone (it needs host memory and is slow;
+    not with 4-bit weights). Returns (method, strategy, Evidence), or None when nothing fits."""
+    from harness.answers import fit
+
+    precision = precision_for(gpu)
+    capacity = min(gpu.memory_gb) * fit.GIB
+    candidates = ([(m, s) for m in methods for s in strategies.recommendable(gpus, offload=False)]
+                  + [(m, s) for m in methods if m != "qlora" for s in strategies.recommendable(gpus, offload=True)])
+    tried = []
+    for method, strategy in candidates:
+        run = fit.Run(method=method, precision=precision, quantization="nf4" if method == "qlora" else "none",
+                      strategy=strategy, cards=gpus, seq_len=seq_len, batch=1, grad_ckpt=True)
+        p = fit.predict(entry.shape, run, cal, capacity, context.bytes)
+        tried.append(f"{method}/{strategy} {p.total / fit.GIB:,.1f} GiB")
+        if p.verdict == "fits":
+            host = f"; host memory per process {sum(p.host.values()) / fit.GIB:,.1f} GiB" if p.host else ""
+            says = (f"{entry.title} with {method} under {strategy} on {gpus} x {gpu.name}: predicted {p.total / fit.GIB:,.1f} "
+                    f"GiB per card of {capacity / fit.GIB:,.0f} (sequence {seq_len}, batch 1, gradient checkpointing on{host}); "
+                    f"tried first: {', '.join(tried[:-1]) or 'nothing'}. {p.why}")
+            return method, strategy, Evidence("strategy", "predicted", says, rule="compat-fit",
+                                              sources=list(context.sources[:1]) + list(entry.sources[:1]))
+    return None
+
+
+def render_text(rec: Recommendation) -> str:
+    g = rec.gpu
+    lines = [
+        f"{g.name} ({g.architecture}, compute capability {g.cc_text}, {'/'.join(str(m) for m in g.memory_gb)} GB)"
+        f" x{rec.gpus}, method {rec.method}",
+        "",
+        f"  precision     {rec.precision}",
+        f"  quantization  {rec.quantization}",
+        f"  strategy      {rec.strategy}",
+        f"  torch         {rec.torch_version}+{rec.torch_variant}   (pip install torch=={rec.torch_version} --index-url {PYTORCH_INDEX}{rec.torch_variant})",
+    ]
+    for name, spec in rec.packages.items():
+        if name != "torch":
+            lines.append(f"  {name:<13} {spec or 'any'}")
+    lines += ["", "Evidence:"]
+    for e in rec.evidence:
+        head = f"  [{e.kind}] {e.about}: {e.says}"
+        lines.append(head)
+        if e.kind == "measured":
+            lines.append(f"      records {', '.join(r[:8] for r in e.records)} on {e.hardware}, {e.date}")
+        else:
+            if e.rule:
+                lines.append(f"      rule {e.rule}")
+            for s in e.sources:
+                lines.append(f"      {s}")
+    if rec.notes:
+        lines += ["", "Notes:"] + [f"  - {n}" for n in rec.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_constraints(rec: Recommendation, command: str) -> str:
+    lines = [
+        f"# {command}",
+        f"# {rec.gpu.name} ({rec.gpu.arch}) x{rec.gpus}, method {rec.method}: precision {rec.precision}, "
+        f"quantization {rec.quantization}, strategy {rec.strategy}",
+        f"# torch's {rec.torch_variant} build is on its own index: pip install -c THIS_FILE torch "
+        f"--index-url {PYTORCH_INDEX}{rec.torch_variant}",
+        f"torch=={rec.torch_version}+{rec.torch_variant}",
+    ]
+    for name, spec in rec.packages.items():
+        if name != "torch" and spec:
+            lines.append(f"{name}{spec}")
+    return "\n".join(lines) + "\n"
+
+
+def per_card(data: ResolverData, recs: list[dict]) -> list[dict]:
+    """For each card in the GPU database, `compat recommend --gpu CARD --method qlora`'s answer
+    and its evidence, with the number of records of the card's architecture. `recs`: the rows
+    the page shows (a cell run many times counts once). What the page's per-card answers show."""
+    out = []
+    for gpu in data.gpus.gpus:
+        rec = recommend(gpu, 1, "qlora", data, recs)
+        out.append({
+            "gpu": gpu.name, "cc": gpu.cc_text, "arch": gpu.arch,
+            "measured": sum(1 for r in recs if r["axes"]["hardware"] == gpu.arch),
+            "precision": rec.precision, "torch": f"{rec.torch_version}+{rec.torch_variant}",
+            "bitsandbytes": rec.packages.get("bitsandbytes"),
+            "evidence": [e.as_dict() for e in rec.evidence],
+        })
+    return out

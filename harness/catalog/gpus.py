@@ -1,0 +1,159 @@
+"""The GPU database (matrix/gpus.toml): cards, their aliases and the facts the resolver uses.
+
+    db = GpuDb.load(Path("matrix"))
+    db.find("tesla-p4")     # GpuModel(key="p4", name="Tesla P4", cc=(6, 1), ...)
+    db.find("P5")           # UsageError: unknown GPU 'P5'; did you mean: P4, P40, P100?
+
+Names are matched case-insensitively with spaces, '-' and '_' ignored, and an optional "NVIDIA"
+/ "GeForce" / "Tesla" prefix, so "Tesla P4", "tesla-p4", "p4" and "NVIDIA Tesla P4" are one card.
+No torch: this is read by `compat recommend`, which must start fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from pathlib import Path
+
+from harness.errors import MatrixError, UsageError
+from harness.tomldata import CC, TEXT, URL, Key, Table, check, kind, load_data
+
+FLAGS = ("bf16", "fp16_tensor_cores", "tf32", "fp8")
+# a [gpu.KEY] table; every key is required
+GPU = Table({
+    "name": Key.of(TEXT, required=True),
+    "aliases": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(a, str) and a.strip() for a in v),
+                           "must be a non-empty list of names"), required=True),
+    "architecture": Key.of(TEXT, required=True),
+    "cc": Key.of(CC, required=True),
+    "memory_gb": Key.of(kind(lambda v: isinstance(v, list) and v and all(
+        isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 for m in v), "must be a non-empty list of sizes in GB"), required=True),
+    **{flag: Key.of(kind(lambda v: isinstance(v, bool), "must be true or false, not {r}"), required=True) for flag in FLAGS},
+    "sources": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one URL"), each=URL, required=True),
+})
+KEYS = tuple(GPU.keys)
+_PREFIXES = ("nvidia", "geforce", "tesla")
+
+
+def normalize(name: str) -> str:
+    """'NVIDIA GeForce RTX-4090' -> 'rtx4090': what two spellings of one card have in common."""
+    key = re.sub(r"[\s\-_]+", "", name.lower())
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _PREFIXES:
+            if key.startswith(prefix) and len(key) > len(prefix):
+                key, changed = key[len(prefix):], True
+    return key
+
+
+# NVIDIA's product names carry the architecture: a GeForce's first digits are its series (10
+# Pascal, 16 and 20 Turing, 30 Ampere, 40 Ada, 50 Blackwell), a workstation RTX A card is Ampere
+# and an "RTX N000 Ada" Ada, and a data-center card's letter is its architecture's (P Pascal, V
+# Volta, T Turing, A Ampere, L Ada, H Hopper, B and GB Blackwell). Matched against normalize()d
+# names; the first that matches wins. Used only to keep "did you mean" within an architecture.
+_NAMING = (
+    (r"^(gtx|rtx)?10[5-8]0", "Pascal"), (r"^(gtx|rtx)?(16[5-6]0|20[6-8]0)", "Turing"), (r"^(rtx)?30[5-9]0", "Ampere"),
+    (r"^(rtx)?40[5-9]0", "Ada"), (r"^(rtx)?50[5-9]0", "Blackwell"), (r"^rtxpro", "Blackwell"), (r"^rtx\d000ada", "Ada"),
+    (r"^(rtx)?a\d", "Ampere"), (r"^(quadro)?rtx[4-8]000$", "Turing"),
+    (r"^p\d", "Pascal"), (r"^v\d", "Volta"), (r"^t\d", "Turing"), (r"^l\d", "Ada"), (r"^([hd]gx)?h\d", "Hopper"),
+    (r"^([hd]gx)?g?b\d", "Blackwell"),
+)
+
+
+def architecture_of(normalized: str) -> str | None:
+    """The architecture a card name says it is of ("rtx5050" -> "Blackwell"), or None."""
+    for pattern, arch in _NAMING:
+        if re.match(pattern, normalized):
+            return arch
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuModel:
+    key: str
+    name: str
+    aliases: tuple[str, ...]
+    architecture: str
+    cc: tuple[int, int]
+    memory_gb: tuple[float, ...]
+    bf16: bool
+    fp16_tensor_cores: bool
+    tf32: bool
+    fp8: bool
+    sources: tuple[str, ...]  # URLs that state these facts
+
+    @property
+    def arch(self) -> str:
+        """The hardware axis value: sm_61 for compute capability 6.1."""
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
+    @property
+    def cc_text(self) -> str:
+        return f"{self.cc[0]}.{self.cc[1]}"
+
+
+def precision_for(gpu: GpuModel) -> str:
+    """bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32."""
+    return "bf16" if gpu.cc >= (8, 0) else "fp16" if gpu.fp16_tensor_cores else "fp32"
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuDb:
+    path: Path
+    gpus: tuple[GpuModel, ...]
+
+    @classmethod
+    def load(cls, directory: Path) -> "GpuDb":
+        path = directory / "gpus.toml"
+        doc, where = load_data(path, ("gpu",))
+        problems: list[str] = []
+        gpus, seen_alias = [], {}
+        for key, table in (doc.get("gpu") or {}).items():
+            if not isinstance(table, dict):
+                problems.append(where(key, f"gpu.{key}", "must be a table"))
+                continue
+            at_table = lambda msg: where(key, f"[gpu.{key}]", msg, table=f"gpu.{key}")  # noqa: E731
+            if not check(table, GPU, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"), problems, at_table):
+                continue
+            for alias in [table["name"], *table["aliases"]]:
+                norm = normalize(alias)
+                if norm in seen_alias and seen_alias[norm] != key:
+                    problems.append(where("aliases", f"[gpu.{key}].aliases", f"{alias!r} already names gpu.{seen_alias[norm]}",
+                                          table=f"gpu.{key}"))
+                seen_alias[norm] = key
+            major, minor = table["cc"].split(".")
+            gpus.append(GpuModel(
+                key=key, name=table["name"], aliases=tuple(table["aliases"]), architecture=table["architecture"],
+                cc=(int(major), int(minor)), memory_gb=tuple(table["memory_gb"]), sources=tuple(table["sources"]),
+                **{flag: table[flag] for flag in FLAGS},
+            ))
+        if not gpus and not problems:
+            problems.append(f"{path}: no [gpu.KEY] tables")
+        if problems:
+            raise MatrixError(problems)
+        return cls(path, tuple(gpus))
+
+    def find(self, name: str) -> GpuModel:
+        wanted = normalize(name)
+        names: dict[str, GpuModel] = {}
+        for gpu in self.gpus:
+            for alias in (gpu.key, gpu.name, *gpu.aliases):
+                names[normalize(alias)] = gpu
+        if wanted in names:
+            return names[wanted]
+        # a similar name of another architecture is another card, not a typo of this one: an
+        # "RTX 5050" is no RTX 4050; where the name tells no architecture, nothing is suggested
+        arch = architecture_of(wanted)
+        close = [c for c in difflib.get_close_matches(wanted, list(names), n=12, cutoff=0.5)
+                 if arch is not None and names[c].architecture.split()[0] == arch]
+        suggestions = list(dict.fromkeys(names[c].aliases[0] for c in close))[:3]
+        hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        raise UsageError(
+            f"unknown GPU {name!r}{hint} (compat knows {len(self.gpus)} cards: "
+            f"{', '.join(g.aliases[0] for g in self.gpus)}; add one to {self.path})"
+        )
+
+    def by_arch(self, arch: str) -> list[GpuModel]:
+        return [g for g in self.gpus if g.arch == arch]

@@ -1,0 +1,385 @@
+"""The known-issue base (matrix/known_issues.toml): failures users hit, how to recognise them in a
+log, when they happen, how to fix them, and where that is written down.
+
+    base = KnownIssues.load(Path("matrix"))
+    base.explain(log_text)                  # ranked matches for a log or traceback
+    base.shown(error, packages, cc, axes)   # ids of the issues an error shows (a record: summary.issues_shown)
+
+An entry:
+
+    [[issue]]
+    id = "torch-bf16-triu"                  # lower-case words joined by '-'
+    title = "..."                           # one line
+    cause = "..."                           # why it happens
+    signatures = ['regex', ...]             # RE2 regexes searched in the log (multi-line; no lookaround)
+    example = '''...'''                     # a realistic log excerpt, from a cited report
+    fix = ["...", ...]                      # what to do, most direct first
+    pins = { torch = ">=2.1" }              # optional: specifiers the fix amounts to
+    sources = ["https://...", ...]          # where this is reported; at least one
+    reports = 12                            # distinct public reports of this error found (a lower bound); 0 only
+    found_by = "..."                        #   with found_by: a finding of compat's own (its bisection, records,
+                                            #   a reproduction script), with the source lines in `sources`
+    related = { other-id = "why" }          # optional: entries whose examples this entry's signatures
+                                            #   match too (or theirs this one's), and what tells them apart
+    settings = ['--tf32[ =]True']           # optional: RE2 regexes for the option or config line that
+                                            #   leads to this failure: explain names the entry where a log
+                                            #   shows the setting and the conditions hold, before the error
+    shown = ["strategy"]                    # optional: `when` keys the log (or --env) must show for the
+                                            #   entry to be an answer: its signatures alone cannot tell
+                                            #   this case from others (a CUDA OOM is not a DDP OOM)
+    [[issue.wordings]]                      # optional, repeatable: the error as one range of releases
+    package = "bitsandbytes"                #   prints it, where the wording changed between releases;
+    version = ">=0.43.1,<0.46"              #   `text` verbatim (a log line, or the source line at a
+    text = '''...'''                          #   release tag), `rendered` that source line with sample
+    rendered = '''...'''                      #   values where it is a template; the signatures must
+    source = "https://..."                  #   match every wording
+    [issue.when]                            # optional; every key given must hold
+    torch = "<2.1"                          # package specifiers (PEP 440), for torch,
+                                            #   transformers, peft, accelerate, bitsandbytes, deepspeed
+    cc = "<8.0"                             # the card's compute capability, as a version specifier
+    precision = ["bf16"]                    # axis values: precision, quantization, method, strategy
+    quantization = ["int8"]
+
+No torch here: `compat explain` must start fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import re2
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from harness.catalog import outcome
+from harness.errors import MatrixError
+from harness.catalog.packages import TRACKED
+from harness.tomldata import NONEMPTY_TEXT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
+
+PACKAGES = TRACKED  # harness/catalog/packages.py
+CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
+ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# what launchers put before each line of a worker's output: torchrun's "[rank3]:" (or "[default0]:"
+# with --tee), Ray's "(WorkerActor pid=6490, ip=10.0.0.2)"; signatures read the lines without it
+RANK_PREFIX = re.compile(r"(?m)^(?:\[(?:rank|default)\d{1,5}\]:[ \t]?|\(\w{1,60} pid=\d{1,10}(?:, ip=[\d.]{1,40})?\)[ \t]?)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Issue:
+    id: str
+    title: str
+    cause: str
+    signatures: tuple  # RE2 patterns (compile_signature)
+    example: str
+    fix: tuple[str, ...]
+    pins: dict[str, SpecifierSet]
+    sources: tuple[str, ...]
+    when: dict  # package -> SpecifierSet, "cc" -> SpecifierSet, axis -> tuple of values
+    reports: int | None = None  # distinct public reports found (a lower bound); 0 for a finding of compat's own
+    found_by: str = ""  # where reports is 0: how compat found it (its bisection, records, a reproduction)
+    wordings: tuple = ()  # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
+    related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
+    shown: tuple = ()  # `when` keys that must be known (not just not contradicted) for this entry to answer
+    settings: tuple = ()  # RE2 patterns: the option that leads to this failure, as a command line or config shows it
+
+    def hits(self, text: str) -> list[str]:
+        """The log text the signatures found: one entry per distinct place in the log (two
+        signatures matching the same line count once)."""
+        spans: list[tuple[int, int]] = []
+        for sig in self.signatures:
+            m = sig.search(text)
+            if m and not any(m.start() < end and start < m.end() for start, end in spans):
+                spans.append(m.span())
+            elif m:  # overlapping: keep the wider reading of that place
+                spans = [(min(a, m.start()), max(b, m.end())) if a < m.end() and m.start() < b else (a, b) for a, b in spans]
+        return [text[a:b] for a, b in sorted(spans)]
+
+    def verdict(self, packages: dict[str, str] | None, cc: str | None, axes: dict | None = None) -> str:
+        """Whether the versions, compute capability and axes known (a strategy the log names)
+        confirm this entry's conditions ("hold": at least one checked, none failed), contradict
+        them, leave unknown a condition the entry needs shown ("unshown"), or say nothing."""
+        checkable = [k for k in self.when if (k in PACKAGES and (packages or {}).get(k)) or (k == "cc" and cc)
+                     or (k in CONDITION_AXES and (axes or {}).get(k))]
+        if not self.applies(packages, cc, axes):
+            return "contradicted"
+        if any(k not in checkable for k in self.shown):
+            return "unshown"
+        return "hold" if checkable else "unknown"
+
+    def conditions_text(self) -> str:
+        return ", ".join(f"{k} {v}" if k in (*PACKAGES, "cc") else f"{k} in {'/'.join(v)}" for k, v in self.when.items())
+
+    def applies(self, packages: dict[str, str] | None = None, cc: str | None = None, axes: dict | None = None) -> bool:
+        """Whether every condition holds for what is known; an unknown value does not rule out."""
+        for key, cond in self.when.items():
+            if key in PACKAGES:
+                have = (packages or {}).get(key)
+                if have is not None and not _version_in(have, cond):
+                    return False
+            elif key == "cc":
+                if cc is not None and not _version_in(cc, cond):
+                    return False
+            else:
+                have = (axes or {}).get(key)
+                if have is not None and str(have).lower() not in cond:
+                    return False
+        return True
+
+
+VERDICT_RANK = {"hold": 3, "unknown": 2, "unshown": 1, "contradicted": 0}
+ANSWERS = ("hold", "unknown")  # the verdicts under which a match answers the log; below them the family answer comes first
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    issue: Issue
+    hits: list[str]
+    verdict: str = "unknown"  # hold | unknown | unshown | contradicted: the entry's conditions against what the log shows
+
+    @property
+    def answers(self) -> bool:
+        return self.verdict in ANSWERS
+
+    @property
+    def score(self) -> tuple:
+        # more places in the log matched first, then the longest matched text (the more specific)
+        return (len(self.hits), max(len(h) for h in self.hits))
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownIssues:
+    path: Path
+    issues: tuple[Issue, ...]
+
+    @classmethod
+    def load(cls, directory: Path) -> "KnownIssues":
+        path = directory / "known_issues.toml"
+        doc, where = load_data(path, ("issue",))
+        problems: list[str] = []
+        issues, ids, whens = [], set(), 0
+        for n, table in enumerate(doc.get("issue") or []):
+            label = f"[[issue]] #{n + 1}" + (f" ({table.get('id')})" if isinstance(table, dict) and table.get("id") else "")
+            at = lambda key, msg: where(key, f"{label}.{key}", msg, table="issue", nth=n)  # noqa: E731
+            # conditions sit in this entry's [issue.when] table: the whens-th of the file
+            at_when = lambda key, msg, w=whens: where(key, f"{label}.when.{key}", msg, table="issue.when", nth=w)  # noqa: E731
+            if isinstance(table, dict) and "when" in table:
+                whens += 1
+            issue = _parse_issue(table, at, at_when, where, label, n, problems)
+            if issue is None:
+                continue
+            if issue.id in ids:
+                problems.append(at("id", f"{issue.id!r} is used by another entry"))
+            ids.add(issue.id)
+            issues.append(issue)
+        for n, issue in enumerate(issues if not problems else ()):  # every entry parsed: n is its place in the file
+            for other in issue.related:
+                if other not in ids or other == issue.id:
+                    problems.append(where("related", f"[[issue]] ({issue.id}).related",
+                                          f"{other!r} is not another entry's id", table="issue", nth=n))
+        if not issues and not problems:
+            problems.append(f"{path}: no [[issue]] entries")
+        if problems:
+            raise MatrixError(problems)
+        return cls(path, tuple(issues))
+
+    def get(self, issue_id: str) -> Issue | None:
+        return next((i for i in self.issues if i.id == issue_id), None)
+
+    def explain(self, text: str, packages: dict[str, str] | None = None, cc: str | None = None,
+                axes: dict | None = None) -> list[Match]:
+        """Every issue whose signature is in the text, best first. With the versions, compute
+        capability and strategy the log (or an env report) shows: entries whose conditions those
+        contradict go last, and those whose conditions they confirm go first."""
+        text = RANK_PREFIX.sub("", clean(text))
+        found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text))]
+        return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
+
+    def set_to_fail(self, text: str, packages: dict[str, str] | None, cc: str | None, axes: dict | None,
+                    besides: set[str]) -> list[tuple[Issue, str]]:
+        """Entries (other than `besides`) whose `settings` the log shows, with conditions the log
+        confirms ("hold"): an option this run sets that fails under what the log shows, whether or
+        not the log has reached that error yet. Each with the setting as the log writes it."""
+        text = clean(text)
+        found = []
+        for issue in self.issues:
+            if issue.id in besides or not issue.settings or issue.verdict(packages, cc, axes) != "hold":
+                continue
+            m = next((m for m in (p.search(text) for p in issue.settings) if m), None)
+            if m:
+                found.append((issue, m.group(0).strip()))
+        return found
+
+    def shown(self, error: str, packages: dict[str, str], cc: str | None, axes: dict | None) -> list[str]:
+        """Ids of the issues an error's text shows: a signature in it, and conditions that hold for
+        the packages, card and axes it ran with (a record's, read by evidence/summary.py's
+        issues_shown)."""
+        text = clean(error)
+        if not text.strip():
+            return []
+        return [m.issue.id for m in self.explain(text) if m.issue.applies(packages, cc, axes)]
+
+
+def compile_signature(pattern: str):
+    """A signature as RE2 compiles it: matching takes time linear in the text, whatever the text
+    (Python's re backtracks: near-miss lines made `compat explain` run for minutes). Multi-line:
+    ^ and $ match at line ends, as the signatures are written."""
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is reported with its file and line, not on stderr
+    return re2.compile(f"(?m){pattern}", options)
+
+
+MAX_LINE = 4096  # characters of a line that are matched: an error line is shorter; a longer one is data
+
+
+def clean(text: str) -> str:
+    """A log as a person would read it: no colour codes, progress-bar redraws as new lines, and
+    every line cut to its first MAX_LINE characters (a megabyte-long line of progress output or a
+    tensor dump is not where an error message is, and would cost every signature a pass)."""
+    text = ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    if len(text) > MAX_LINE and any(len(line) > MAX_LINE for line in text.split("\n")):
+        text = "\n".join(line[:MAX_LINE] for line in text.split("\n"))
+    return text
+
+
+LOG_HEAD = 256 * 1024  # bytes of a log's start kept by read_log: the command and versions
+LOG_TAIL = 4 * 1024 * 1024  # bytes of its end kept: where the error is
+
+
+def read_log(stream) -> str:
+    """A log of any size and any bytes, as text: its first 256 KiB and last 4 MiB (the middle of a
+    huge log is progress output), decoded as UTF-8 with undecodable bytes replaced."""
+    head = stream.read(LOG_HEAD)
+    tail = b""
+    skipped = 0
+    while True:
+        chunk = stream.read(1024 * 1024)
+        if not chunk:
+            break
+        tail += chunk
+        if len(tail) > LOG_TAIL:
+            skipped += len(tail) - LOG_TAIL
+            tail = tail[-LOG_TAIL:]
+    gap = f"\n[... {skipped} bytes skipped ...]\n".encode() if skipped else b""
+    return (head + gap + tail).decode("utf-8", errors="replace").replace("\x00", "")
+
+
+def error_signature(text: str) -> str:
+    """The normalized signature of the error a log ends with (its last Python exception, else its
+    last line that says error), for `compat explain` to show when nothing matched."""
+    text = clean(text)
+    raised = outcome.raised_in_log(text)
+    if raised:
+        return outcome.signature(*raised)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    flagged = [ln for ln in lines if re.search(r"error|exception|fail|fatal|abort", ln, re.I)]
+    last = (flagged or lines or [""])[-1]
+    return outcome.signature("", last).lstrip(": ")
+
+
+def _version_in(version: str, spec: SpecifierSet) -> bool:
+    try:
+        v = Version(version.split("+")[0])
+    except InvalidVersion:
+        return True  # a version we cannot read does not rule the issue out
+    return spec.contains(v, prereleases=True)
+
+
+def _signature_problem(pattern) -> str | None:
+    try:
+        compile_signature(pattern)
+    except (re2.error, TypeError) as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        why = why.replace("(?m)", "", 1)  # the flag compile_signature adds is not the entry's
+        return f"{pattern!r} is not a regex RE2 takes (no lookaround, no backreference): {why}"
+    return None
+
+
+def _wordings_problem(wordings) -> str | None:
+    if not isinstance(wordings, list) or not wordings:
+        return "must be an array of tables ([[issue.wordings]])"
+    for n, w in enumerate(wordings, 1):
+        if not isinstance(w, dict):
+            return f"#{n} must be a table"
+        unknown = sorted(set(w) - {"package", "version", "text", "rendered", "source"})
+        if unknown:
+            return f"#{n}: unknown key {unknown[0]!r} (package, version, text, rendered, source)"
+        for key in ("package", "version", "text", "source"):
+            if not isinstance(w.get(key), str) or not w[key].strip():
+                return f"#{n}: {key} must be non-empty text"
+        if URL.problem(w["source"]):
+            return f"#{n}: source {w['source']!r} is not a URL"
+    return None
+
+
+def _pins_problem(pins) -> str | None:
+    if not isinstance(pins, dict):  # `pins = 1`: said like any other bad key, not a crash
+        return "must be a table of package = specifier"
+    for pkg, spec in pins.items():
+        if pkg not in PACKAGES:
+            return f"{pkg!r} is not one of {', '.join(PACKAGES)}"
+        if SPECIFIER.problem(spec):
+            return f"{pkg} = {spec!r} is not a version specifier"
+    return None
+
+
+# an [[issue]] entry of matrix/known_issues.toml, and its [issue.when] conditions
+ISSUE = Table({
+    "id": Key.of(kind(lambda v: isinstance(v, str) and ID.match(v), "{r}: an id is lower-case words joined by '-'"), required=True),
+    "title": Key.of(NONEMPTY_TEXT, required=True),
+    "cause": Key.of(NONEMPTY_TEXT, required=True),
+    "signatures": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem), required=True),
+    "example": Key.of(NONEMPTY_TEXT, required=True),
+    "fix": Key.of(TEXT_LIST, required=True),
+    "pins": Key.of(Kind(_pins_problem)),
+    "sources": Key.of(TEXT_LIST, each=URL, required=True),
+    "when": Key.of(TABLE),
+    "reports": Key.of(kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "{r} must be a whole number, 0 or more"),
+                      required=True),
+    "found_by": Key.of(NONEMPTY_TEXT),
+    "wordings": Key.of(Kind(lambda v: _wordings_problem(v))),
+    "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
+                                                                      for k, w in v.items()),
+                           "must be a table of entry id = why the two share wording")),
+    "settings": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem)),
+    "shown": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(k, str) for k in v),
+                         "must list `when` keys, e.g. [\"strategy\"]")),
+})
+AXIS_VALUES = kind(lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+                   "must be a value or a list of values")
+WHEN = Table({**{key: Key.of(SPECIFIER) for key in (*PACKAGES, "cc")}, **{axis: Key.of(AXIS_VALUES) for axis in CONDITION_AXES}},
+             unknown="unknown condition{hint}")
+
+
+def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
+    if not isinstance(table, dict):
+        problems.append(where("issue", label, "must be a table", table="issue", nth=n))
+        return None
+    ok = check(table, ISSUE, at, problems, lambda msg: where("issue", label, msg, table="issue", nth=n))
+    ok = check(table.get("when") if isinstance(table.get("when"), dict) else {}, WHEN, at_when, problems) and ok
+    if not ok:
+        return None
+    if table["reports"] == 0 and not table.get("found_by"):
+        problems.append(at("reports", "0 public reports: say how compat found it (found_by: the bisection, records, reproduction)"))
+        return None
+    signatures = tuple(compile_signature(s) for s in table["signatures"])
+    if not any(s.search(clean(table["example"])) for s in signatures):
+        problems.append(at("example", "no signature of this entry matches its own example"))
+        return None
+    when = {key: SpecifierSet(value) if key not in CONDITION_AXES else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
+            for key, value in (table.get("when") or {}).items()}
+    missing = [k for k in table.get("shown") or () if k not in when]
+    if missing:
+        problems.append(at("shown", f"{missing[0]!r} is not one of this entry's `when` conditions"))
+        return None
+    return Issue(
+        id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
+        example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
+        sources=tuple(table["sources"]), when=when, reports=table.get("reports"), found_by=table.get("found_by", ""),
+        related=dict(table.get("related") or {}),
+        wordings=tuple(table.get("wordings") or ()), shown=tuple(table.get("shown") or ()),
+        settings=tuple(compile_signature(p) for p in table.get("settings") or ()),
+    )

@@ -1,0 +1,151 @@
+"""Last known good (issue 24): for each hardware, base stack, configuration and package that
+compat bisect searched, the newest release judged good and the oldest release above it judged
+bad, from the bisections' reports (RESULTS/bisect/<id>.json, written by harness/answers/bisect_run.py).
+
+Every probe of a report is a real record; a report's verdicts (good, bad, skip) are what this
+reads, not its records' outcomes, since a paired bisection (--paired) judges the difference a
+setting makes and its good releases may fail both ways. Several reports of one group (a canary
+confirming a boundary found before, a second bisection of a wider range) are read together. A
+report that cannot be read is named and left out; nothing here raises on one.
+
+    edges, problems = load([Path("results")])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from harness.catalog.cell import Cell
+from harness.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    hardware: str
+    configuration: str  # the cell's id without its hardware and stack: "fp32-nf4-lora-single"
+    method: str
+    quantization: str
+    base_stack: str
+    package: str
+    last_good: str
+    first_bad: str
+    between: tuple[str, ...]  # releases between them no probe judged (skipped or not probed)
+    settings: str  # the --set settings as JSON ("{}": none)
+    bisections: tuple[str, ...]
+    good_record: str
+    bad_record: str
+    bad_signature: str
+    date: str  # the newest bisection's day
+
+    @property
+    def exact(self) -> bool:
+        return not self.between
+
+    @property
+    def settings_text(self) -> str:
+        """The settings as matrix/defaults.toml's keys: "train.load_in_kbit_kwarg = true"; "" for none."""
+        def flat(table: dict, prefix: str = "") -> list[str]:
+            return [line for k, v in table.items()
+                    for line in (flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k} = {json.dumps(v)}"])]
+        return ", ".join(flat(json.loads(self.settings)))
+
+    def says(self) -> str:
+        """One line: what was bisected and where the boundary lies."""
+        where = f"{self.package} {self.first_bad} is the first release that breaks {self.configuration} on {self.hardware}"
+        if self.between:
+            where = f"{self.package} breaks {self.configuration} on {self.hardware} from one of {', '.join([*self.between, self.first_bad])}"
+        extra = f" with {self.settings_text}" if self.settings_text else ""
+        return (f"{where}{extra} (base stack {self.base_stack}; last good {self.last_good}; bisection "
+                f"{', '.join(self.bisections)}; records {self.good_record[:8]} good, {self.bad_record[:8]} bad)")
+
+
+def _report(doc: dict) -> tuple[tuple, dict]:
+    """One report as (its group's key, {probes: {version: (verdict, record, signature)}, releases, id})."""
+    cell = Cell.parse(str(doc["cell"]))
+    settings = json.dumps(doc.get("settings") or {}, sort_keys=True)
+    key = (cell.hardware, cell.id.split("-", 2)[2], cell.method, cell.quantization, str(doc["base_stack"]), str(doc["package"]), settings)
+    probes = {}
+    for p in doc.get("probes") or []:
+        Version(str(p["version"]))  # InvalidVersion: a report this cannot read
+        probes[str(p["version"])] = (str(p["verdict"]), str(p["record"]), str(p.get("signature") or p.get("outcome") or ""))
+    return key, {"probes": probes, "releases": [str(v) for v in doc.get("releases") or []], "id": str(doc["id"])}
+
+
+def load(folders: list[Path]) -> tuple[list[Edge], list[str]]:
+    """The edges of every report in FOLDER/bisect/ of each folder, and a line per report that
+    could not be read (named by its path)."""
+    groups: dict[tuple, list[dict]] = {}
+    problems: list[str] = []
+    seen: set[str] = set()
+    for folder in folders:
+        where = folder / "bisect"
+        if not where.is_dir():
+            continue
+        for path in sorted(where.glob("bisect-*.json")):
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                if str(doc["id"]) in seen:
+                    continue
+                key, part = _report(doc)
+                groups.setdefault(key, []).append(part)
+                seen.add(str(doc["id"]))
+            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, UsageError, InvalidVersion) as exc:
+                problems.append(f"{path}: not a bisection report compat can read ({type(exc).__name__}: {exc}); left out")
+    edges = [e for key, parts in sorted(groups.items()) if (e := _edge(key, parts))]
+    return edges, problems
+
+
+def _edge(key: tuple, parts: list[dict]) -> Edge | None:
+    """The group's boundary: the newest good release, the oldest bad one above it; None where the
+    probes name none (no good release, or none bad above the newest good)."""
+    verdicts: dict[str, tuple[str, str, str, str]] = {}
+    releases: set[str] = set()
+    for part in sorted(parts, key=lambda p: p["id"]):  # a later bisection's verdict on a release stands
+        releases.update(part["releases"])
+        for version, (verdict, record, sig) in part["probes"].items():
+            verdicts[version] = (verdict, record, sig, part["id"])
+    goods = [v for v, got in verdicts.items() if got[0] == "good"]
+    if not goods:
+        return None
+    last_good = max(goods, key=Version)
+    bads = [v for v, got in verdicts.items() if got[0] == "bad" and Version(v) > Version(last_good)]
+    if not bads:
+        return None
+    first_bad = min(bads, key=Version)
+    between = sorted((v for v in releases | set(verdicts) if Version(last_good) < Version(v) < Version(first_bad)), key=Version)
+    hardware, configuration, method, quantization, base, package, settings = key
+    ids = tuple(sorted({p["id"] for p in parts}))
+    return Edge(hardware, configuration, method, quantization, base, package, last_good, first_bad, tuple(between), settings, ids,
+                verdicts[last_good][1], verdicts[first_bad][1], verdicts[first_bad][2], _day(ids[-1]))
+
+
+def _day(bisection_id: str) -> str:
+    """bisect-20261126T061911Z-a246de -> 2026-11-26."""
+    stamp = bisection_id.removeprefix("bisect-")[:8]
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}" if stamp.isdigit() else ""
+
+
+def table_lines(edges: list[Edge]) -> list[str]:
+    """COMPATIBILITY.md's "Last known good" section: a row per edge, measured by compat bisect."""
+    if not edges:
+        return []
+    out = ["", "## Last known good (bisected)", "",
+           "For each configuration `compat bisect` searched on a base stack, the newest release of the package judged good "
+           "and the oldest above it judged bad; every probe is a record in [bisect/records.jsonl](bisect/records.jsonl) and "
+           "each bisection's report is `bisect/<id>.json`. Settings: what the probes ran with beside the defaults "
+           "(a paired bisection judges the difference they make). **Measured** on the hardware named, on the date given.",
+           "", "| hardware | configuration | base stack | settings | package | last good | first bad | the bad side's error | bisection | date |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for e in edges:
+        first = e.first_bad if e.exact else f"one of {', '.join([*e.between, e.first_bad])}"
+        sig = e.bad_signature.replace("|", "\\|")
+        if len(sig) > 120:
+            sig = sig[:117] + "..."
+        settings = f"`{e.settings_text}`" if e.settings_text else ""
+        out.append(f"| {e.hardware} | `{e.configuration}` | {e.base_stack} | {settings} | {e.package} | {e.last_good} "
+                   f"(`{e.good_record[:12]}`) | **{first}** (`{e.bad_record[:12]}`) | {sig} | {', '.join(e.bisections)} | {e.date} |")
+    return out

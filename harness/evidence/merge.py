@@ -1,0 +1,152 @@
+"""`compat merge FILES... --into DIR`: records from other runners joined into one results folder.
+
+Each line of each file is validated against the record schema (harness/evidence/record.schema.json); a
+line that is not a record (cut short, hand-edited, another tool's JSON, another schema) is
+reported with file:line and skipped, and every valid line around it is kept. A record whose id is
+already in DIR is a duplicate and is left out; the same id with different content is reported and
+left out (the copy already merged stays as it is). Each record merged gets a `provenance` entry:
+which file and line it came from, that file's sha256 and when it was merged, so the table can say
+where every row came from. Records are data: nothing in a line is ever run or imported.
+
+Conflicts (the same cell and versions on the same hardware, with different outcomes on different
+runners) are not resolved here: `conflicts()` finds them and the table and the page show them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from harness.evidence import records
+from harness.errors import UsageError
+
+
+@dataclasses.dataclass
+class FileReport:
+    path: Path
+    added: int = 0
+    duplicates: int = 0
+    bad: list[records.BadLine] = dataclasses.field(default_factory=list)
+    accepted: list[dict] = dataclasses.field(default_factory=list)  # with dry_run: what would be added
+
+
+def _content(rec: dict) -> str:
+    """A record's content apart from where it was merged from, for telling duplicates apart (a
+    record merged into one folder and then from it into another keeps its id and content)."""
+    return json.dumps({k: v for k, v in rec.items() if k != "provenance"}, sort_keys=True, default=str)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_sources(sources: list[Path]) -> None:
+    """UsageError unless every source is a file."""
+    for path in sources:
+        if not path.is_file():
+            raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
+
+
+def merge(sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False) -> list[FileReport]:
+    """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
+    `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
+    record is refused like a malformed line. A record's provenance is compat's to write: what a
+    contributor put there is replaced by where this merge found it. With `dry_run`, nothing is
+    written: each report's `accepted` holds the records that would be added (compat review)."""
+    check_sources(sources)
+    if into.exists() and not into.is_dir():
+        raise UsageError(f"--into {into}: is a file, not a results folder")
+    if not dry_run:
+        into.mkdir(parents=True, exist_ok=True)
+    target = into / "records.jsonl"
+    stored = _stored_ids(into)  # every stored id, evidence or not; read streaming, ids only
+    now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    added: dict[str, str] = {}  # id -> content of each record this merge appended
+    clashes: dict[str, list[tuple[FileReport, int, str]]] = {}  # stored id -> (report, line, content) met again
+    reports = []
+    for path in sources:
+        report = FileReport(path)
+        reports.append(report)
+        if path.resolve() == target.resolve():
+            report.duplicates = len(stored)
+            continue
+        digest = _sha256(path)
+        with open(path, "rb") as f:
+            for number, item in records.read_lines(f, check):
+                if isinstance(item, str):
+                    report.bad.append(records.BadLine(path, number, item))
+                    continue
+                content = _content(item)
+                if item["id"] in stored:  # told apart below, in one more reading of the stored records
+                    clashes.setdefault(item["id"], []).append((report, number, content))
+                elif item["id"] in added:
+                    _same_or_refused(report, path, number, item["id"], added[item["id"]] == content)
+                else:
+                    prov = [{"file": path.name, "line": number, "sha256": digest, "merged_at": now}]
+                    if dry_run:
+                        report.accepted.append({**item, "provenance": prov})
+                    else:
+                        records.append(target, {**item, "provenance": prov})
+                    added[item["id"]] = content
+                    report.added += 1
+    for narrow in (True, False):  # the lines that name a clashing id, then (rarely) every line
+        if not clashes:
+            break
+        for rec in _stored_records(into, clashes if narrow else None):
+            if rec["id"] in clashes:
+                content = _content(rec)
+                for report, number, theirs in clashes.pop(rec["id"]):
+                    _same_or_refused(report, report.path, number, rec["id"], theirs == content)
+    for report in reports:
+        report.bad.sort(key=lambda b: b.line)
+    return reports
+
+
+class _Ids:
+    """The ids of records, gathered by records.reduce_records."""
+
+    def __init__(self):
+        self.ids: set[str] = set()
+
+    def add(self, rec: dict) -> None:
+        self.ids.add(rec["id"])
+
+    def merge(self, other: "_Ids") -> None:
+        self.ids |= other.ids
+
+
+def _stored_ids(into: Path) -> set[str]:
+    """The id of every valid record in a results folder, read a line at a time (in parallel
+    parts for a large folder): memory grows with the ids, not with the records."""
+    ids, _ = records.reduce_records(records.record_files(into), _Ids, parse=records.reader_view)
+    return ids.ids
+
+
+_ID = re.compile(rb'"id": ?"([0-9A-Za-z_.-]{1,128})"')
+
+
+def _stored_records(into: Path, ids=None):
+    """The valid records of a results folder; with `ids`, only lines that spell one of them as
+    `"id": "..."` are parsed (a line that writes its id with escapes is found by the full pass)."""
+    for path in records.record_files(into):
+        with open(path, "rb") as f:
+            lines = f if ids is None else (raw for raw in f if any(m.decode() in ids for m in _ID.findall(raw)))
+            for _, rec in records.read_lines(lines):
+                if not isinstance(rec, str):
+                    yield rec
+
+
+def _same_or_refused(report: FileReport, path: Path, number: int, rec_id: str, same: bool) -> None:
+    if same:
+        report.duplicates += 1
+    else:
+        report.bad.append(records.BadLine(
+            path, number, f"record id {rec_id} is already merged with different content; the merged copy is kept"))

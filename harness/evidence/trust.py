@@ -1,0 +1,122 @@
+"""What a record must be beyond its shape before compat stores it or reads it as evidence.
+
+The schema (harness/evidence/record.schema.json) says what type and size each field is. A record that
+passes it can still claim what never ran: a stack or architecture compat does not have, a cell id
+that is not its own axes, an sm_90 measurement made by a CPU-only torch, a date in the future (to
+stay "newest" for ever), known issues that are not in the base. `Rules.check(record)` names the
+first such problem, or None; `compat merge` refuses the record with it (file:line: why), and
+every reader of a results folder (`table`, `recommend`, `fit`, `--resume`) skips and reports a
+stored line that fails, as it does a corrupt one. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from pathlib import Path
+
+from harness.catalog.cell import AXES, Cell
+
+FUTURE_SLACK = dt.timedelta(days=1)  # clocks differ between runners; a day ahead is not a clock
+RAN = {"pass", "fail", "oom", "timeout", "crash", "infra"}  # outcomes of a cell that was started
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    values: dict[str, tuple]  # axis -> the values matrix/axes.toml (and stacks, models) allow
+    hardware: str  # the hardware axis pattern
+    known_issues: frozenset[str] | None  # ids of the known-issue base; None: not checked
+    now: dt.datetime
+    memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # (cell, axes) -> _cell's answer
+
+    @classmethod
+    def load(cls, matrix_dir: Path, now: dt.datetime | None = None) -> "Rules":
+        from harness.catalog.matrix import MatrixData
+
+        data = MatrixData.load(matrix_dir)
+        values = {axis: tuple(data.allowed(axis)) for axis in (*AXES, "ranks", "grad_ckpt", "expandable_segments", "model")
+                  if data.allowed(axis) is not None}
+        issues = None
+        if (matrix_dir / "known_issues.toml").exists():
+            from harness.catalog.known_issues import KnownIssues
+
+            issues = frozenset(i.id for i in KnownIssues.load(matrix_dir).issues)
+        return cls(values, data.axes["hardware"]["pattern"], issues, now or dt.datetime.now(dt.timezone.utc))
+
+    def check(self, rec: dict) -> str | None:
+        """Why `rec` (a record the schema accepts) is not evidence compat can use, or None."""
+        memo_key = (rec["cell"], tuple(sorted((k, repr(v)) for k, v in rec["axes"].items())))
+        problem = self.memo.get(memo_key, self)  # a results folder is the same cells again and again
+        if problem is self:
+            problem = self._cell(rec["cell"], rec["axes"])
+            if len(self.memo) < 65536:
+                self.memo[memo_key] = problem
+        if problem:
+            return problem
+        when = _time(rec["finished_at"])
+        if when is None:
+            return f"finished_at {rec['finished_at'][:40]!r} is not a date and time"
+        if when > self.now + FUTURE_SLACK:
+            return f"finished_at {rec['finished_at'][:25]} is in the future: a record cannot be newer than now"
+        started = _time(rec.get("started_at") or rec["finished_at"])
+        if started is None or started > when:
+            return "started_at is after finished_at"
+        if self.known_issues is not None:
+            unknown = [k for k in rec.get("known_issues") or [] if k not in self.known_issues]
+            if unknown:
+                return f"known issue {unknown[0]!r} is not in matrix/known_issues.toml"
+        if rec["outcome"] == "pass":
+            lo = rec.get("losses") or {}
+            if not all(isinstance(lo.get(k), (int, float)) for k in ("first", "last", "eval_before", "eval_after")):
+                return "a pass without its losses (first, last, eval_before, eval_after): it says it trained and shows nothing"
+        if rec["outcome"] in RAN and rec["axes"]["hardware"] != "cpu":
+            return self._gpu_evidence(rec)
+        return None
+
+    def _cell(self, cell: str, axes: dict) -> str | None:
+        """Why axes are not this compat's, or not the cell id's, or None."""
+        for axis, allowed in self.values.items():
+            value = axes.get(axis, Cell.__dataclass_fields__[axis].default if axis in Cell.__dataclass_fields__ else None)
+            if not any(type(value) is type(a) and value == a for a in allowed):
+                return f"axes.{axis} {str(value)[:60]!r} is not one of this compat's (matrix/axes.toml, stacks.toml, models.toml)"
+        if not re.match(self.hardware, str(axes["hardware"])):
+            return f"axes.hardware {str(axes['hardware'])[:60]!r} is not cpu or sm_XY"
+        try:
+            own = Cell(**{k: axes[k] for k in Cell.__dataclass_fields__ if k in axes}).id
+        except (TypeError, ValueError) as exc:
+            return f"axes do not make a cell: {exc}"[:200]
+        if own != cell:
+            return f"cell {cell!r} is not the id of its own axes ({own!r})"
+        return None
+
+    @staticmethod
+    def _gpu_evidence(rec: dict) -> str | None:
+        """A GPU cell that ran carries the card it ran on: its fingerprint names a card of the
+        cell's architecture, torch is a CUDA build, and a rank's memory is a CUDA device's."""
+        arch = rec["axes"]["hardware"]
+        fp = rec.get("fingerprint") or {}
+        cards = [g for g in (fp.get("hardware") or {}).get("gpus") or [] if isinstance(g, dict)]
+        if not any(g.get("arch") == arch or _arch(g.get("compute_capability")) == arch for g in cards):
+            return f"a {arch} cell whose fingerprint names no {arch} card"
+        torch = fp.get("torch") or {}
+        if not torch.get("cuda") or "+cpu" in str(torch.get("version") or ""):
+            return f"a {arch} cell that ran on a torch without CUDA ({torch.get('version')})"
+        if rec["outcome"] == "pass" and not any(
+                str(m.get("device", "")).startswith("cuda:") and isinstance(m.get("torch_max_allocated_bytes"), (int, float))
+                for m in rec.get("memory") or []):
+            return f"a {arch} pass with no CUDA memory figures per card"
+        return None
+
+
+def _arch(cc) -> str | None:
+    m = re.fullmatch(r"(\d+)\.(\d)", str(cc or ""))
+    return f"sm_{m[1]}{m[2]}" if m else None
+
+
+def _time(text: str) -> dt.datetime | None:
+    try:
+        t = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)

@@ -1,0 +1,135 @@
+"""results/index.html: the published table as one static page (no server, no network: it opens
+from a file or GitHub Pages), with filters, sorting, per-card memory charts and each row's evidence.
+
+Text in records comes from logs and from other runners, so it is untrusted:
+- the records go into the page as JSON inside <script type="application/json">, with every <, >
+  and & written as a \\u escape, so no record can close that element or open another;
+- the page's script puts record text only into textContent and SVG text nodes, and makes links
+  only from https:// addresses;
+- a Content-Security-Policy lets only this page's own script and style run (by their sha256):
+  a <script> or an inline event handler that got in some other way would still not run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import math
+import string
+from pathlib import Path
+
+from harness.evidence import records, summary
+from harness.render import support
+from harness.catalog.packages import TRACKED
+
+PAGE_DIR = Path(__file__).with_name("static")
+EXCERPT_CHARS = 2500  # the end of a log excerpt is where the error is
+
+
+def _csp_hash(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
+
+
+def row(rec: dict, conflict, tag) -> dict:
+    axes = rec["axes"]
+    err = rec.get("error") or {}
+    lo = rec.get("losses") or {}
+    cards = summary.card_peaks(rec)
+    return {
+        "id": rec["id"],
+        "cell": rec["cell"],
+        "configuration": summary.configuration(rec),
+        "hardware": summary.hardware_label(rec),
+        **{k: axes.get(k) for k in ("stack", "precision", "quantization", "method", "strategy", "ranks")},
+        "grad_ckpt": bool(axes.get("grad_ckpt")),
+        "model": axes.get("model", "default"),
+        "outcome": rec["outcome"],
+        "date": rec.get("finished_at", ""),
+        "duration": rec.get("duration_s"),
+        "runner": summary.runner_name(rec),
+        "ci_run": (rec.get("runner") or {}).get("ci_run"),
+        "provenance": rec.get("provenance") or [],
+        "versions": dict(zip(TRACKED, summary.versions(rec))),
+        "python": rec["fingerprint"].get("python") or "—",
+        "cards": cards,
+        "peak": summary.peak_per_card(rec),
+        "loss": [lo["first"], lo["last"]] if isinstance(lo.get("first"), (int, float)) and isinstance(lo.get("last"), (int, float)) else None,
+        "eval": ([lo["eval_before"], lo["eval_after"]]
+                 if isinstance(lo.get("eval_before"), (int, float)) and isinstance(lo.get("eval_after"), (int, float)) else None),
+        "error": err.get("signature") or "",
+        "message": err.get("message") or "",
+        "excerpt": (err.get("excerpt") or "")[-EXCERPT_CHARS:],
+        "reason": rec.get("reason") or "",
+        "known_issues": summary.known_issues_of(rec, tag),
+        "log": rec.get("log") or "",
+        "agreement": _agreement(rec),
+        "conflict": [{"runner": conflict.who(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
+                     for r in conflict.records] if conflict else None,
+    }
+
+
+def _agreement(rec: dict) -> dict | None:
+    """What the page shows of a record held to the reference stack's (agreement.py): its status,
+    and where the losses part."""
+    a = rec.get("agreement") or {}
+    if a.get("status") not in ("agrees", "differs", "not-compared"):
+        return None
+    keep = ("status", "reference", "parted_at_step", "loss", "reference_loss", "allowed", "reference_record", "why")
+    return {k: a[k] for k in keep if k in a}
+
+
+def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None,
+              layout: support.Layout | None = None) -> dict:
+    """The page's data from a summary.Summary (or a list of records)."""
+    layout = layout or support.Layout()
+    shown = recs if isinstance(recs, summary.Summary) else summary.Summary(recs)
+    tag = summary.tagger(issues)
+    clashes = shown.conflicts()
+    rows = [dict(row(r, clashes.get(summary.key(r)), tag), measurement=layout.is_measurement(r)) for r in shown.rows()]
+    known = {}
+    for r in rows:
+        for k in r["known_issues"]:
+            issue = issues.get(k) if issues else None
+            if issue:
+                known[k] = {"title": issue.title, "cause": issue.cause, "fix": list(issue.fix), "sources": list(issue.sources)}
+    return {
+        "rows": rows,
+        "record_count": shown.count,
+        "runners": sorted(shown.runners),
+        "bad_lines": bad_lines,
+        "outcomes": list(records.OUTCOMES),
+        "known_issues": known,
+        "predicted": predicted or [],
+        "support": [hw.as_dict() for hw in support.by_hardware(shown.rows(), layout, tag, clashes)],
+    }
+
+
+def _finite(obj):
+    """NaN and infinities (a diverged loss) as null: JSON.parse rejects them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def render(data: dict, command: str) -> str:
+    script = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
+    style = (PAGE_DIR / "style.css").read_text(encoding="utf-8")
+    payload = (json.dumps(_finite(data), sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+               .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+    template = string.Template((PAGE_DIR / "template.html").read_text(encoding="utf-8"))
+    return template.substitute(
+        command=html.escape(command), style=style, script=script, data=payload,
+        script_hash=_csp_hash(script), style_hash=_csp_hash(style),
+    )
+
+
+def write(results_dir: Path, data: dict, command: str) -> Path:
+    path = results_dir / "index.html"
+    records.write_atomic(path, render(data, command))
+    return path

@@ -1,0 +1,219 @@
+"""`compat wheelhouse DIR`: every wheel a GPU host needs to run compat's grids with no network.
+
+    compat wheelhouse wheels/ --python 3.12 --platform x86_64-manylinux_2_28
+
+fills wheels/ with, for the target interpreter and platform:
+  - the pins of the chosen stacks (default: every stack the GPU grids use), resolved now by uv for
+    that target with torch left out (a stack inherits the runner's torch);
+  - the requirements files given (default: requirements/gpu-stack.txt, what tox's gpu-matrix env
+    and the `local` stack install beside the runner's torch);
+  - compat itself, built from this checkout, and what it needs to run (packaging, nvidia-ml-py,
+    uv, ...);
+each downloaded as a binary wheel for the target, or, for a package published only as a source
+distribution (DeepSpeed), built here into a wheel that must be pure Python (DS_BUILD_OPS=0: its
+ops are compiled on the GPU host at first use, as always). Then on the air-gapped host:
+
+    pip install --no-index --find-links wheels/ compat -r requirements/gpu-stack.txt
+    compat run --offline --find-links wheels/ --matrix 'matrix/gpu*.toml'
+
+A manifest, compat-wheelhouse.json, lists the target, what each stack resolved to, and every file
+with its size and sha256. A stack that cannot install on the target Python (its `python`
+specifier), or that installs its own torch, is left out and said so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import os
+import platform as host_platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from harness.run.envs import find_uv, parse_pins
+from harness.catalog.stacks import Stack
+from harness.errors import CompatError, UsageError
+
+MANIFEST = "compat-wheelhouse.json"
+PLATFORM = re.compile(r"^(x86_64|aarch64)-manylinux_(\d+)_(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    python: str  # "3.12"
+    platform: str  # uv's spelling: "x86_64-manylinux_2_28"
+
+    @property
+    def pip_platforms(self) -> list[str]:
+        """pip's platform tags for the target: manylinux_2_28_x86_64 and every older glibc's, with
+        their legacy names (manylinux2014 is 2_17, manylinux2010 2_12, manylinux1 2_5): a 2.28 host
+        runs them all, and pip does not add them itself (pip 23.2 takes each tag as given)."""
+        arch, major, minor = PLATFORM.match(self.platform).groups()
+        legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+        tags = []
+        for m in range(int(minor), 4, -1):
+            tags.append(f"manylinux_{major}_{m}_{arch}")
+            if major == "2" and m in legacy:
+                tags.append(f"{legacy[m]}_{arch}")
+        return tags
+
+    @classmethod
+    def parse(cls, python: str | None, platform: str | None) -> "Target":
+        python = python or ".".join(host_platform.python_version_tuple()[:2])
+        if not re.fullmatch(r"3\.\d{1,2}", python):
+            raise UsageError(f"--python {python!r}: give the target's Python as MAJOR.MINOR, e.g. 3.12")
+        platform = platform or f"{host_platform.machine()}-manylinux_2_28"
+        if not PLATFORM.match(platform):
+            raise UsageError(f"--platform {platform!r}: give a Linux target as ARCH-manylinux_X_Y, e.g. "
+                             "x86_64-manylinux_2_28 or aarch64-manylinux_2_28 (GPU runners are Linux)")
+        return cls(python, platform)
+
+
+@dataclasses.dataclass
+class Made:
+    directory: Path
+    target: Target
+    resolved: dict[str, dict[str, str]]  # stack (or requirements file) -> name -> version
+    skipped: dict[str, str]  # stack -> why it is not in the wheelhouse
+    files: list[dict]  # name, size_bytes, sha256, how ("downloaded" | "built" | "compat")
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f["size_bytes"] for f in self.files)
+
+
+def make(directory: Path, stacks: list[Stack], requirement_files: list[Path], project: Path | None, target: Target,
+         log=print) -> Made:
+    """Fill `directory` (made if missing; wheels already there are kept) for `target`."""
+    uv = find_uv()
+    if uv is None:
+        raise CompatError("compat wheelhouse needs uv to resolve for another interpreter (pip install uv)")
+    directory.mkdir(parents=True, exist_ok=True)
+    resolved: dict[str, dict[str, str]] = {}
+    skipped: dict[str, str] = {}
+    for stack in stacks:
+        if stack.torch != "inherit":
+            skipped[stack.name] = f"it installs its own torch ({stack.torch}); a wheelhouse leaves torch to the runner"
+            continue
+        if stack.python and not SpecifierSet(stack.python).contains(f"{target.python}.0", prereleases=True):
+            skipped[stack.name] = f"it installs on Python {stack.python}" + (f" ({stack.python_why})" if stack.python_why else "")
+            continue
+        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}")
+    for path in requirement_files:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"--requirement {path}: cannot be read: {exc.strerror}") from None
+        reqs = [line.split("#", 1)[0].strip() for line in lines]
+        resolved[str(path)] = _compile(uv, [r for r in reqs if r and not r.startswith("-")], target, str(path))
+    files: list[dict] = []
+    if project is not None:
+        files.append(_build_compat(project, directory, log))
+        resolved["compat"] = _compile(uv, _compat_requirements(project), target, "compat's own requirements")
+    # every version any stack resolved to goes in (hf2024's transformers and hf2026's, both)
+    for name, version in sorted({pin for pins in resolved.values() for pin in pins.items()}):
+        files.append(_fetch(name, version, target, directory, log))
+    made = Made(directory, target, resolved, skipped, files)
+    _write_manifest(made)
+    return made
+
+
+def _compile(uv: str, requirements: list[str], target: Target, what: str) -> dict[str, str]:
+    """name -> version of everything `requirements` needs on `target`, torch left out."""
+    if not requirements:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="compat-wheelhouse-") as tmp:
+        excludes = Path(tmp, "excludes.txt")
+        excludes.write_text("torch\n", encoding="utf-8")
+        cmd = [uv, "pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python-version", target.python,
+               "--python-platform", target.platform, "--excludes", str(excludes), "-"]
+        try:
+            out = subprocess.run(cmd, input="\n".join(requirements) + "\n", capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CompatError(f"resolving {what} for Python {target.python} on {target.platform}: {exc}") from None
+    if out.returncode != 0:
+        raise CompatError(f"resolving {what} for Python {target.python} on {target.platform} failed: {out.stderr.strip()[-2000:]}")
+    return parse_pins(out.stdout)
+
+
+def _pip(*args: str, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check", "--no-input"],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _fetch(name: str, version: str, target: Target, directory: Path, log) -> dict:
+    """The wheel of name==version for the target: downloaded, or built here where PyPI has only
+    a source distribution (a build that is not pure Python cannot serve another target)."""
+    before = set(directory.glob("*.whl"))
+    platforms = [arg for tag in target.pip_platforms for arg in ("--platform", tag)]
+    got = _pip("download", "--no-deps", "--only-binary=:all:", "--python-version", target.python, "--implementation", "cp",
+               *platforms, "--dest", str(directory), f"{name}=={version}")
+    how = "downloaded"
+    if got.returncode != 0:
+        # DeepSpeed publishes only a source distribution; with DS_BUILD_OPS=0 it builds a pure wheel
+        got = _pip("wheel", "--no-deps", "--wheel-dir", str(directory), f"{name}=={version}", env={"DS_BUILD_OPS": "0"})
+        how = "built"
+        if got.returncode != 0:
+            raise CompatError(f"{name}=={version}: no wheel for Python {target.python} on {target.platform}, and it does "
+                              f"not build here: {got.stderr.strip()[-1500:]}")
+    wheel = _wheel_of(directory, name, version, before)
+    if how == "built" and not wheel.name.endswith("-none-any.whl"):
+        wheel.unlink()
+        raise CompatError(f"{name}=={version}: PyPI has no wheel for Python {target.python} on {target.platform}, and its "
+                          f"source builds into {wheel.name}, for this machine only")
+    log(f"  {wheel.name}  {wheel.stat().st_size / 2**20:,.1f} MiB  ({how})")
+    return _entry(wheel, how)
+
+
+def _wheel_of(directory: Path, name: str, version: str, before: set) -> Path:
+    norm = canonicalize_name(name).replace("-", "_")
+    for wheel in sorted(directory.glob("*.whl")):
+        dist, ver = wheel.name.split("-")[:2]
+        if canonicalize_name(dist).replace("-", "_") == norm and ver == version:
+            return wheel
+    new = sorted(set(directory.glob("*.whl")) - before)
+    raise CompatError(f"{name}=={version}: pip left {', '.join(w.name for w in new) or 'no wheel'} in {directory}")
+
+
+def _build_compat(project: Path, directory: Path, log) -> dict:
+    with tempfile.TemporaryDirectory(prefix="compat-wheel-") as tmp:
+        got = _pip("wheel", "--no-deps", "--wheel-dir", tmp, str(project))
+        if got.returncode != 0:
+            raise CompatError(f"building compat's own wheel from {project} failed: {got.stderr.strip()[-1500:]}")
+        (built,) = Path(tmp).glob("*.whl")
+        wheel = directory / built.name
+        shutil.copy2(built, wheel)
+    log(f"  {wheel.name}  {wheel.stat().st_size / 2**20:,.1f} MiB  (compat, built from {project})")
+    return _entry(wheel, "compat")
+
+
+def _compat_requirements(project: Path) -> list[str]:
+    import tomllib
+
+    with open(project / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
+def _entry(wheel: Path, how: str) -> dict:
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return {"name": wheel.name, "size_bytes": wheel.stat().st_size, "sha256": digest, "how": how}
+
+
+def _write_manifest(made: Made) -> None:
+    doc = {
+        "made_by": "compat wheelhouse", "made_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "target": dataclasses.asdict(made.target), "resolved": made.resolved, "skipped": made.skipped,
+        "files": made.files, "total_bytes": made.total_bytes,
+    }
+    from harness.evidence.records import write_atomic
+
+    write_atomic(made.directory / MANIFEST, json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,397 @@
+"""What `compat explain` reads from a log besides a known issue's wording (harness/answers/explain.py):
+versions and GPUs from the reports users paste, the failure family when no entry matches, and
+the ranking by the versions found (`--env`).
+
+The env-report lines below are TEST INPUTS written in the formats the tools print (pip freeze,
+`transformers-cli env`, `ds_report`, collect_env, nvidia-smi), not copied from a report; the
+logs the families are tested on are the known-issue base's examples, copied from public reports."""
+
+import json
+import textwrap
+
+import pytest
+
+from conftest import ROOT, assert_clean_error, call_compat
+from harness.answers import explain
+from harness.catalog import gpus, known_issues
+
+BASE = known_issues.KnownIssues.load(ROOT / "matrix")
+GPUS = gpus.GpuDb.load(ROOT / "matrix")
+
+ENV_REPORT = textwrap.dedent("""\
+    - `transformers` version: 4.28.1
+    - Platform: Linux-5.15.0-91-generic-x86_64-with-glibc2.35
+    - PyTorch version (GPU?): 2.0.1+cu118 (True)
+    - `Accelerate` version: 0.20.3
+    deepspeed info ................... 0.9.5, unknown, unknown
+    [pip3] peft==0.4.0
+    bitsandbytes                  0.39.0
+    GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-5f1c3a3e)
+    """)
+NVIDIA_SMI = textwrap.dedent("""\
+    |   0  NVIDIA A100-SXM4-80GB          On  | 00000000:07:00.0 Off |                    0 |
+    |   1  NVIDIA A100-SXM4-80GB          On  | 00000000:0F:00.0 Off |                    0 |
+    """)
+
+
+def test_versions_and_gpus_from_the_reports_users_paste():
+    facts = explain.read(known_issues.clean(ENV_REPORT), GPUS)
+    assert facts.versions == {"transformers": "4.28.1", "torch": "2.0.1+cu118", "accelerate": "0.20.3",
+                              "deepspeed": "0.9.5", "peft": "0.4.0", "bitsandbytes": "0.39.0"}
+    assert facts.packages()["torch"] == "2.0.1"  # the local build tag is not part of the version a condition reads
+    assert facts.gpus == ["Tesla V100"] and facts.cc == "7.0"
+    smi = explain.read(NVIDIA_SMI, GPUS)
+    assert smi.gpus == ["A100"] and smi.cc == "8.0"
+    # a card the database lacks keeps the name the log prints, and no compute capability is guessed
+    other = explain.read("GPU 0: NVIDIA Imaginary X9 (UUID: GPU-1)\n", GPUS)
+    assert other.gpus == ["NVIDIA Imaginary X9"] and other.cc is None
+    # torch's own warning names the capability
+    warned = explain.read("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n", GPUS)
+    assert warned.cc == "12.0"
+
+
+@pytest.mark.parametrize("issue_id,family", [
+    ("transformers-top-k-top-p-filtering-removed", "import-name"),
+    ("transformers-pre430-no-4bit", "unexpected-kwarg"),
+    ("flash-attn-undefined-symbol-torch-abi", "undefined-symbol"),
+    ("torchrun-child-sigkill-host-oom", "killed"),
+    ("nccl-duplicate-gpu-detected", "nccl-error"),
+    ("ddp-oom-no-sharding", "oom-gpu"),
+    ("torch-sm120-blackwell-not-compatible", "no-kernel-image"),
+    ("transformers-bf16-unsupported-pre-ampere", "python-exception"),
+    ("deepspeed-launcher-local-rank-unrecognized", "cli-usage"),
+    ("gradckpt-use-reentrant-warning", "warnings-only"),
+])
+def test_the_family_of_real_errors(issue_id, family):
+    text = known_issues.clean(BASE.get(issue_id).example)
+    assert explain.classify(text, explain.read(text, GPUS)).family == family
+
+
+# TEST INPUTS: made-up tracebacks in the wording Python, torch and NCCL print (no real record)
+MADE_UP = [
+    ('  File "/env/site-packages/somelib/trainer.py", line 9, in _loop\n    self.log(logs, start_time)\n'
+     "TypeError: log() takes 2 positional arguments but 3 were given\n", "signature-mismatch", "log is called with other arguments"),
+    ('  File "/env/site-packages/somelib/utils.py", line 7, in get_config\n    return AdapterConfig(r=8)\n'
+     "NameError: name 'AdapterConfig' is not defined\n", "name-not-defined", "find which package provides AdapterConfig"),
+    ('  File "/env/site-packages/somelib/sft.py", line 5, in tokenize\n    element["messages"]\nKeyError: \'messages\'\n',
+     "data-format", "a field it expects (messages)"),
+    ("    raise ValueError(\"num_samples should be a positive integer value, but got num_samples=0\")\n"
+     "ValueError: num_samples should be a positive integer value, but got num_samples=0\n", "data-format", "empty"),
+    ("UnknownError: ncclCommInitRank failed: unhandled cuda error\n", "nccl-error", "a collective between ranks failed"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
+     "device-mismatch", "not moved to the model's device"),
+    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for model.embed_tokens.weight: "
+     "copying a param with shape torch.Size([32001, 4096]) from checkpoint\n", "shape-mismatch", "resize the embeddings"),
+    ("'tuple' object has no attribute 'logits'\n", "attribute-missing", "an API that changed between versions"),
+    ("RuntimeError: No executable batch size found, reached zero.\n", "oom-gpu", "compat fit"),
+    ('  File "/env/site-packages/somelib/loader.py", line 10, in load\n    assert is_valid, "model is not correctly loaded."\n',
+     "traceback-cut", "paste the traceback to its end"),
+    ("    raise InvalidRequirement(str(e)) from e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
+     "python-exception", "InvalidRequirement raised"),
+]
+# TEST INPUTS: excerpts of public reports, as their threads quote them
+QUOTED = [
+    # https://github.com/mudler/LocalAI/issues/1336: the project's own transformers.py shadows transformers
+    ('  File "/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py", line 18, in <module>\n'
+     "    from transformers import AutoModel\n"
+     "ImportError: cannot import name 'AutoModel' from partially initialized module 'transformers' (most likely due to a "
+     "circular import) (/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py)\n",
+     "shadowed-module", "a file or folder of yours named like it (transformers.py"),
+    # https://github.com/xmsley614/nt_tool/issues/2: a local parser/ folder shadows the standard library's parser
+    ('  File "xxx\\nt_tool\\main_zh.py", line 3, in <module>\n    from parser import convert_response, results_to_excel\n'
+     "ImportError: cannot import name 'convert_response' from 'parser' (unknown location)\n",
+     "shadowed-module", "print(parser.__path__)"),
+    # https://github.com/khast3x/h8mail/issues/54: an f-string in an installed package, on Python 3.5
+    ('  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18\n'
+     '    c.info_news(f"Looking up {t.target} in BreachCompilation")\n'
+     "                                                            ^\n"
+     "SyntaxError: invalid syntax\n", "syntax-error", "belongs to (h8mail)"),
+    # https://github.com/openai/gpt-2/issues/274: no checkpoint was found ("Loading snapshot None...")
+    ("Loading snapshot None...\nTraceback (most recent call last):\n"
+     '  File "/home/abigailkkeenan/gpt-2/tflex.py", line 206, in restore\n'
+     "    if '.ckpt' in os.path.basename(save_path):\n"
+     '  File "/usr/lib/python3.5/posixpath.py", line 139, in basename\n    i = p.rfind(sep) + 1\n'
+     "AttributeError: 'NoneType' object has no attribute 'rfind'\n", "none-value", "failed to load or was not found"),
+    # https://github.com/ArtLabss/tennis-tracking/issues/16: a +cu102 torch, which only PyTorch's index has
+    ("ERROR: Could not find a version that satisfies the requirement torch==1.9.0+cu102 (from versions: 1.4.0, 1.5.0, "
+     "1.5.1, 1.6.0, 1.7.0, 1.7.1, 1.8.0, 1.8.1, 1.9.0, 1.9.1, 1.10.0, 1.10.1, 1.10.2, 1.11.0)\n"
+     "ERROR: No matching distribution found for torch==1.9.0+cu102\n", "pip-no-distribution", "no release of torch==1.9.0+cu102"),
+    # https://github.com/Abuuu122/Dereflection-Any-Image/pull/13: xformers pins another torch than the requirements file
+    ("ERROR: Cannot install -r requirements.txt (line 8) and torch==2.5.0 because these package versions have conflicting "
+     "dependencies.\n\nThe conflict is caused by:\n    The user requested torch==2.5.0\n"
+     "    xformers 0.0.28 depends on torch==2.4.1\n", "pip-conflict", "xformers, torchvision and torchaudio each need one exact torch"),
+    # https://github.com/tristandeleu/pytorch-meta/issues/170: the install failed, and the log goes on to the import
+    ("ERROR: Could not find a version that satisfies the requirement torch<1.8.0,>=1.4.0 (from torchmeta) (from versions: "
+     "1.11.0, 1.12.0, 1.12.1, 1.13.0, 1.13.1, 2.0.0, 2.0.1)\nERROR: No matching distribution found for torch<1.8.0,>=1.4.0\n\n"
+     "ModuleNotFoundError                       Traceback (most recent call last)\nCell In[3], line 2\n"
+     "----> 2 from torchmeta.modules import (MetaModule, MetaSequential, MetaLinear)\n\n"
+     "ModuleNotFoundError: No module named 'torchmeta'\n", "module-missing", "is not installed in this environment"),
+]
+
+
+@pytest.mark.parametrize("log,family,says", MADE_UP + QUOTED)
+def test_families_of_errors_no_entry_names(log, family, says):
+    """The families of common failures: an argument count that changed between releases, a name a
+    guarded import left undefined, data without the fields the code reads, an NCCL init failure,
+    and an exception class that does not end in Error (read with its module path). And families
+    whose cause is not a version of the library that raised them: a file or folder named like a
+    package, found before it (the import loops into it, or finds an empty folder); source Python
+    cannot parse (a newer Python's syntax, a broken release, a saved HTML page); a value that is
+    None because something was not loaded or found earlier; and pip finding no release for this
+    Python or index, or pins that exclude each other (answered only when the log does not go on to
+    a Python error of its own)."""
+    answer = explain.classify(log, explain.read(log, GPUS))
+    assert answer.family == family and says in answer.cause + answer.step
+
+
+def test_an_error_of_code_that_touches_zero3_partitioned_parameters():
+    """Under ZeRO-3 a parameter outside the engine's forward is an empty placeholder: code that
+    loads or reads weights itself fails with a shape, device or plain exception. The log shows it
+    by the ZeRO-3 config or by a parameter of torch.Size([0]); the answer says to try ZeRO-2 and
+    to gather the parameters, not that the checkpoint belongs to another model."""
+    # TEST INPUT: https://github.com/haotian-liu/LLaVA/issues/665 (a comment's traceback, as quoted)
+    log = ('File "/llava/model/llava_arch.py", line 82, in initialize_vision_modules\n'
+           "self.mm_projector.load_state_dict(get_w(mm_projector_weights, 'mm_projector'))\n"
+           'File "/conda/envs/python3.8.13/lib/python3.8/site-packages/torch/nn/modules/module.py", line 2041, in load_state_dict\n'
+           "raise RuntimeError('Error(s) in loading state_dict for {}:\\n\\t{}'.format(\n"
+           "RuntimeError: Error(s) in loading state_dict for Sequential:\n"
+           "size mismatch for 0.weight: copying a param with shape torch.Size([5120, 1024]) from checkpoint, the shape in "
+           "current model is torch.Size([0]).\n")
+    answer = explain.classify(log, explain.read(log, GPUS))
+    assert answer.family == "zero3-partitioned" and "GatheredParameters" in answer.step and "ZeRO-2" in answer.step
+    other = log.replace("torch.Size([0])", "torch.Size([5120, 4096])")  # another shape: a checkpoint of another model
+    assert explain.classify(other, explain.read(other, GPUS)).family == "shape-mismatch"
+    # TEST INPUT, made up (no real record): a plain exception under a ZeRO-3 config that the log shows
+    plain = '--deepspeed ds_config_zero3.json\n  File "/work/train.py", line 9, in load\nIndexError: too many indices\n'
+    assert explain.classify(plain, explain.read(plain, GPUS)).family == "zero3-partitioned"
+    assert explain.classify(plain.replace("zero3", "zero2"), explain.read(plain.replace("zero3", "zero2"), GPUS)).family == "project-code"
+
+
+def test_a_log_of_warnings_names_the_most_repeated_one():
+    """TEST INPUT: made-up warning lines, one repeated with different numbers: the answer is a
+    family answer (warnings-only), not "no error line", and leads with the repeated warning."""
+    log = "WARNING: something once\n" + "".join(f"WARNING: mismatch {n} vs. {n + 14}. (ignored)\n" for n in range(5)) + "UserWarning: last\n"
+    answer = explain.classify(log, explain.read(log, GPUS))
+    assert answer.family == "warnings-only" and answer.matched.startswith("WARNING: mismatch") and "repeats 5 times" in answer.cause
+
+
+def test_the_family_answer_names_what_the_log_says():
+    text = known_issues.clean(BASE.get("transformers-top-k-top-p-filtering-removed").example)
+    facts = explain.read(text + "\n[pip3] transformers==4.40.0\n", GPUS)
+    answer = explain.classify(text, facts)
+    assert "the installed transformers has no top_k_top_p_filtering" in answer.cause
+    assert "your transformers version (4.40.0)" in answer.step
+
+
+def test_explain_without_a_match_gives_a_family_answer_and_the_entries_the_versions_meet(tmp_path):
+    """TEST INPUT: the import error of a real report (transformers-top-k-top-p-filtering-removed's
+    example) with the name changed, so that no entry's signature matches it."""
+    log = tmp_path / "train.log"
+    example = BASE.get("transformers-top-k-top-p-filtering-removed").example.replace("top_k_top_p_filtering", "some_helper")
+    log.write_text("[pip3] transformers==4.46.0\n" + example)
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "No known issue matches" in out and "A family-level answer, not a matched known issue: import-name" in out
+    assert "compare your transformers version (4.46.0)" in out
+    assert "transformers-top-k-top-p-filtering-removed" in out  # its conditions (transformers >= 4.39) hold
+    data = json.loads(call_compat("explain", str(log), "--format", "json").stdout)
+    assert data["matches"] == [] and data["family"]["name"] == "import-name" and data["facts"]["versions"] == {"transformers": "4.46.0"}
+
+
+def test_any_bytes_get_an_answer(tmp_path):
+    log = tmp_path / "garbage.log"
+    log.write_bytes(b"\x00\xff\xfe random bytes \x80\n\n")
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0 and "A family-level answer, not a matched known issue: no-error-line" in proc.stdout
+
+
+def test_env_versions_rank_the_entry_whose_conditions_hold_first(tmp_path):
+    """Both entries match `unexpected keyword argument 'load_in_4bit'`: transformers < 4.30 (no
+    4-bit yet) and >= 5 (removed). The env report's transformers 4.28.1 decides."""
+    log = tmp_path / "train.log"
+    log.write_text(BASE.get("transformers-pre430-no-4bit").example + BASE.get("transformers5-load-in-kbit-removed").example)
+    env = tmp_path / "env.txt"
+    env.write_text(ENV_REPORT)
+    ranked = [m.issue.id for m in BASE.explain(log.read_text(), {"transformers": "5.1.0"})]
+    assert ranked.index("transformers5-load-in-kbit-removed") < ranked.index("transformers-pre430-no-4bit")
+    proc = call_compat("explain", str(log), "--env", str(env))
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
+    assert first.startswith("transformers-pre430-no-4bit")
+    assert "transformers <4.30, quantization in nf4/nf4dq/fp4/fp4dq: hold for what the log shows" in proc.stdout
+    assert "transformers >=5.0: do NOT hold for what the log shows" in proc.stdout
+    assert "GPU: Tesla V100 (compute capability 7.0)" in proc.stdout
+
+
+def test_a_missing_env_report_is_a_clear_error(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: x\n")
+    assert_clean_error(call_compat("explain", str(log), "--env", str(tmp_path / "nope.txt")), 2)
+
+
+def test_an_error_from_a_models_own_code_points_at_that_model():
+    """The Emu3 report (transformers449-cache-get-max-length-removed's example): the last frame is
+    the model's own modeling_emu3.py from the hub, not transformers."""
+    text = known_issues.clean(BASE.get("transformers449-cache-get-max-length-removed").example)
+    facts = explain.read(text, GPUS)
+    assert facts.remote_model == "BAAI/Emu3-Gen" and facts.package is None
+    assert explain.classify(text, facts).step.startswith("the error is raised in BAAI/Emu3-Gen's own modeling code")
+    library = known_issues.clean(BASE.get("transformers-pre430-no-4bit").example)
+    facts = explain.read(library, GPUS)
+    assert facts.package == "transformers" and facts.remote_model is None
+
+
+def test_an_oom_under_zero3_is_not_blamed_on_ddp(tmp_path):
+    """TEST INPUT: ddp-oom-no-sharding's real OOM line under a line of a ZeRO-3 config, as
+    DeepSpeed's JSON writes it: the DDP entry's condition (strategy ddp) does not hold, and the
+    answer is the sharded-OOM entry (activations, offload, the load-time peak, compat fit)."""
+    log = tmp_path / "train.log"
+    log.write_text('  "zero_optimization": {"stage": 3, "offload_param": {"device": "none"}},\n' + BASE.get("ddp-oom-no-sharding").example)
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert "strategy the log shows: zero3" in proc.stdout
+    first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
+    assert first.startswith("sharded-oom-activations-load-peak")
+    assert "strategy in ddp: do NOT hold for what the log shows" in proc.stdout and "compat fit" in proc.stdout
+
+
+def test_an_oom_that_shows_no_strategy_gets_the_oom_answer_before_any_strategys(tmp_path):
+    """TEST INPUT: ddp-oom-no-sharding's real OOM line alone, as a single-card user pastes it:
+    nothing shows DDP or sharding, so the family answer (compat fit, micro-batch, sequence length,
+    checkpointing, expandable_segments) comes first and neither strategy's entry is the answer."""
+    text = BASE.get("ddp-oom-no-sharding").example
+    facts = explain.read(known_issues.clean(text), GPUS)
+    assert facts.strategy is None
+    matches = BASE.explain(text, facts.packages(), facts.cc, facts.axes())
+    assert {m.issue.id for m in matches} >= {"ddp-oom-no-sharding", "sharded-oom-activations-load-peak"}
+    assert not any(m.answers for m in matches)
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.split("\n1. ", 1)[0]
+    assert "family-level answer (not a matched known issue): oom-gpu" in head and "compat fit" in head
+    assert "the log does not show the strategy; this applies only if it is so" in proc.stdout
+
+
+def test_an_oom_from_several_ranks_without_sharding_is_the_ddp_entry():
+    """TEST INPUT: the same real OOM line, as rank 1 of a torchrun job prints it: ranks and no
+    ZeRO/FSDP show plain DDP, so the DDP entry holds and comes first."""
+    text = "[rank1]: " + BASE.get("ddp-oom-no-sharding").example.strip()
+    facts = explain.read(known_issues.clean(text), GPUS)
+    assert facts.strategy == "ddp"
+    matches = BASE.explain(text, facts.packages(), facts.cc, facts.axes())
+    assert matches[0].issue.id == "ddp-oom-no-sharding" and matches[0].verdict == "hold"
+
+
+def test_a_log_with_two_problems_names_both(tmp_path):
+    """TEST INPUT: the bf16 refusal of a real report (transformers-bf16-unsupported-pre-ampere's
+    example) under a made-up torchrun command line that also sets --tf32 True, on a V100 as
+    nvidia-smi -L names it: the bf16 entry matches, and the tf32 option, which fails on this card
+    next, is named too. On an A100 the tf32 option is no problem and is not named."""
+    command = "torchrun --nproc_per_node 2 train.py --bf16 True --tf32 True --output_dir out\n"
+    example = BASE.get("transformers-bf16-unsupported-pre-ampere").example
+    log = tmp_path / "train.log"
+    log.write_text(command + example + "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-1)\n")
+    proc = call_compat("explain", str(log))
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.split("\n1. ", 1)[1].split("\n", 1)[0]
+    assert first.startswith("transformers-bf16-unsupported-pre-ampere")
+    also = proc.stdout.split("The log also sets options that fail", 1)[1]
+    assert "transformers-tf32-requires-ampere" in also and "set:     --tf32 True" in also
+    data = json.loads(call_compat("explain", str(log), "--format", "json").stdout)
+    assert [s["id"] for s in data["settings"]] == ["transformers-tf32-requires-ampere"]
+    log.write_text(command.replace("--tf32 True", "--tf32 False") + example + "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-1)\n")
+    assert "also sets options" not in call_compat("explain", str(log)).stdout
+    a100 = known_issues.clean(command + "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n")
+    facts = explain.read(a100, GPUS)
+    assert facts.cc == "8.0" and BASE.set_to_fail(a100, facts.packages(), facts.cc, facts.axes(), set()) == []
+
+
+def test_a_generic_error_in_a_models_own_code_is_the_remote_code_family():
+    """TEST INPUT: a made-up traceback whose last frame is a hub model's own configuration code
+    (transformers_modules/...), ending in a KeyError no family reads: the answer is that model's
+    code and the transformers version it was written for, not a bare exception."""
+    log = ('  File "/root/.cache/huggingface/modules/transformers_modules/Org/Some-Model-8B/configuration_some.py", line 40, in __init__\n'
+           "    self.vision = VisionConfig(**vision_config['params'])\n"
+           "KeyError: 'params'\n")
+    facts = explain.read(log, GPUS)
+    answer = explain.classify(log, facts)
+    assert facts.remote_model == "Org/Some-Model-8B" and answer.family == "remote-code"
+    assert "Org/Some-Model-8B's own code" in answer.cause and "transformers_version" in answer.step
+
+
+def test_a_generic_error_in_the_projects_own_code_points_at_the_project():
+    """TEST INPUT: a made-up traceback whose last frame is a training script of the project itself
+    (no site-packages, not Python's own modules), ending in a ValueError no family reads: the answer
+    is the project's pinned versions, latest commit and documented usage. The same error raised in
+    Python's own modules stays a bare exception."""
+    log = ('  File "/home/user/SomeTuner/train/rl_training.py", line 120, in main\n'
+           "    score = float(outputs.scores)\n"
+           "ValueError: only one element tensors can be converted to Python scalars\n")
+    facts = explain.read(log, GPUS)
+    answer = explain.classify(log, facts)
+    assert facts.project_file == "rl_training.py" and facts.package is None
+    assert answer.family == "project-code" and "rl_training.py" in answer.cause and "pins" in answer.step
+    stdlib = log.replace("/home/user/SomeTuner/train/rl_training.py", "/usr/lib/python3.10/json/decoder.py")
+    assert explain.read(stdlib, GPUS).project_file is None
+    assert explain.classify(stdlib, explain.read(stdlib, GPUS)).family == "python-exception"
+
+
+# TEST INPUTS: the last frame of a traceback as notebooks and rich print it, quoted from public
+# reports, each followed by a made-up exception line (the quoted excerpts stop before theirs).
+FRAME_STYLES = [
+    # IPython 8 in VS Code, https://github.com/zai-org/GLM-4/issues/237
+    ("File /opt/conda/lib/python3.10/site-packages/transformers/trainer.py:1885, in Trainer.train(self, "
+     "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n", "transformers", None),
+    # IPython 8 on Windows, https://github.com/huggingface/transformers/issues/36723
+    ("File ~\\anaconda3\\Lib\\site-packages\\transformers\\trainer.py:2241, in Trainer.train(self, "
+     "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n", "transformers", None),
+    # IPython 7, a one-file module in site-packages, https://github.com/marvin-ai/marvin-python-toolbox/issues/31
+    ("/home/taka/.virtualenvs/iris-species-engine-env/local/lib/python2.7/site-packages/configobj.pyc in "
+     "__getitem__(self, key)\n    552     def __getitem__(self, key):\n", "configobj", None),
+    # IPython 7, the project's own file, the same report
+    ("/home/taka/marvin/marvin-python-toolbox/marvin_python_toolbox/common/config.pyc in _load(cls, section)\n"
+     "---> 88         cls._conf[section] = load_conf_from_file(section=section)\n", None, "config.pyc"),
+    # rich, https://github.com/huggingface/transformers/issues/22358
+    ("\u2502 /opt/conda/lib/python3.7/site-packages/transformers/utils/import_utils.py:1110 in _get_module    \u2502\n"
+     "\u2502 \u2771 1110 \u2502   def __getattr__(self, name: str) -> Any:                                              \u2502\n",
+     "transformers", None),
+]
+
+
+@pytest.mark.parametrize("frame,package,project_file", FRAME_STYLES)
+def test_the_frame_that_raised_is_read_in_notebook_and_rich_tracebacks(frame, package, project_file):
+    """Users fine-tune in notebooks (Colab, Jupyter, VS Code) and with tools that print rich
+    tracebacks: the package or project file whose frame raised the error is read from those
+    layouts too, so the family answer names the package and its version, or the project."""
+    log = frame + "RuntimeError: something failed\n"
+    facts = explain.read(log, GPUS)
+    assert (facts.package, facts.project_file) == (package, project_file)
+    if package:
+        assert f"({package}" in explain.classify(log, facts).step
+
+
+def test_the_tail_is_the_last_lines_however_they_end():
+    """explain reads the family from the log's last lines; it finds them from the end of the
+    text (a 100 MB log is not split whole), with the same lines str.splitlines gives, for every
+    line ending Python knows (\\n, \\r\\n, \\r, \\u2028) and a final newline or none."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        text = "".join(rng.choice(["a", "\n", "\r", "\r\n", "b\u2028", " "]) for _ in range(rng.randint(0, 3000)))
+        assert explain._tail(text) == "\n".join(text.splitlines()[-explain.TAIL_LINES:])
+
+
+def test_a_family_is_read_through_a_launchers_line_prefixes():
+    """torchrun's "[rank0]:" before each line of a worker's traceback does not hide its family
+    (the syntax-error family reads the exception at a line's start)."""
+    # TEST INPUT: https://github.com/khast3x/h8mail/issues/54's traceback, each line prefixed as torchrun does
+    log = "".join("[rank0]: " + line + "\n" for line in (
+        '  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18',
+        '    c.info_news(f"Looking up {t.target} in BreachCompilation")',
+        "                                                            ^",
+        "SyntaxError: invalid syntax"))
+    assert explain.classify(log, explain.read(log, GPUS)).family == "syntax-error"

@@ -1,0 +1,153 @@
+"""`compat recommend` and the GPU database: the answers the issue names, evidence on every part,
+measured records before rules, and clean errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from conftest import ROOT, assert_clean_error, call_compat
+from harness.errors import MatrixError, UsageError
+from harness.catalog.gpus import GpuDb
+from harness.answers.recommend import ResolverData, recommend
+
+DATA = ResolverData.load(ROOT / "matrix")
+
+
+def cli_json(*args):
+    proc = call_compat("recommend", *args, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def about(rec: dict) -> dict:
+    out = {}
+    for e in rec["evidence"]:
+        out.setdefault(e["about"], []).append(e)
+    return out
+
+
+def build_archs(variant: str, version: str) -> tuple:
+    (build,) = [b for b in DATA.torch if b.variant == variant and Version(version) in b.versions]
+    return build.archs
+
+
+def test_p4_gets_no_bf16_a_torch_with_sm6x_kernels_and_a_4bit_bitsandbytes():
+    rec = cli_json("--gpu", "P4")
+    assert rec["gpu"]["arch"] == "sm_61"
+    assert rec["precision"] in ("fp16", "fp32")
+    archs = build_archs(rec["torch_variant"], rec["packages"]["torch"].lstrip("="))
+    assert any(a.startswith("6.") and a <= "6.1" for a in archs), archs  # sm_60 cubins run on sm_61
+    assert rec["quantization"] == "nf4" and rec["packages"]["bitsandbytes"]
+    ev = about(rec)
+    for part in ("precision", "torch", "packages.bitsandbytes", "quantization", "strategy"):
+        assert ev.get(part), f"no evidence for {part}"
+    for items in ev.values():
+        for e in items:
+            assert e["kind"] in ("measured", "predicted")
+            if e["kind"] == "predicted":
+                assert e["rule"]
+            else:
+                assert e["records"] and e["hardware"] and e["date"]
+    assert all(e["sources"] for e in ev["precision"] + ev["torch"] + ev["packages.bitsandbytes"] if e["kind"] == "predicted")
+    bisected = [e for e in ev["packages.bitsandbytes"] if e["kind"] == "measured"]  # compat bisect's boundary, measured on the CPU
+    assert bisected and all("not on sm_61: the pin is not moved" in e["says"] for e in bisected)
+
+
+def test_a100_gets_bf16_and_t4_does_not_whatever_is_bf16_supported_says():
+    assert cli_json("--gpu", "A100")["precision"] == "bf16"
+    t4 = cli_json("--gpu", "Tesla T4")
+    assert t4["precision"] == "fp16"
+    assert "emulation" in about(t4)["precision"][0]["says"]
+
+
+def test_b200_gets_torch_2_7_or_newer_with_a_cuda_12_8_or_newer_build():
+    rec = cli_json("--gpu", "B200", "--method", "full", "--gpus", "8")
+    assert Version(rec["packages"]["torch"].lstrip("=")) >= Version("2.7")
+    assert int(rec["torch_variant"][2:]) >= 128
+    assert rec["strategy"] == "zero3"
+    assert rec["precision"] == "bf16"
+
+
+def test_aliases_as_people_type_them():
+    db = GpuDb.load(ROOT / "matrix")
+    for name, key in [("P4", "p4"), ("Tesla P4", "p4"), ("tesla-p4", "p4"), ("4090", "rtx4090"),
+                      ("RTX 4090", "rtx4090"), ("NVIDIA GeForce RTX 4090", "rtx4090"), ("h100", "h100")]:
+        assert db.find(name).key == key
+    assert len(db.gpus) >= 15
+
+
+def test_an_unknown_gpu_gets_did_you_mean_and_exit_2():
+    proc = call_compat("recommend", "--gpu", "P5")
+    assert_clean_error(proc, 2)
+    assert "unknown GPU 'P5'; did you mean: P4" in proc.stderr
+
+
+def test_constraints_are_a_pip_constraints_file():
+    proc = call_compat("recommend", "--gpu", "V100", "--format", "constraints")
+    assert proc.returncode == 0
+    reqs = [Requirement(line) for line in proc.stdout.splitlines() if line and not line.startswith("#")]
+    names = {r.name for r in reqs}
+    assert {"torch", "bitsandbytes", "transformers", "peft"} <= names
+    (torch,) = [r for r in reqs if r.name == "torch"]
+    assert str(torch.specifier).endswith("+cu126")  # V100 (sm_70): the cu126 builds keep Volta
+
+
+def test_measured_records_of_the_card_come_before_rules():
+    record = {
+        "id": "r" * 32, "outcome": "pass", "finished_at": "2026-11-20T10:00:00Z",
+        "axes": {"hardware": "sm_90", "precision": "bf16", "quantization": "none", "method": "lora"},
+        "fingerprint": {"torch": {"version": "2.11.0+cu128"}, "packages": {"transformers": "5.23.0", "peft": "0.21.2", "accelerate": "1.15.0"}},
+    }
+    rec = recommend(DATA.gpus.find("H100"), 1, "lora", DATA, [record])
+    assert (rec.torch_version, rec.torch_variant) == ("2.11.0", "cu128")
+    torch_ev = [e for e in rec.evidence if e.about == "torch"]
+    assert torch_ev[0].kind == "measured" and torch_ev[0].records == ["r" * 32] and torch_ev[0].hardware == "sm_90"
+    assert rec.packages["transformers"] == "==5.23.0"
+    without = recommend(DATA.gpus.find("H100"), 1, "lora", DATA, [])
+    assert [e.kind for e in without.evidence if e.about == "torch"] == ["predicted"]
+
+
+def test_recommend_starts_without_torch():
+    code = ("import sys; from harness.cli import main; main(['recommend', '--gpu', 'P4', '--format', 'json']); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_broken_gpu_database_names_file_and_line(tmp_path):
+    (tmp_path / "gpus.toml").write_text(
+        '[gpu.x1]\nname = "X1"\naliases = ["X1"]\narchitecture = "Test"\ncc = "8"\nmemory_gb = [8]\n'
+        'bf16 = "yes"\nfp16_tensor_cores = true\ntf32 = true\nfp8 = false\nsources = ["https://example.org"]\n'
+    )
+    with pytest.raises(MatrixError) as err:
+        GpuDb.load(tmp_path)
+    # every problem of the table at once (before issue 19's one validator, a bad cc hid the rest)
+    assert err.value.problems == [f"{tmp_path / 'gpus.toml'}:5: [gpu.x1].cc: '8' is not a compute capability like \"8.6\"",
+                                  f"{tmp_path / 'gpus.toml'}:7: [gpu.x1].bf16: must be true or false, not 'yes'"]
+    with pytest.raises(UsageError):
+        GpuDb.load(ROOT / "matrix").find("")
+
+
+def test_did_you_mean_names_only_cards_of_the_architecture_the_name_says():
+    import dataclasses
+
+    from harness.catalog.gpus import GpuDb, architecture_of, normalize
+
+    db = GpuDb.load(ROOT / "matrix")
+    for gpu in db.gpus:  # the naming rules read every card's names as its own architecture
+        for name in (gpu.name, *gpu.aliases):
+            assert architecture_of(normalize(name)) == gpu.architecture.split()[0], (name, gpu.architecture)
+    without_5090 = dataclasses.replace(db, gpus=[g for g in db.gpus if g.key != "rtx5090"])
+    with pytest.raises(UsageError) as exc:
+        without_5090.find("RTX 5090")  # a Blackwell name: no Ada RTX 4090, however close the spelling
+    assert "RTX 4090" not in str(exc.value).split("(compat knows")[0]
+    with pytest.raises(UsageError) as exc:
+        db.find("RTX 4050")  # an Ada name: Ada cards only
+    offered = str(exc.value).split("did you mean: ")[1].split("?")[0].split(", ")
+    assert offered and all(db.find(name).architecture.startswith("Ada") for name in offered), offered
+    with pytest.raises(UsageError, match=r"unknown GPU 'Radeon 7900' \(compat knows"):
+        db.find("Radeon 7900")  # no architecture in the name: no guess
