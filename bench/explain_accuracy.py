@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.answers import explain
+from harness.answers import explain  # noqa: E402
 from harness.catalog import gpus, known_issues  # noqa: E402
 
 SET = ROOT / "bench" / "explain-accuracy"
@@ -52,13 +52,20 @@ def family_texts() -> str:
     answers for an error raised in a hub model's own code or in the project's own code or by code
     that touches ZeRO-3's partitioned parameters, and the one for a log of warnings."""
     rows = [(f.name, f.cause, f.step) for f in explain.FAMILIES]
-    rows += [("remote-code", explain.REMOTE_CODE_CAUSE, explain.REMOTE_CODE_STEP),
-             ("project-code", explain.PROJECT_CODE_CAUSE, explain.PROJECT_CODE_STEP),
-             ("zero3-partitioned", explain.ZERO3_CAUSE, explain.ZERO3_STEP),
-             ("warnings-only", explain.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
-              explain.WARNINGS_STEP)]
-    return ("# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"
-            + "".join(f"## {name}\n- cause: {cause}\n- next step: {step}\n\n" for name, cause, step in rows))
+    rows += [
+        ("remote-code", explain.REMOTE_CODE_CAUSE, explain.REMOTE_CODE_STEP),
+        ("project-code", explain.PROJECT_CODE_CAUSE, explain.PROJECT_CODE_STEP),
+        ("zero3-partitioned", explain.ZERO3_CAUSE, explain.ZERO3_STEP),
+        (
+            "warnings-only",
+            explain.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
+            explain.WARNINGS_STEP,
+        ),
+    ]
+    return (
+        "# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"
+        + "".join(f"## {name}\n- cause: {cause}\n- next step: {step}\n\n" for name, cause, step in rows)
+    )
 
 
 def acceptances() -> tuple[dict, str | None]:
@@ -80,22 +87,37 @@ def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
     top = next((m.issue.id for m in matches if m.answers), None)  # else the family answer is first
     if expected:
         entry = base.get(expected)
-        right = by_label = top is not None and (top == expected or top in rec.get("also_entries", ()) or
-                                                top in (entry.related if entry else {}) or
-                                                (base.get(top) is not None and expected in base.get(top).related))
+        right = by_label = top is not None and (
+            top == expected
+            or top in rec.get("also_entries", ())
+            or top in (entry.related if entry else {})
+            or (base.get(top) is not None and expected in base.get(top).related)
+        )
     else:
         judged = (accepts or {}).get(rec["url"])
         by_label = top is None and answer.family not in GENERIC and answer.family == rec["family"]
-        right = top is None and answer.family not in GENERIC and answer.family in judged if judged is not None else by_label
-    return {"url": rec["url"], "expected_entry": expected, "right_by_label": by_label, "label_family": rec["family"], "top_match": top,
-            "family": answer.family, "right": right, "no_answer": top is None and answer.family == "no-error-line"}
+        right = (
+            top is None and answer.family not in GENERIC and answer.family in judged if judged is not None else by_label
+        )
+    return {
+        "url": rec["url"],
+        "expected_entry": expected,
+        "right_by_label": by_label,
+        "label_family": rec["family"],
+        "top_match": top,
+        "family": answer.family,
+        "right": right,
+        "no_answer": top is None and answer.family == "no-error-line",
+    }
 
 
 def timing(repeat: int = 3) -> list[float]:
     line = "{'loss': 1.2345, 'grad_norm': 0.4321, 'learning_rate': 2e-05, 'epoch': 0.12}\n"
-    tail = ('  File "modeling_llama.py", line 1095, in _update_causal_mask\n'
-            "    causal_mask = torch.triu(causal_mask, diagonal=1)\n"
-            "RuntimeError: \"triu_tril_cuda_template\" not implemented for 'BFloat16'\n")
+    tail = (
+        '  File "modeling_llama.py", line 1095, in _update_causal_mask\n'
+        "    causal_mask = torch.triu(causal_mask, diagonal=1)\n"
+        "RuntimeError: \"triu_tril_cuda_template\" not implemented for 'BFloat16'\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "train.log"
         with open(log, "w") as f:
@@ -103,7 +125,9 @@ def timing(repeat: int = 3) -> list[float]:
         out = []
         for _ in range(repeat):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "harness", "explain", str(log)], cwd=ROOT, check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "harness", "explain", str(log)], cwd=ROOT, check=True, capture_output=True
+            )
             out.append(time.perf_counter() - started)
     return out
 
@@ -117,30 +141,54 @@ def main() -> int:
     accepts, unused = acceptances()
     if unused:
         print(f"note: {unused}", file=sys.stderr)
-    rows = [dict(score(json.loads(line), base, gpu_db, accepts), part=f.stem)
-            for f in sorted(SET.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
+    rows = [
+        dict(score(json.loads(line), base, gpu_db, accepts), part=f.stem)
+        for f in sorted(SET.glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+    ]
     right = sum(r["right"] for r in rows)
     by_label = sum(r["right_by_label"] for r in rows)
     no_answer = sum(r["no_answer"] for r in rows)
     seconds = timing()
-    result = {"reports": len(rows), "right": right, "share_right": round(right / len(rows), 3) if rows else None,
-              "right_by_label": by_label, "judged": unused is None,
-              "no_answer": no_answer, "entries": len(base.issues), "explain_100mb_s": [round(s, 2) for s in seconds],
-              "explain_100mb_median_s": round(statistics.median(seconds), 2), "python": platform.python_version(),
-              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "rows": rows}
+    result = {
+        "reports": len(rows),
+        "right": right,
+        "share_right": round(right / len(rows), 3) if rows else None,
+        "right_by_label": by_label,
+        "judged": unused is None,
+        "no_answer": no_answer,
+        "entries": len(base.issues),
+        "explain_100mb_s": [round(s, 2) for s in seconds],
+        "explain_100mb_median_s": round(statistics.median(seconds), 2),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "rows": rows,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "explain_accuracy.json").write_text(json.dumps(result, indent=1) + "\n")
-    lines = [f"# compat explain on {len(rows)} public reports ({len(base.issues)} known issues)", "",
-             "Partly a development set now: which reports informed changes, and the held-out figures measured before "
-             "them, are in bench/explain-accuracy/README.md.", "",
-             f"Top answer right: {right} of {len(rows)} ({100 * right / max(1, len(rows)):.0f}%)"
-             + (" (family answers as judged)" if unused is None else f" ({unused})") + f". No answer at all: {no_answer}.",
-             f"By the first pass's looser rule (family answer = the label's family): {by_label} of {len(rows)} "
-             f"({100 * by_label / max(1, len(rows)):.0f}%).",
-             f"explain on a 100 MB log: median {statistics.median(seconds):.2f} s ({', '.join(f'{s:.2f}' for s in seconds)}).", "",
-             "| right | part | report | label | top match | family |", "|---|---|---|---|---|---|"]
-    lines += [f"| {'yes' if r['right'] else 'no'} | {r['part']} | {r['url']} | {r['expected_entry'] or r['label_family']} | {r['top_match'] or '—'} | {r['family']} |"
-              for r in rows]
+    lines = [
+        f"# compat explain on {len(rows)} public reports ({len(base.issues)} known issues)",
+        "",
+        "Partly a development set now: which reports informed changes, and the held-out figures measured before "
+        "them, are in bench/explain-accuracy/README.md.",
+        "",
+        f"Top answer right: {right} of {len(rows)} ({100 * right / max(1, len(rows)):.0f}%)"
+        + (" (family answers as judged)" if unused is None else f" ({unused})")
+        + f". No answer at all: {no_answer}.",
+        f"By the first pass's looser rule (family answer = the label's family): {by_label} of {len(rows)} "
+        f"({100 * by_label / max(1, len(rows)):.0f}%).",
+        f"explain on a 100 MB log: median {statistics.median(seconds):.2f} s "
+        f"({', '.join(f'{s:.2f}' for s in seconds)}).",
+        "",
+        "| right | part | report | label | top match | family |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {'yes' if r['right'] else 'no'} | {r['part']} | {r['url']} | "
+        f"{r['expected_entry'] or r['label_family']} | {r['top_match'] or '—'} | {r['family']} |"
+        for r in rows
+    ]
     (args.out / "explain_accuracy.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:7]))
     return 0

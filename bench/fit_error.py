@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.answers import fit
-from harness.evidence import records  # noqa: E402
+from harness.answers import fit  # noqa: E402
 from harness.catalog.matrix import MatrixData, load_matrix  # noqa: E402
+from harness.evidence import records  # noqa: E402
 
 
 def models_of(grid: str) -> set[str]:
@@ -50,8 +50,11 @@ def main() -> int:
     held_recs = fit.sweep_records(recs, models_of("fit-cpu-heldout.toml"))
     cal = fit.calibrate(cal_recs)
     dist_recs = fit.strategy_records(recs, models_of("fit-cpu-dist.toml"))
-    tables = {"calibration": fit.error_table(cal, cal_recs), "held-out": fit.error_table(cal, held_recs),
-              "strategies (2 CPU ranks, not fitted)": fit.strategy_error_table(cal, dist_recs)}
+    tables = {
+        "calibration": fit.error_table(cal, cal_recs),
+        "held-out": fit.error_table(cal, held_recs),
+        "strategies (2 CPU ranks, not fitted)": fit.strategy_error_table(cal, dist_recs),
+    }
     goals = {"calibration": 0.10, "held-out": 0.15, "strategies (2 CPU ranks, not fitted)": 0.15}
     # on a GPU (matrix/fit-gpu.toml): the same calibration and held-out models, fitted on CUDA's
     # training-phase max allocated; empty until a GPU has run the sweep
@@ -73,12 +76,17 @@ def main() -> int:
         f"Host: {platform.node()}, Python {platform.python_version()}. Quantity: {cal.quantity}. "
         f"{len(cal_recs)} calibration records, {len(held_recs)} held-out records (from {args.results}).",
         "",
-        "Fitted constants: " + ", ".join(f"{k} {v:.4g}" for k, v in cal.coefficients.items())
-        + "; baseline " + ", ".join(f"{k} {v / 2**20:,.0f} MiB" for k, v in cal.baseline.items()),
+        "Fitted constants: "
+        + ", ".join(f"{k} {v:.4g}" for k, v in cal.coefficients.items())
+        + "; baseline "
+        + ", ".join(f"{k} {v / 2**20:,.0f} MiB" for k, v in cal.baseline.items()),
         "",
-        (f"On GPU: {gpu_cal.quantity}, {len(gpu_cal_recs)} calibration records, {len(gpu_held_recs)} held-out; constants "
-         + ", ".join(f"{k} {v:.4g}" for k, v in gpu_cal.coefficients.items()) if gpu_cal else
-         "On GPU: no record of matrix/fit-gpu.toml yet, so no GPU constants (the GPU tables below are empty)."),
+        (
+            f"On GPU: {gpu_cal.quantity}, {len(gpu_cal_recs)} calibration records, {len(gpu_held_recs)} held-out; "
+            "constants " + ", ".join(f"{k} {v:.4g}" for k, v in gpu_cal.coefficients.items())
+            if gpu_cal
+            else "On GPU: no record of matrix/fit-gpu.toml yet, so no GPU constants (the GPU tables below are empty)."
+        ),
         "",
     ]
     summary = {}
@@ -90,29 +98,51 @@ def main() -> int:
         worst_model = max(abs(r["error_above_baseline"]) for r in rows)
         mean = sum(abs(r["error"]) for r in rows) / len(rows)
         held = "holds" if worst <= goals[name] else "does not hold"
-        summary[name] = {"records": len(rows), "max_abs_error": worst, "mean_abs_error": mean,
-                         "max_abs_error_above_baseline": worst_model, "goal": goals[name], "goal_holds": worst <= goals[name]}
-        out += [f"## {name}: max |error| {worst:.1%}, mean {mean:.1%} (goal {goals[name]:.0%}: {held}); "
-                f"max |error| of the part above the baseline {worst_model:.1%}", "",
-                "| cell | measured MiB | predicted MiB | error | error above baseline |", "|---|---:|---:|---:|---:|"]
+        summary[name] = {
+            "records": len(rows),
+            "max_abs_error": worst,
+            "mean_abs_error": mean,
+            "max_abs_error_above_baseline": worst_model,
+            "goal": goals[name],
+            "goal_holds": worst <= goals[name],
+        }
+        out += [
+            f"## {name}: max |error| {worst:.1%}, mean {mean:.1%} (goal {goals[name]:.0%}: {held}); "
+            f"max |error| of the part above the baseline {worst_model:.1%}",
+            "",
+            "| cell | measured MiB | predicted MiB | error | error above baseline |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for r in sorted(rows, key=lambda r: r["cell"]):
-            out.append(f"| `{r['cell']}` | {r['measured'] / 2**20:,.0f} | {r['predicted'] / 2**20:,.0f} | "
-                       f"{r['error']:+.1%} | {r['error_above_baseline']:+.1%} |")
+            out.append(
+                f"| `{r['cell']}` | {r['measured'] / 2**20:,.0f} | {r['predicted'] / 2**20:,.0f} | "
+                f"{r['error']:+.1%} | {r['error_above_baseline']:+.1%} |"
+            )
         out.append("")
     bands = {}
-    for device, (fitted_on, not_fitted) in {"CPU": ("calibration", ("held-out", "strategies (2 CPU ranks, not fitted)")),
-                                            "GPU": ("calibration (GPU)", ("held-out (GPU)", "real size (GPU, not fitted)"))}.items():
+    for device, (fitted_on, not_fitted) in {
+        "CPU": ("calibration", ("held-out", "strategies (2 CPU ranks, not fitted)")),
+        "GPU": ("calibration (GPU)", ("held-out (GPU)", "real size (GPU, not fitted)")),
+    }.items():
         fitted = fit.error_bands(tables[fitted_on])
         other = fit.error_bands([r for name in not_fitted for r in tables[name]])
-        bands[device] = {"fitted_on": {f"{s}/{m}": v for (s, m), v in fitted.items()},
-                         "not_fitted_on": {f"{s}/{m}": v for (s, m), v in other.items()}}
+        bands[device] = {
+            "fitted_on": {f"{s}/{m}": v for (s, m), v in fitted.items()},
+            "not_fitted_on": {f"{s}/{m}": v for (s, m), v in other.items()},
+        }
         out += [f"## {device}: |error| by strategy and method (median, P90, records)", ""]
         if not fitted and not other:
             out += ["No records.", ""]
             continue
-        out += ["| strategy | method | records the fit was fitted on | records it was not fitted on |", "|---|---|---|---|"]
+        out += [
+            "| strategy | method | records the fit was fitted on | records it was not fitted on |",
+            "|---|---|---|---|",
+        ]
         for s, m in sorted(set(fitted) | set(other)):
-            cells = [f"{b['median']:.1%}, P90 {b['p90']:.1%} ({b['records']})" if b else "—" for b in (fitted.get((s, m)), other.get((s, m)))]
+            cells = [
+                f"{b['median']:.1%}, P90 {b['p90']:.1%} ({b['records']})" if b else "—"
+                for b in (fitted.get((s, m)), other.get((s, m)))
+            ]
             out.append(f"| {s} | {m} | {cells[0]} | {cells[1]} |")
         out.append("")
     text = "\n".join(out)
@@ -120,9 +150,20 @@ def main() -> int:
     dest = ROOT / "bench" / "results"
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "fit_error.md").write_text(text + "\n", encoding="utf-8")
-    (dest / "fit_error.json").write_text(json.dumps({"summary": summary, "bands": bands, "coefficients": cal.coefficients,
-                                                      "baseline_bytes": cal.baseline, "tables": tables,
-                                                      "gpu_coefficients": gpu_cal.coefficients if gpu_cal else None}, indent=1) + "\n")
+    (dest / "fit_error.json").write_text(
+        json.dumps(
+            {
+                "summary": summary,
+                "bands": bands,
+                "coefficients": cal.coefficients,
+                "baseline_bytes": cal.baseline,
+                "tables": tables,
+                "gpu_coefficients": gpu_cal.coefficients if gpu_cal else None,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return 0
 
 

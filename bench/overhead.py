@@ -38,7 +38,9 @@ def measure(cell: str = "cpu-local-fp32-none-full-single", repeats: int = 5) -> 
     tmp = Path(tempfile.mkdtemp(prefix="compat-bench-overhead-"))
     run = [sys.executable, "-m", "harness", "run", "--matrix", "matrix/local.toml", "--select", cell, "--no-table"]
     # once, keeping the cell's folder: the spec the harness wrote is the bare run's input
-    subprocess.run([*run, "--results", str(tmp / "first"), "--keep-workdirs"], check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [*run, "--results", str(tmp / "first"), "--keep-workdirs"], check=True, capture_output=True, cwd=ROOT
+    )
     rec = json.loads((tmp / "first" / "records.jsonl").read_text().splitlines()[-1])
     spec = Path(rec["command"][-2])
     python = rec["command"][0]
@@ -51,8 +53,15 @@ def measure(cell: str = "cpu-local-fp32-none-full-single", repeats: int = 5) -> 
     h, b = statistics.median(harness_s), statistics.median(bare_s)
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(spec.parent, ignore_errors=True)  # the kept cell folder
-    return {"cell": cell, "repeats": repeats, "harness_s": harness_s, "bare_s": bare_s,
-            "median_harness_s": h, "median_bare_s": b, "ratio": h / b}
+    return {
+        "cell": cell,
+        "repeats": repeats,
+        "harness_s": harness_s,
+        "bare_s": bare_s,
+        "median_harness_s": h,
+        "median_bare_s": b,
+        "ratio": h / b,
+    }
 
 
 def report(r: dict) -> str:
@@ -63,8 +72,10 @@ def report(r: dict) -> str:
         "",
         "| | median (s) | runs (s) |",
         "|---|---:|---|",
-        f"| `compat run --select {r['cell']} --no-table` | {r['median_harness_s']:.2f} | {', '.join(f'{x:.2f}' for x in r['harness_s'])} |",
-        f"| `python finetune.py spec.json out/` (bare) | {r['median_bare_s']:.2f} | {', '.join(f'{x:.2f}' for x in r['bare_s'])} |",
+        f"| `compat run --select {r['cell']} --no-table` | {r['median_harness_s']:.2f} | "
+        f"{', '.join(f'{x:.2f}' for x in r['harness_s'])} |",
+        f"| `python finetune.py spec.json out/` (bare) | {r['median_bare_s']:.2f} | "
+        f"{', '.join(f'{x:.2f}' for x in r['bare_s'])} |",
         "",
         f"Harness / bare: **{r['ratio']:.2f}x** (goal <= 1.10x: {'holds' if r['ratio'] <= 1.10 else 'does not hold'}); "
         f"the harness adds {r['median_harness_s'] - r['median_bare_s']:.2f} s per cell.",

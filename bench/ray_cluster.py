@@ -47,11 +47,31 @@ SMALL = {"object_store_memory": 75 * 2**20}
 def compat_run(grid: Path, results: Path, *extra: str) -> tuple[float, list[dict]]:
     """One `compat run`: its wall time and its records."""
     t = time.perf_counter()
-    ran = subprocess.run([sys.executable, "-m", "harness", "run", "--matrix", str(grid), "--results", str(results),
-                          "--no-table", "--progress", "plain", *extra], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--matrix",
+            str(grid),
+            "--results",
+            str(results),
+            "--no-table",
+            "--progress",
+            "plain",
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     wall = time.perf_counter() - t
     if ran.returncode != 0:
-        raise SystemExit(f"compat run {' '.join(extra)} exited {ran.returncode}:\n{ran.stdout[-2000:]}\n{ran.stderr[-2000:]}")
+        raise SystemExit(
+            f"compat run {' '.join(extra)} exited {ran.returncode}:\n{ran.stdout[-2000:]}\n{ran.stderr[-2000:]}"
+        )
     recs = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
     return wall, recs
 
@@ -64,8 +84,10 @@ def on_cluster(nodes: int, grid: Path, work: Path) -> dict:
         c.add_node(num_cpus=1, **SMALL)
     c.wait_for_nodes()
     try:
-        return {mode: compat_run(grid, work / f"{mode}-{nodes}", "--ray", c.address, *flags)
-                for mode, flags in (("cold", ()), ("warm", ("--warm",)))}
+        return {
+            mode: compat_run(grid, work / f"{mode}-{nodes}", "--ray", c.address, *flags)
+            for mode, flags in (("cold", ()), ("warm", ("--warm",)))
+        }
     finally:
         c.shutdown()
 
@@ -110,34 +132,52 @@ def main() -> int:
         base = runs[f"{mode}-{sizes[0]}"][0]
         for n in sizes:
             wall = runs[f"{mode}-{n}"][0]
-            rows.append({"run": mode, "nodes": n, "wall_s": round(wall, 1), "cells_per_hour": round(cells * 3600 / wall),
-                         "speedup": round(base / wall, 2), "ceiling": min(n, cpus) / min(sizes[0], cpus)})
+            rows.append(
+                {
+                    "run": mode,
+                    "nodes": n,
+                    "wall_s": round(wall, 1),
+                    "cells_per_hour": round(cells * 3600 / wall),
+                    "speedup": round(base / wall, 2),
+                    "ceiling": min(n, cpus) / min(sizes[0], cpus),
+                }
+            )
     one = runs[f"cold-{sizes[0]}"][0] if sizes[0] == 1 else None
     overhead = None if one is None else round((one - local) / cells, 2)
     cell_s = sorted(r["duration_s"] for r in runs["local"][1])
     lines = [
         f"# compat run --ray: {cells} real CPU cells on 1-{max(sizes)} fake nodes, cold and warm",
         "",
-        f"Host: {platform.node()}, {cpus} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. Fake nodes of "
-        "one CPU each (ray.cluster_utils.Cluster) share this host's CPUs. Wall: the whole `compat run`, connecting included. "
+        f"Host: {platform.node()}, {cpus} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. "
+        "Fake nodes of "
+        "one CPU each (ray.cluster_utils.Cluster) share this host's CPUs. Wall: the whole `compat run`, connecting "
+        "included. "
         "Every cell passed in every run; warm and cold gave each cell the same losses and checks.",
         "",
         "| run | nodes | wall (s) | cells/hour | speed-up vs 1 node | ceiling here (nodes or CPUs) |",
         "|---|---:|---:|---:|---:|---:|",
-        *[f"| {r['run']} | {r['nodes'] or '-'} | {r['wall_s']} | {r['cells_per_hour']} | "
-          f"{str(r['speedup']) + 'x' if 'speedup' in r else '-'} | {str(r['ceiling']) + 'x' if 'ceiling' in r else '-'} |" for r in rows],
+        *[
+            f"| {r['run']} | {r['nodes'] or '-'} | {r['wall_s']} | {r['cells_per_hour']} | "
+            f"{str(r['speedup']) + 'x' if 'speedup' in r else '-'} | "
+            f"{str(r['ceiling']) + 'x' if 'ceiling' in r else '-'} |"
+            for r in rows
+        ],
         "",
         f"A local cell's own duration here: {cell_s[0]}-{cell_s[-1]} s (median {cell_s[len(cell_s) // 2]}).",
     ]
     if overhead is not None:
-        lines.append(f"Ray's overhead per cell, cold on 1 node against the local run: {overhead} s "
-                     f"(({one:.1f} s - {local:.1f} s) / {cells} cells; Ray's start-up and connection included).")
+        lines.append(
+            f"Ray's overhead per cell, cold on 1 node against the local run: {overhead} s "
+            f"(({one:.1f} s - {local:.1f} s) / {cells} cells; Ray's start-up and connection included)."
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "ray_cluster.md").write_text(text, encoding="utf-8")
-    (args.out / "ray_cluster.json").write_text(json.dumps({"cells": cells, "cpus": cpus, "rows": rows,
-                                                   "overhead_per_cell_s": overhead}, indent=1) + "\n", encoding="utf-8")
+    (args.out / "ray_cluster.json").write_text(
+        json.dumps({"cells": cells, "cpus": cpus, "rows": rows, "overhead_per_cell_s": overhead}, indent=1) + "\n",
+        encoding="utf-8",
+    )
     return 0
 
 

@@ -38,16 +38,29 @@ def grid(matrix: str = "matrix/cpu.toml") -> dict:
     """One `compat run` of the grid into a fresh results folder, as a user starts it."""
     with tempfile.TemporaryDirectory(prefix="compat-bench-grid-") as tmp:
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "harness", "run", "--matrix", matrix, "--results", tmp],
-                              capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "run", "--matrix", matrix, "--results", tmp],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         wall = time.perf_counter() - t
-        lines = Path(tmp, "records.jsonl").read_text(encoding="utf-8").splitlines() if Path(tmp, "records.jsonl").exists() else []
+        lines = (
+            Path(tmp, "records.jsonl").read_text(encoding="utf-8").splitlines()
+            if Path(tmp, "records.jsonl").exists()
+            else []
+        )
     recs = [json.loads(line) for line in lines]
     made = {r["stack"]["env"] for r in recs if (r.get("stack") or {}).get("reused") is False}
     cells_s = sum(r["duration_s"] for r in recs)
     return {
-        "matrix": matrix, "exit_code": proc.returncode, "cells": len(recs), "wall_s": wall, "cells_s": cells_s,
-        "ratio": wall / cells_s if cells_s else None, "envs_made": len(made),
+        "matrix": matrix,
+        "exit_code": proc.returncode,
+        "cells": len(recs),
+        "wall_s": wall,
+        "cells_s": cells_s,
+        "ratio": wall / cells_s if cells_s else None,
+        "envs_made": len(made),
         "outcomes": dict(collections.Counter(r["outcome"] for r in recs)),
         "stderr_tail": proc.stderr[-2000:] if proc.returncode not in (0, 1) else "",
     }
@@ -59,33 +72,72 @@ def s(x: float) -> str:
 
 def table(r: dict) -> str:
     o = r["overhead"]
-    rows = [("Cell overhead", f"`compat run` of `{o['cell']}`", s(o["median_harness_s"]),
-             "the same workload run bare", s(o["median_bare_s"]), f"{o['ratio']:.2f}×", "≤ 1.10×", o["ratio"] <= 1.10)]
+    rows = [
+        (
+            "Cell overhead",
+            f"`compat run` of `{o['cell']}`",
+            s(o["median_harness_s"]),
+            "the same workload run bare",
+            s(o["median_bare_s"]),
+            f"{o['ratio']:.2f}×",
+            "≤ 1.10×",
+            o["ratio"] <= 1.10,
+        )
+    ]
     st = {x["command"]: x for x in r["startup"]}
     acc = st.get("accelerate env")
     for name, x in st.items():
         if not name.startswith("compat "):
             continue
         goal = "≤ 0.3 s" if name.startswith("compat recommend") else ""
-        rows.append(("Start-up", f"`{name}`", s(x["median_s"]), "`accelerate env`" if acc else "", s(acc["median_s"]) if acc else "",
-                     f"{x['median_s'] / acc['median_s']:.2f}×" if acc else "", goal, x["median_s"] <= 0.3 if goal else None))
+        rows.append(
+            (
+                "Start-up",
+                f"`{name}`",
+                s(x["median_s"]),
+                "`accelerate env`" if acc else "",
+                s(acc["median_s"]) if acc else "",
+                f"{x['median_s'] / acc['median_s']:.2f}×" if acc else "",
+                goal,
+                x["median_s"] <= 0.3 if goal else None,
+            )
+        )
     for x in r["stack_setup"]["rows"]:
-        rows.append(("Stack setup", f"warm env of `{x['stack']}` ({' '.join(x['requirements'])})", s(x["compat_warm_s"]),
-                     "plain venv + pip install", s(x["plain_venv_pip_s"]), f"1/{x['ratio_plain_over_warm']:,.0f}",
-                     "≤ 3 s", x["compat_warm_s"] <= 3))
+        rows.append(
+            (
+                "Stack setup",
+                f"warm env of `{x['stack']}` ({' '.join(x['requirements'])})",
+                s(x["compat_warm_s"]),
+                "plain venv + pip install",
+                s(x["plain_venv_pip_s"]),
+                f"1/{x['ratio_plain_over_warm']:,.0f}",
+                "≤ 3 s",
+                x["compat_warm_s"] <= 3,
+            )
+        )
     g = r.get("grid")
     if g:
         outcomes = ", ".join(f"{n} {k}" for k, n in sorted(g["outcomes"].items()))
-        rows.append(("Default CPU grid", f"`compat run --matrix {g['matrix']}`: {g['cells']} cells ({outcomes}), "
-                     f"{g['envs_made']} env(s) made", s(g["wall_s"]), "the time its cells ran", s(g["cells_s"]),
-                     f"{g['ratio']:.2f}×" if g["ratio"] else "", "", None))
+        rows.append(
+            (
+                "Default CPU grid",
+                f"`compat run --matrix {g['matrix']}`: {g['cells']} cells ({outcomes}), {g['envs_made']} env(s) made",
+                s(g["wall_s"]),
+                "the time its cells ran",
+                s(g["cells_s"]),
+                f"{g['ratio']:.2f}×" if g["ratio"] else "",
+                "",
+                None,
+            )
+        )
     mark = {True: "yes", False: "**no**", None: ""}
     out = [
         "# compat benchmark",
         "",
         f"`python bench/run.py{' --quick' if not g else ''}` on {platform.node()}: {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, torch {r['stack_setup']['torch']}; {r['date']}. "
-        f"Medians of {r['repeat']} runs each (the grid: one run). Each ratio is compat's figure over the one beside it, "
+        f"Medians of {r['repeat']} runs each (the grid: one run). Each ratio is compat's figure over the one "
+        "beside it, "
         "measured in this run.",
         "",
         "| | compat | | beside it | | ratio | goal | holds |",

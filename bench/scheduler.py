@@ -59,23 +59,29 @@ def main() -> int:
         for cards in pools:
             wall = run(cards, sizes, args.job_s)
             base = base if base is not None else (wall, cards)
-            rows.append({
-                "set": name,
-                "cards": cards,
-                "wall_s": round(wall, 3),
-                "ideal_s": round(sum(sizes) * args.job_s / cards, 3),
-                "speedup": round(base[0] / wall, 2),
-                "ideal_speedup": round(cards / base[1], 2),
-            })
+            rows.append(
+                {
+                    "set": name,
+                    "cards": cards,
+                    "wall_s": round(wall, 3),
+                    "ideal_s": round(sum(sizes) * args.job_s / cards, 3),
+                    "speedup": round(base[0] / wall, 2),
+                    "ideal_speedup": round(cards / base[1], 2),
+                }
+            )
     lines = [
         f"# Scheduler throughput: {args.jobs} stand-in jobs of {args.job_s} s each",
         "",
-        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. "
+        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d')}. "
         "Jobs are sleeping subprocesses on pretend card indices (no GPU): this measures the scheduler.",
         "",
         "| job set | cards | wall (s) | ideal (s) | speed-up vs first row of the set | ideal speed-up |",
         "|---|---:|---:|---:|---:|---:|",
-        *[f"| {r['set']} | {r['cards']} | {r['wall_s']} | {r['ideal_s']} | {r['speedup']}x | {r['ideal_speedup']}x |" for r in rows],
+        *[
+            f"| {r['set']} | {r['cards']} | {r['wall_s']} | {r['ideal_s']} | {r['speedup']}x | {r['ideal_speedup']}x |"
+            for r in rows
+        ],
         "",
         "Ideal: the jobs' card-seconds divided by the cards.",
     ]

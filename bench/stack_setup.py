@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.run.envs import EnvManager  # noqa: E402
 from harness.catalog.matrix import MatrixData  # noqa: E402
+from harness.run.envs import EnvManager  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -41,8 +41,19 @@ def timed(fn) -> float:
 def plain_venv_pip(folder: Path, requirements: list[str]) -> float:
     def run():
         subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-        subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                        "--disable-pip-version-check", *requirements], check=True)
+        subprocess.run(
+            [
+                str(folder / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                *requirements,
+            ],
+            check=True,
+        )
+
     return timed(run)
 
 
@@ -52,6 +63,7 @@ def measure(stack_name: str = "hf2024", repeat: int = 5) -> dict:
     stacks = MatrixData.load(ROOT / "matrix").stacks
     rows = []
     with tempfile.TemporaryDirectory(prefix="compat-bench-") as tmp:
+
         def fresh() -> EnvManager:
             # a new manager each time: what a new `compat run` process starts from (it probes
             # the base interpreter again; only the env folder persists)
@@ -64,8 +76,16 @@ def measure(stack_name: str = "hf2024", repeat: int = 5) -> dict:
             warm = statistics.median(timed(lambda: fresh().ensure(stack)) for _ in range(repeat))
             reqs = stack.requirements(manager.ensure(stack).info["resolved"])
             plain = plain_venv_pip(Path(tmp) / f"plain-{name}", [f"torch=={torch.__version__.split('+')[0]}", *reqs])
-            rows.append({"stack": name, "requirements": reqs, "compat_cold_s": cold, "compat_warm_s": warm,
-                         "plain_venv_pip_s": plain, "ratio_plain_over_warm": plain / warm})
+            rows.append(
+                {
+                    "stack": name,
+                    "requirements": reqs,
+                    "compat_cold_s": cold,
+                    "compat_warm_s": warm,
+                    "plain_venv_pip_s": plain,
+                    "ratio_plain_over_warm": plain / warm,
+                }
+            )
     return {"stack": stack_name, "repeat": repeat, "torch": torch.__version__, "rows": rows}
 
 
@@ -74,7 +94,8 @@ def report(r: dict) -> str:
         "# Stack setup: compat env cache vs plain venv + pip",
         "",
         f"`python bench/stack_setup.py --stack {r['stack']} --repeat {r['repeat']}` on this host: "
-        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {r['torch']} inherited; "
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {r['torch']} "
+        "inherited; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         "| stack | pins | compat cold | compat warm (median) | plain venv + pip | plain / warm | warm ≤ 3 s | ≥ 10× |",
@@ -82,9 +103,11 @@ def report(r: dict) -> str:
     ]
     for row in r["rows"]:
         lines.append(
-            f"| {row['stack']} | {' '.join(row['requirements'])} | {row['compat_cold_s']:.2f} s | {row['compat_warm_s'] * 1000:.0f} ms | "
+            f"| {row['stack']} | {' '.join(row['requirements'])} | {row['compat_cold_s']:.2f} s | "
+            f"{row['compat_warm_s'] * 1000:.0f} ms | "
             f"{row['plain_venv_pip_s']:.1f} s | {row['ratio_plain_over_warm']:,.0f}× | "
-            f"{'yes' if row['compat_warm_s'] <= 3 else 'NO'} | {'yes' if row['ratio_plain_over_warm'] >= 10 else 'NO'} |"
+            f"{'yes' if row['compat_warm_s'] <= 3 else 'NO'} | "
+            f"{'yes' if row['ratio_plain_over_warm'] >= 10 else 'NO'} |"
         )
     return "\n".join(lines) + "\n"
 

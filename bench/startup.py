@@ -47,10 +47,30 @@ def measure(repeat: int = 5) -> list[dict]:
         f.write(TRIU)
         log = f.name
     commands = {
-        "compat recommend --gpu P4 --format json": [py, "-m", "harness", "recommend", "--gpu", "P4", "--format", "json"],
+        "compat recommend --gpu P4 --format json": [
+            py,
+            "-m",
+            "harness",
+            "recommend",
+            "--gpu",
+            "P4",
+            "--format",
+            "json",
+        ],
         "compat explain train.log": [py, "-m", "harness", "explain", log],
         "compat list --matrix matrix/cpu.toml": [py, "-m", "harness", "list", "--matrix", "matrix/cpu.toml"],
-        "compat fit --model-size 72B --gpu 4090 --gpus 8": [py, "-m", "harness", "fit", "--model-size", "72B", "--gpu", "4090", "--gpus", "8"],
+        "compat fit --model-size 72B --gpu 4090 --gpus 8": [
+            py,
+            "-m",
+            "harness",
+            "fit",
+            "--model-size",
+            "72B",
+            "--gpu",
+            "4090",
+            "--gpus",
+            "8",
+        ],
         "python -c pass (interpreter start)": [py, "-c", "pass"],
     }
     acc = shutil.which("accelerate", path=os.path.dirname(py)) or shutil.which("accelerate")
@@ -72,14 +92,16 @@ def report(rows: list[dict], repeat: int) -> str:
     lines = [
         "# Start-up: compat recommend / explain / list beside the commands users run to describe their setup",
         "",
-        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}; "
+        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d')}; "
         f"median of {repeat} fresh processes each.",
         "",
         "| command | median (s) | × recommend | exit code |",
         "|---|---:|---:|---:|",
         *[f"| `{r['command']}` | {r['median_s']} | {r['ratio_to_recommend']} | {r['exit_code']} |" for r in rows],
         "",
-        "Goals: `compat recommend` ≤ 0.3 s, about a tenth of `accelerate env` (issue #5); `compat fit` well under a second (issue #7).",
+        "Goals: `compat recommend` ≤ 0.3 s, about a tenth of `accelerate env` (issue #5); `compat fit` well under "
+        "a second (issue #7).",
     ]
     return "\n".join(lines) + "\n"
 

@@ -105,8 +105,13 @@ def measured(cmd: list[str], log: Path) -> dict:
         sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     own = usage.ru_maxrss * 1024
-    return {"wall_s": round(wall, 2), "peak_rss_mib": round(own / 2**20), "peak_tree_rss_mib": round(max(peak[0], own) / 2**20),
-            "exit_code": proc.returncode, "output": log.read_text(errors="replace").strip()[-300:]}
+    return {
+        "wall_s": round(wall, 2),
+        "peak_rss_mib": round(own / 2**20),
+        "peak_tree_rss_mib": round(max(peak[0], own) / 2**20),
+        "exit_code": proc.returncode,
+        "output": log.read_text(errors="replace").strip()[-300:],
+    }
 
 
 def report(rows: list[dict], merges: list[dict], n: int, size: int) -> str:
@@ -114,31 +119,45 @@ def report(rows: list[dict], merges: list[dict], n: int, size: int) -> str:
     lines = [
         f"# compat table on {n:,} records ({size / 2**30:.2f} GiB), beside the reading before issue 18",
         "",
-        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. "
+        f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d')}. "
         "Input: a test folder built from the project's real records (each written again with a new id, "
         "a runner among 20 names, dates moved back); never in results/. One fresh process each.",
         "",
-        "| reading | wall (s) | × now | peak RSS, process (MiB) | peak RSS, process and workers (MiB) | × now | exit code |",
+        "| reading | wall (s) | × now | peak RSS, process (MiB) | peak RSS, process and workers (MiB) | × now | "
+        "exit code |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['wall_s']} | {r['wall_s'] / now['wall_s']:.1f} | {r['peak_rss_mib']:,} | "
-                     f"{r['peak_tree_rss_mib']:,} | {r['peak_tree_rss_mib'] / now['peak_tree_rss_mib']:.1f} | {r['exit_code']} |")
+        lines.append(
+            f"| {r['name']} | {r['wall_s']} | {r['wall_s'] / now['wall_s']:.1f} | {r['peak_rss_mib']:,} | "
+            f"{r['peak_tree_rss_mib']:,} | {r['peak_tree_rss_mib'] / now['peak_tree_rss_mib']:.1f} | {r['exit_code']} |"
+        )
     ok = now["exit_code"] == 0 and now["wall_s"] <= 10 and now["peak_tree_rss_mib"] <= 1024
-    lines += ["", f"Goal (issue 18): ≤ 10 s and ≤ 1 GB for `compat table` on 200k records: "
-              f"{'met' if ok and n >= 200_000 else 'NOT met' if n >= 200_000 else 'not tried (fewer records)'} "
-              f"({now['wall_s']} s, {now['peak_tree_rss_mib']:,} MiB counting its workers).",
-              "", "Merging into the same folder (ids read streaming; before issue 18 merging one record took 6.8 GB):", "",
-              "| command | wall (s) | peak RSS, process and workers (MiB) | exit code |", "|---|---:|---:|---:|",
-              *[f"| {r['name']} | {r['wall_s']} | {r['peak_tree_rss_mib']:,} | {r['exit_code']} |" for r in merges]]
+    lines += [
+        "",
+        f"Goal (issue 18): ≤ 10 s and ≤ 1 GB for `compat table` on 200k records: "
+        f"{'met' if ok and n >= 200_000 else 'NOT met' if n >= 200_000 else 'not tried (fewer records)'} "
+        f"({now['wall_s']} s, {now['peak_tree_rss_mib']:,} MiB counting its workers).",
+        "",
+        "Merging into the same folder (ids read streaming; before issue 18 merging one record took 6.8 GB):",
+        "",
+        "| command | wall (s) | peak RSS, process and workers (MiB) | exit code |",
+        "|---|---:|---:|---:|",
+        *[f"| {r['name']} | {r['wall_s']} | {r['peak_tree_rss_mib']:,} | {r['exit_code']} |" for r in merges],
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--no-before", action="store_true", help="leave out the reading before issue 18 (it took 90 s and 5.7 GB)")
-    ap.add_argument("--keep", type=Path, help="build the folder here and keep it (reused when it holds as many records)")
+    ap.add_argument(
+        "--no-before", action="store_true", help="leave out the reading before issue 18 (it took 90 s and 5.7 GB)"
+    )
+    ap.add_argument(
+        "--keep", type=Path, help="build the folder here and keep it (reused when it holds as many records)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="compat-bench-table-") as tmp:
@@ -149,18 +168,33 @@ def main() -> int:
         else:
             size = make_folder(folder, args.records)
         py = sys.executable
-        rows = [dict(name="`compat table` (streaming, parallel)", **measured(
-            [py, "-m", "harness", "table", "--results", str(folder)], Path(tmp) / "now.log"))]
+        rows = [
+            dict(
+                name="`compat table` (streaming, parallel)",
+                **measured([py, "-m", "harness", "table", "--results", str(folder)], Path(tmp) / "now.log"),
+            )
+        ]
         if not args.no_before:
-            rows.append(dict(name="before issue 18 (one list of whole records)", **measured(
-                [py, "-c", BEFORE, str(folder)], Path(tmp) / "before.log")))
+            rows.append(
+                dict(
+                    name="before issue 18 (one list of whole records)",
+                    **measured([py, "-c", BEFORE, str(folder)], Path(tmp) / "before.log"),
+                )
+            )
         one = Path(tmp) / "one.jsonl"  # a real record with an id of its own: new to the folder
         with open(ROOT / "results" / "records.jsonl", encoding="utf-8") as f:
             rec = json.loads(f.readline())
         one.write_text(json.dumps(dict(rec, id="ffffffff" + rec["id"][8:])) + "\n", encoding="utf-8")
-        merges = [dict(name=f"`compat merge` of one {what} record --no-table", **measured(
-            [py, "-m", "harness", "merge", str(one), "--into", str(folder), "--no-table"], Path(tmp) / f"merge-{what}.log"))
-            for what in ("new", "already merged")]
+        merges = [
+            dict(
+                name=f"`compat merge` of one {what} record --no-table",
+                **measured(
+                    [py, "-m", "harness", "merge", str(one), "--into", str(folder), "--no-table"],
+                    Path(tmp) / f"merge-{what}.log",
+                ),
+            )
+            for what in ("new", "already merged")
+        ]
         os.truncate(path, size)  # the folder as it was built (it may be kept for the next run)
     text = report(rows, merges, args.records, size)
     print(text)
@@ -169,8 +203,10 @@ def main() -> int:
             print(f"{r['name']} exited {r['exit_code']}: {r['output']}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.md").write_text(text, encoding="utf-8")
-    (args.out / "table.json").write_text(json.dumps({"records": args.records, "bytes": size, "rows": rows, "merges": merges}, indent=1) + "\n",
-                                         encoding="utf-8")
+    (args.out / "table.json").write_text(
+        json.dumps({"records": args.records, "bytes": size, "rows": rows, "merges": merges}, indent=1) + "\n",
+        encoding="utf-8",
+    )
     return 0 if all(r["exit_code"] == 0 for r in rows + merges) else 1
 
 

@@ -11,7 +11,8 @@
     compat merge  FILE... [--into DIR] [--no-table]
     compat recommend --gpu NAME [--gpus N] [--method M] [--model-size S] [--format F]
     compat explain [LOGFILE|-] [--format text|json]
-    compat preflight (CONFIG... | --preset NAME) [--gpus N] [--gpu NAME] [--model-size S] [--stack NAME] [--plan] [--results DIR]
+    compat preflight (CONFIG... | --preset NAME) [--gpus N] [--gpu NAME] [--model-size S] [--stack NAME]
+                  [--plan] [--results DIR]
     compat fit    (--model-size S | --model NAME|CONFIG.json) [--gpu NAME] [--gpus N] ...
 
 Exit codes: 0 done; 1 a run had cells whose outcome is in --fail-on (default: infra); 2 bad
@@ -40,7 +41,9 @@ from harness.errors import CompatError, ResultsWriteError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compat", description="Which fine-tuning stack works on your GPU: tiny real runs, recorded.")
+    parser = argparse.ArgumentParser(
+        prog="compat", description="Which fine-tuning stack works on your GPU: tiny real runs, recorded."
+    )
     parser.add_argument("--version", action="version", version=f"compat {harness.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in commands.COMMANDS:
@@ -102,8 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
         return 0
     except Terminated:
-        print("compat: terminated (SIGTERM); every record written so far is kept, and no cell or half-made env is left",
-              file=sys.stderr)
+        print(
+            "compat: terminated (SIGTERM); every record written so far is kept, and no cell or half-made env is left",
+            file=sys.stderr,
+        )
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("compat: interrupted; every record written so far is kept", file=sys.stderr)
@@ -127,7 +132,11 @@ def _check_single_values(parser: argparse.ArgumentParser, args) -> None:
     as [] (a quirk later Pythons fixed). Said as argparse says a missing value: exit code 2."""
     sub = parser._subparsers._group_actions[0].choices[args.command]
     for action in sub._actions:
-        if type(action) is argparse._StoreAction and action.nargs is None and isinstance(getattr(args, action.dest), list):
+        if (
+            type(action) is argparse._StoreAction
+            and action.nargs is None
+            and isinstance(getattr(args, action.dest), list)
+        ):
             sub.error(f"argument {'/'.join(action.option_strings)}: expected one argument")
 
 

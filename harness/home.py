@@ -49,13 +49,17 @@ def find() -> Home:
     env = os.environ.get("COMPAT_HOME")
     if env:
         if not _is_home(Path(env)):
-            raise UsageError(f"$COMPAT_HOME={env}: no matrix/axes.toml there; point it at a compat checkout (or a "
-                             "folder holding a copy of its matrix/), or unset it to use the data installed with compat")
+            raise UsageError(
+                f"$COMPAT_HOME={env}: no matrix/axes.toml there; point it at a compat checkout (or a "
+                "folder holding a copy of its matrix/), or unset it to use the data installed with compat"
+            )
         return Home.of(Path(env))
     for folder in (Path.cwd(), *Path.cwd().parents, PACKAGE.parent):
         if _is_home(folder):
             return Home.of(folder)
     if _is_home(PACKAGED):
         return Home.packaged()
-    raise UsageError(f"no compat data: {PACKAGED} has no matrix/axes.toml (a broken install: reinstall compat), and "
-                     f"neither {Path.cwd()} nor its parents is a compat checkout; or set COMPAT_HOME to one")
+    raise UsageError(
+        f"no compat data: {PACKAGED} has no matrix/axes.toml (a broken install: reinstall compat), and "
+        f"neither {Path.cwd()} nor its parents is a compat checkout; or set COMPAT_HOME to one"
+    )

@@ -26,7 +26,6 @@ from packaging.version import Version
 
 from harness.errors import MatrixError
 
-
 MAX_DATA_BYTES = 8 * 2**20  # a matrix, a config, a data file: kilobytes; a bigger "file" is something else
 
 
@@ -43,7 +42,13 @@ def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
         if not stat.S_ISREG(mode):
-            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other"
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket or other"
+            )
             raise NotAFile(f"is {kind}, not a regular file")
         with os.fdopen(fd, "rb") as f:
             fd = None
@@ -157,8 +162,14 @@ class Table:
     missing: str = "missing key {key!r}"
 
 
-def check(values: dict, table: Table, at: Callable[[str, str], str], problems: list[str],
-          at_table: Callable[[str], str] | None = None, also: Callable[[str, Any], str | None] | None = None) -> bool:
+def check(
+    values: dict,
+    table: Table,
+    at: Callable[[str, str], str],
+    problems: list[str],
+    at_table: Callable[[str], str] | None = None,
+    also: Callable[[str, Any], str | None] | None = None,
+) -> bool:
     """Hold `values` to `table`, appending each problem as `at(key, message)` (a missing key at
     `at_table(message)` where given: the table's header), in the file's order. `also(key, value)`:
     a rule of this file's that needs the rest of the table, asked of each value its kinds took.
@@ -167,7 +178,9 @@ def check(values: dict, table: Table, at: Callable[[str, str], str], problems: l
     for key, value in values.items():  # in the file's order
         decl = table.keys.get(key)
         if decl is None:
-            problems.append(at(key, table.unknown.format(hint=did_you_mean(key, table.keys), keys=", ".join(table.keys))))
+            problems.append(
+                at(key, table.unknown.format(hint=did_you_mean(key, table.keys), keys=", ".join(table.keys)))
+            )
             continue
         why = next((w for w in (k.problem(value) for k in decl.kinds) if w), None)
         if why is None and decl.each is not None and isinstance(value, list):
@@ -207,7 +220,10 @@ TEXT = kind(lambda v: isinstance(v, str), "must be a string")
 NONEMPTY_TEXT = kind(lambda v: isinstance(v, str) and v.strip(), "must be non-empty text")
 BOOL = kind(lambda v: isinstance(v, bool), "must be true or false")
 TABLE = kind(lambda v: isinstance(v, dict), "must be a table")
-TEXT_LIST = kind(lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x.strip() for x in v), "must be a non-empty list of text")
+TEXT_LIST = kind(
+    lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x.strip() for x in v),
+    "must be a non-empty list of text",
+)
 URL = kind(lambda v: isinstance(v, str) and re.match(r"^https?://\S+$", v), "{r} is not a URL")
 CC = kind(lambda v: isinstance(v, str) and re.fullmatch(r"\d+\.\d", v), '{r} is not a compute capability like "8.6"')
 POSITIVE_INT = kind(lambda v: _is_int(v) and v >= 1, "{r} must be a whole number, 1 or more")

@@ -10,20 +10,31 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_compat(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 900, input: str | None = None,
-               **popen) -> subprocess.CompletedProcess:
+def run_compat(
+    *args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 900, input: str | None = None, **popen
+) -> subprocess.CompletedProcess:
     """The CLI exactly as a user runs it: a separate process, its exit code and its two streams
     (`input` on its stdin). The one subprocess helper of the tests; call_compat where a process
     of its own adds nothing."""
     return subprocess.run(
         [sys.executable, "-m", "harness", *args],
-        capture_output=True, text=True, cwd=cwd, timeout=timeout, input=input,
-        env={**os.environ, **(env or {})}, **popen,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        input=input,
+        env={**os.environ, **(env or {})},
+        **popen,
     )
 
 
-def call_compat(*args: str, env: dict | None = None, cwd: Path = ROOT, input: bytes | str | None = None,
-                timeout: float | None = None) -> subprocess.CompletedProcess:
+def call_compat(
+    *args: str,
+    env: dict | None = None,
+    cwd: Path = ROOT,
+    input: bytes | str | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
     """The CLI's main() in this process, answered as run_compat answers: its exit code and its two
     streams, with `env` laid over the environment, `cwd` as the working folder and `input` on
     stdin for the call. No interpreter to start (a third of a second each): for what only a
@@ -70,8 +81,12 @@ def network_cut() -> list[str]:
 
     if shutil.which("unshare") is None:
         return []
-    probe = subprocess.run(["unshare", "-rn", sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 2)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return ["unshare", "-rn"] if probe.returncode != 0 and "Network is unreachable" in probe.stderr else []
 
 
@@ -154,12 +169,37 @@ def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
     """`base` moved onto a Tesla P4 (sm_61) for rendering tests: GPU fingerprint and per-card
     torch/NVML memory figures in the shape the workload and the harness write them."""
     axes = dict(base["axes"], hardware="sm_61")
-    fp = dict(base["fingerprint"], hardware={"cpu": "Test CPU", "driver": "550.54", "cuda_driver": "12.4", "gpus": [
-        {"index": 0, "name": "Tesla P4", "compute_capability": "6.1", "memory_bytes": 8 * 2**30, "arch": "sm_61"}]},
-              torch={"version": "2.6.0+cu124", "cuda": "12.4"})  # a GPU record's torch is a CUDA build
-    memory = [{"rank": 0, "device": "cuda:0", "physical_index": 0, "peak_rss_bytes": 900 * 2**20,
-               "torch_max_allocated_bytes": 300 * 2**20, "torch_max_reserved_bytes": 420 * 2**20,
-               "nvml_baseline_used_bytes": 0, "nvml_peak_used_bytes": 700 * 2**20, "nvml_processes_max": 1}]
+    fp = dict(
+        base["fingerprint"],
+        hardware={
+            "cpu": "Test CPU",
+            "driver": "550.54",
+            "cuda_driver": "12.4",
+            "gpus": [
+                {
+                    "index": 0,
+                    "name": "Tesla P4",
+                    "compute_capability": "6.1",
+                    "memory_bytes": 8 * 2**30,
+                    "arch": "sm_61",
+                }
+            ],
+        },
+        torch={"version": "2.6.0+cu124", "cuda": "12.4"},
+    )  # a GPU record's torch is a CUDA build
+    memory = [
+        {
+            "rank": 0,
+            "device": "cuda:0",
+            "physical_index": 0,
+            "peak_rss_bytes": 900 * 2**20,
+            "torch_max_allocated_bytes": 300 * 2**20,
+            "torch_max_reserved_bytes": 420 * 2**20,
+            "nvml_baseline_used_bytes": 0,
+            "nvml_peak_used_bytes": 700 * 2**20,
+            "nvml_processes_max": 1,
+        }
+    ]
     cell = base["cell"].replace(base["axes"]["hardware"] + "-", "sm_61-", 1)
     return second_runner(base, runner, axes=axes, fingerprint=fp, memory=memory, cell=cell)
 
@@ -176,8 +216,9 @@ def make_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Pa
     files = {
         f"{module}/__init__.py": "",
         f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                                      + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: compat-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: compat-tests\nRoot-Is-Purelib: true\nTag: "
+        "py3-none-any\n",
     }
     record = []
     for path, text in files.items():

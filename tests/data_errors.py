@@ -32,8 +32,10 @@ def damaged(text: str):
         indent, key, eq, value = KEY_LINE.match(lines[i]).groups()
         if value.rstrip().endswith(("[", "{", '"""', "'''")):
             continue  # a value over several lines: a line's damage would only make it bad TOML
+
         def edit(new_line, i=i):
-            return "\n".join(lines[:i] + ([new_line] if new_line is not None else []) + lines[i + 1:])
+            return "\n".join(lines[:i] + ([new_line] if new_line is not None else []) + lines[i + 1 :])
+
         yield f"line {i + 1}: {key} misspelt", edit(f"{indent}{key[:-1] or key + 'x'}{eq}{value}")
         yield f"line {i + 1}: {key} deleted", edit(None)
         for v in VALUES:
@@ -43,12 +45,12 @@ def damaged(text: str):
 def loaders():
     """file in matrix/ -> how compat loads it from a folder (a copy of matrix/)."""
     from harness.answers import preflight
-    from harness.evidence import agreement
+    from harness.answers.model_configs import ModelConfigs
+    from harness.answers.recommend import ResolverData
     from harness.catalog.gpus import GpuDb
     from harness.catalog.known_issues import KnownIssues
     from harness.catalog.matrix import MatrixData, load_matrix
-    from harness.answers.model_configs import ModelConfigs
-    from harness.answers.recommend import ResolverData
+    from harness.evidence import agreement
 
     return {
         "axes.toml": MatrixData.load,
@@ -62,8 +64,12 @@ def loaders():
         "builds.toml": ResolverData.load,
         "known_issues.toml": KnownIssues.load,
         "model_configs.toml": ModelConfigs.load,
-        "presets/glm4-lora-zero3-offload/preset.toml": lambda d: preflight.load_preset(d, "glm4-lora-zero3-offload", MatrixData.load(d)),
-        "presets/llamafactory-fsdp-qlora-fp16/preset.toml": lambda d: preflight.load_preset(d, "llamafactory-fsdp-qlora-fp16", MatrixData.load(d)),
+        "presets/glm4-lora-zero3-offload/preset.toml": lambda d: preflight.load_preset(
+            d, "glm4-lora-zero3-offload", MatrixData.load(d)
+        ),
+        "presets/llamafactory-fsdp-qlora-fp16/preset.toml": lambda d: preflight.load_preset(
+            d, "llamafactory-fsdp-qlora-fp16", MatrixData.load(d)
+        ),
     }
 
 
@@ -97,7 +103,9 @@ def write(out: Path) -> int:
                 lines.append(f"== {what}\n{answer(load, directory).replace(str(directory), 'MATRIX')}\n")
                 count += 1
             path.write_text(original, encoding="utf-8")
-            (out / ("errors-" + rel.replace("/", "-").removesuffix(".toml") + ".txt")).write_text("".join(lines), encoding="utf-8")
+            (out / ("errors-" + rel.replace("/", "-").removesuffix(".toml") + ".txt")).write_text(
+                "".join(lines), encoding="utf-8"
+            )
     return count
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import data_errors  # noqa: E402  (tests/data_errors.py, beside this)
+
 FIT_EXAMPLES = [  # docs/fit.md: the examples it shows (its config.json one with a shipped model)
     ["--model-size", "7B", "--gpu", "P4", "--method", "qlora", "--grad-ckpt"],
     ["--model-size", "13B", "--gpu", "4090", "--gpus", "3", "--method", "lora", "--grad-ckpt"],
@@ -61,12 +62,22 @@ def commands(tmp: Path) -> dict[str, list[str]]:
 
 
 def run(args: list[str], tmp: Path) -> str:
-    proc = subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env=dict(os.environ, COMPAT_HOME=str(ROOT)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=dict(os.environ, COMPAT_HOME=str(ROOT)),
+    )
+
     def plain(text: str) -> str:  # the same whichever checkout and temporary folder ran it
         return text.replace(str(tmp), "TMP").replace(str(ROOT), "ROOT")
 
-    return f"$ compat {plain(' '.join(args))}\nexit {proc.returncode}\n--- stdout\n{plain(proc.stdout)}--- stderr\n{plain(proc.stderr)}"
+    return (
+        f"$ compat {plain(' '.join(args))}\nexit {proc.returncode}\n--- stdout\n{plain(proc.stdout)}--- "
+        f"stderr\n{plain(proc.stderr)}"
+    )
 
 
 def main() -> int:

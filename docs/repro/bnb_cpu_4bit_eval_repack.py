@@ -31,18 +31,32 @@ def cpu_flags() -> str:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     except OSError:
         return "unknown (no /proc/cpuinfo)"
-    return ", ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in flags) or "none of avx512f, avx512_bf16, amx_bf16"
+    return (
+        ", ".join(f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in flags)
+        or "none of avx512f, avx512_bf16, amx_bf16"
+    )
 
 
 def build(folder: str, double_quant: bool, no_repack: bool = False):
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    config = transformers.LlamaConfig(
+        vocab_size=256,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     transformers.LlamaForCausalLM(config).save_pretrained(folder)
-    quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32,
-                                            bnb_4bit_use_double_quant=double_quant)
+    quant = transformers.BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_compute_dtype=torch.float32,
+        bnb_4bit_use_double_quant=double_quant,
+    )
     model = transformers.LlamaForCausalLM.from_pretrained(folder, quantization_config=quant, device_map={"": "cpu"})
     if no_repack:
         for module in model.modules():
@@ -63,16 +77,22 @@ def absmax_of(model) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--double-quant", action="store_true", help="bnb_4bit_use_double_quant=True")
-    parser.add_argument("--no-repack", action="store_true", help="set support_avx512bf16_for_cpu = False on every Linear4bit "
-                        "after loading (bitsandbytes >= 0.49's switch for the packed CPU path), to check it as a workaround")
+    parser.add_argument(
+        "--no-repack",
+        action="store_true",
+        help="set support_avx512bf16_for_cpu = False on every Linear4bit "
+        "after loading (bitsandbytes >= 0.49's switch for the packed CPU path), to check it as a workaround",
+    )
     args = parser.parse_args()
     import bitsandbytes
     import peft
     import transformers
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, "
-          f"bitsandbytes {bitsandbytes.__version__}; CPU flags: {cpu_flags()}; double quant: {args.double_quant}; "
-          f"repack switched off: {args.no_repack}")
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, "
+        f"bitsandbytes {bitsandbytes.__version__}; CPU flags: {cpu_flags()}; double quant: {args.double_quant}; "
+        f"repack switched off: {args.no_repack}"
+    )
     work = tempfile.mkdtemp(prefix="bnb-repro-")
     model, quant = build(os.path.join(work, "base"), args.double_quant, args.no_repack)
     ids = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(1))
@@ -83,9 +103,15 @@ def main() -> int:
     # 1. an eval-mode forward (from_pretrained returns the model in eval mode), as an evaluation does
     after = absmax_of(model)
     changed = [n for n in before if before[n][:2] != after[n][:2] or not torch.equal(before[n][2], after[n][2])]
-    print(f"1. eval-mode forward changed quant_state.absmax in place: {len(changed)} of {len(before)} 4-bit layers"
-          + (f" (e.g. {changed[0]}: {before[changed[0]][0]} {before[changed[0]][1]} -> {after[changed[0]][0]} {after[changed[0]][1]})"
-             if changed else ""))
+    print(
+        f"1. eval-mode forward changed quant_state.absmax in place: {len(changed)} of {len(before)} 4-bit layers"
+        + (
+            f" (e.g. {changed[0]}: {before[changed[0]][0]} {before[changed[0]][1]} -> {after[changed[0]][0]} "
+            f"{after[changed[0]][1]})"
+            if changed
+            else ""
+        )
+    )
 
     # 2. save the whole 4-bit model after that forward, reload it, compare with the model as loaded
     model.save_pretrained(os.path.join(work, "saved"))
@@ -98,9 +124,16 @@ def main() -> int:
     # 3. as a fine-tune evaluates before training: LoRA added, an eval-mode forward, then training
     #    steps; which LoRA B matrices got an all-zero gradient on each step
     model, _ = build(os.path.join(work, "base3"), args.double_quant, args.no_repack)
-    model = peft.get_peft_model(peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False),
-                                peft.LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                                                lora_dropout=0.0, task_type="CAUSAL_LM"))
+    model = peft.get_peft_model(
+        peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False),
+        peft.LoraConfig(
+            r=8,
+            lora_alpha=16,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+            lora_dropout=0.0,
+            task_type="CAUSAL_LM",
+        ),
+    )
     model.eval()
     with torch.no_grad():
         model(ids)
@@ -109,11 +142,16 @@ def main() -> int:
     for step in (1, 2, 3):
         opt.zero_grad()
         model(ids, labels=ids).loss.backward()
-        zero = sorted(n.split("layers.")[1].split(".lora_B")[0] for n, p in model.named_parameters()
-                      if "lora_B" in n and p.grad is not None and not bool(p.grad.any()))
+        zero = sorted(
+            n.split("layers.")[1].split(".lora_B")[0]
+            for n, p in model.named_parameters()
+            if "lora_B" in n and p.grad is not None and not bool(p.grad.any())
+        )
         total = sum(1 for n, _ in model.named_parameters() if "lora_B" in n)
-        print(f"3. training step {step} after an eval-mode forward of the LoRA model: LoRA B matrices with an all-zero "
-              f"gradient: {len(zero)} of {total}" + (f" ({', '.join(zero)})" if zero else ""))
+        print(
+            f"3. training step {step} after an eval-mode forward of the LoRA model: LoRA B matrices with an all-zero "
+            f"gradient: {len(zero)} of {total}" + (f" ({', '.join(zero)})" if zero else "")
+        )
         opt.step()
     return 0
 

@@ -24,7 +24,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from harness.errors import UsageError
@@ -42,7 +48,9 @@ class Releases:
     versions: list[str]  # oldest first
     sources: list[str]  # where they were read, in words
     problems: list[str]  # what could not be read (an index out of reach), said in the report
-    uploaded: dict[str, str] = dataclasses.field(default_factory=dict)  # version -> its first file's upload time (the index's)
+    uploaded: dict[str, str] = dataclasses.field(
+        default_factory=dict
+    )  # version -> its first file's upload time (the index's)
 
 
 def version_of_file(package: str, filename: str) -> str | None:
@@ -73,7 +81,9 @@ def from_folders(package: str, folders: list[Path]) -> dict[str, list[str]]:
     return out
 
 
-def from_index(package: str, index: str = INDEX, timeout: float = INDEX_TIMEOUT_S) -> dict[str, tuple[bool, str | None]]:
+def from_index(
+    package: str, index: str = INDEX, timeout: float = INDEX_TIMEOUT_S
+) -> dict[str, tuple[bool, str | None]]:
     """Version -> (yanked: every file of it yanked, the earliest upload time of its files or None),
     from the index's simple API as JSON (PEP 691; upload-time is PEP 700's, API version 1.1).
     OSError where it cannot be read."""
@@ -108,8 +118,9 @@ def _utc(stamp) -> str | None:
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def releases(package: str, folders: list[Path], offline: bool, pre: bool = False, index: str = INDEX,
-             read_index=from_index) -> Releases:
+def releases(
+    package: str, folders: list[Path], offline: bool, pre: bool = False, index: str = INDEX, read_index=from_index
+) -> Releases:
     """The releases a bisection can probe, oldest first: those in the folders and, unless
     offline, those the index lists and has not yanked; pre-releases only if `pre`."""
     found: set[str] = set(from_folders(package, folders))
@@ -123,8 +134,10 @@ def releases(package: str, folders: list[Path], offline: bool, pre: bool = False
             uploaded = {v: when for v, (_, when) in listed.items() if when}
             sources.append(index)
         except OSError as exc:
-            problems.append(f"the package index could not be read ({exc}): only the releases in --find-links "
-                            "folders are known, and releases between them may be missing")
+            problems.append(
+                f"the package index could not be read ({exc}): only the releases in --find-links "
+                "folders are known, and releases between them may be missing"
+            )
     versions = sorted((Version(v) for v in found), key=lambda v: v)
     if not pre:
         versions = [v for v in versions if not (v.is_prerelease or v.is_devrelease)]
@@ -177,12 +190,19 @@ def judge_paired(record: dict, plain: dict) -> tuple[str, str]:
     report shows each probe's), a skip where the cell did not run both ways or passes only with
     them. Each release is judged on its own pair, not against the bad end's error."""
     if record.get("outcome") in NOT_RUN or plain.get("outcome") in NOT_RUN:
-        return SKIP, f"{record.get('outcome')} with the settings, {plain.get('outcome')} without: the cell did not run both ways"
+        return (
+            SKIP,
+            f"{record.get('outcome')} with the settings, {plain.get('outcome')} without: "
+            "the cell did not run both ways",
+        )
     if (record.get("outcome"), signature_of(record)) == (plain.get("outcome"), signature_of(plain)):
         return GOOD, f"the settings change nothing: {record.get('outcome')} both ways"
     if record.get("outcome") == "pass":
         return SKIP, f"passes with the settings, {plain.get('outcome')} without"
-    return BAD, f"without the settings: {plain.get('outcome')}{' ' + signature_of(plain) if signature_of(plain) else ''}"
+    return (
+        BAD,
+        f"without the settings: {plain.get('outcome')}{' ' + signature_of(plain) if signature_of(plain) else ''}",
+    )
 
 
 def next_probe(n: int, verdicts: dict[int, str]) -> int | None:
@@ -197,10 +217,10 @@ def next_probe(n: int, verdicts: dict[int, str]) -> int | None:
     goods = [i for i, v in verdicts.items() if v == GOOD and i < hi]
     if not goods:
         k = sum(1 for i in verdicts if i < hi)  # each probe below the bad end so far was a skip
-        while hi - 2 ** k >= 0 and hi - 2 ** k in verdicts:
+        while hi - 2**k >= 0 and hi - 2**k in verdicts:
             k += 1
-        if hi - 2 ** k >= 0:
-            return hi - 2 ** k
+        if hi - 2**k >= 0:
+            return hi - 2**k
         return 0 if hi > 0 and 0 not in verdicts else None  # the oldest release, last
     lo = max(goods)
     left = [i for i in range(lo + 1, hi) if i not in verdicts]
@@ -224,8 +244,9 @@ def boundary(versions: list[str], verdicts: dict[int, str]) -> Boundary:
     goods = [i for i, v in verdicts.items() if v == GOOD and i < hi]
     lo = max(goods) if goods else None
     skipped = [versions[i] for i in range((lo if lo is not None else -1) + 1, hi) if verdicts.get(i) == SKIP]
-    return Boundary(versions[lo] if lo is not None else None, versions[hi], [*skipped, versions[hi]],
-                    lo is not None and not skipped)
+    return Boundary(
+        versions[lo] if lo is not None else None, versions[hi], [*skipped, versions[hi]], lo is not None and not skipped
+    )
 
 
 # -- companions --------------------------------------------------------------------------------
@@ -238,10 +259,15 @@ def boundary(versions: list[str], verdicts: dict[int, str]) -> Boundary:
 # had. Where a time is unknown (a release only in a --find-links folder, or the index out of
 # reach), or with --keep-companions, the probe keeps the base stack's pin and the report says so;
 # a probe that then needs another companion fails to install or to import and is a skip.
-COMPANIONS: dict[str, tuple[str, ...]] = {"transformers": ("peft", "accelerate"), "peft": ("transformers",),
-                                          "accelerate": ("transformers",)}
-RELEASED_WITH = ("each probe pins {names} at the newest release uploaded on or before the probed {package} release "
-                 "(the index's upload times: the companion rule 'released with')")
+COMPANIONS: dict[str, tuple[str, ...]] = {
+    "transformers": ("peft", "accelerate"),
+    "peft": ("transformers",),
+    "accelerate": ("transformers",),
+}
+RELEASED_WITH = (
+    "each probe pins {names} at the newest release uploaded on or before the probed {package} release "
+    "(the index's upload times: the companion rule 'released with')"
+)
 
 
 def companions_held(package: str, pins: dict[str, str]) -> list[str]:
@@ -265,10 +291,15 @@ def companion_note(package: str, pins: dict[str, str], rule: bool = False) -> st
     if not held:
         return ""
     if rule:
-        return f"{package} moves with {', '.join(held)}: " + RELEASED_WITH.format(names=" and ".join(held), package=package)
+        return f"{package} moves with {', '.join(held)}: " + RELEASED_WITH.format(
+            names=" and ".join(held), package=package
+        )
     pinned = [f"{c}{pins[c]}" for c in held]
-    return (f"{package} moves with {', '.join(held)}: every probe keeps the base stack's {', '.join(pinned)} (--keep-companions, "
-            "or no upload times known); a probe that needs another one is a skip, not a verdict on the package")
+    return (
+        f"{package} moves with {', '.join(held)}: every probe keeps the base stack's {', '.join(pinned)} "
+        "(--keep-companions, "
+        "or no upload times known); a probe that needs another one is a skip, not a verdict on the package"
+    )
 
 
 def bisect_id(now) -> str:

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from harness.answers import bisect
-from harness.evidence import records
 from harness.catalog.cell import Cell
 from harness.errors import NoHardwareError, UsageError
+from harness.evidence import records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +45,10 @@ def start(options: Options, data, host, cell: Cell, base, results: Path, issues)
     from harness.run import runner
 
     if base.current:
-        raise UsageError(f"stack {base.name!r} runs the interpreter as it is (provider = \"current\"): a bisection pins "
-                         "the package in an env of its own; give --stack a stack of matrix/stacks.toml that has one")
+        raise UsageError(
+            f'stack {base.name!r} runs the interpreter as it is (provider = "current"): a bisection pins '
+            "the package in an env of its own; give --stack a stack of matrix/stacks.toml that has one"
+        )
     if options.offline and not options.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to list and install releases from")
     if options.paired and not options.settings:
@@ -61,11 +63,16 @@ def start(options: Options, data, host, cell: Cell, base, results: Path, issues)
     bad = options.bad or (versions[-1] if versions else None)
     for flag, v in (("--bad", bad), ("--good", options.good)):
         if v is not None and v not in versions:
-            raise UsageError(f"{flag} {v}: not a release of {options.package} that can be probed here (known: "
-                             f"{_span(versions)}; from {', '.join(found.sources) or 'nowhere'})"
-                             + "".join(f"; {p}" for p in found.problems))
+            raise UsageError(
+                f"{flag} {v}: not a release of {options.package} that can be probed here (known: "
+                f"{_span(versions)}; from {', '.join(found.sources) or 'nowhere'})"
+                + "".join(f"; {p}" for p in found.problems)
+            )
     if bad is None:
-        raise UsageError(f"no release of {options.package} found ({', '.join(found.problems) or 'none in ' + ', '.join(found.sources)})")
+        raise UsageError(
+            f"no release of {options.package} found "
+            f"({', '.join(found.problems) or 'none in ' + ', '.join(found.sources)})"
+        )
     if options.good is not None and versions.index(options.good) >= versions.index(bad):
         raise UsageError(f"--good {options.good} is not older than --bad {bad}")
     companions = {}
@@ -89,7 +96,9 @@ def parse_set(items: list[str]) -> dict:
         key, eq, value = item.partition("=")
         parts = [p.strip() for p in key.split(".")]
         if not eq or not all(parts):
-            raise UsageError(f"--set {item!r}: give KEY=VALUE, the key as in matrix/defaults.toml (train.load_in_kbit_kwarg=true)")
+            raise UsageError(
+                f"--set {item!r}: give KEY=VALUE, the key as in matrix/defaults.toml (train.load_in_kbit_kwarg=true)"
+            )
         try:
             parsed = tomllib.loads(f"v = {value.strip()}")["v"]
         except tomllib.TOMLDecodeError:
@@ -109,7 +118,9 @@ def laid_over(defaults: dict, overrides: dict) -> dict:
     from harness.catalog.matrix import settings_over
 
     problems: list[str] = []
-    settings = settings_over(defaults, overrides, "settings", lambda key, label, msg, table=None: f"--set {label}: {msg}", problems)
+    settings = settings_over(
+        defaults, overrides, "settings", lambda key, label, msg, table=None: f"--set {label}: {msg}", problems
+    )
     if problems:
         raise UsageError("; ".join(problems))
     return settings
@@ -118,8 +129,20 @@ def laid_over(defaults: dict, overrides: dict) -> dict:
 class Bisection:
     """One bisection: its probes, each a real run of the cell with the package at one release."""
 
-    def __init__(self, args: Options, data, host, cell: Cell, base, versions: list[str], results: Path, issues,
-                 settings: dict | None = None, companions: dict | None = None, uploaded: dict | None = None):
+    def __init__(
+        self,
+        args: Options,
+        data,
+        host,
+        cell: Cell,
+        base,
+        versions: list[str],
+        results: Path,
+        issues,
+        settings: dict | None = None,
+        companions: dict | None = None,
+        uploaded: dict | None = None,
+    ):
         """`settings`: defaults.toml's with --set laid over them (default: defaults.toml's);
         `companions`: companion -> its bisect.Releases, where the "released with" rule picks its
         pins; `uploaded`: the package's release -> its upload time."""
@@ -128,8 +151,13 @@ class Bisection:
         self.args, self.data, self.host, self.cell, self.base, self.versions = args, data, host, cell, base, versions
         self.id = bisect.bisect_id(dt.datetime.now(dt.timezone.utc))
         self.results, self.issues = results, issues
-        self.envs = envs.EnvManager(root=args.env_dir or envs.default_root(), base_python=sys.executable, offline=args.offline,
-                                    find_links=tuple(str(f) for f in args.find_links), log=lambda line: print(line, flush=True))
+        self.envs = envs.EnvManager(
+            root=args.env_dir or envs.default_root(),
+            base_python=sys.executable,
+            offline=args.offline,
+            find_links=tuple(str(f) for f in args.find_links),
+            log=lambda line: print(line, flush=True),
+        )
         self.verdicts: dict[int, str] = {}
         self.probes: list = []
         self.bad_record: dict | None = None
@@ -143,7 +171,9 @@ class Bisection:
     def pins_with(self, version: str) -> dict[str, str]:
         """Each companion's release for a probe of `version` (the "released with" rule); a companion
         it cannot date keeps the base stack's pin and is absent here."""
-        picked = {name: bisect.released_with(self.uploaded.get(version), listed) for name, listed in self.companions.items()}
+        picked = {
+            name: bisect.released_with(self.uploaded.get(version), listed) for name, listed in self.companions.items()
+        }
         return {name: v for name, v in picked.items() if v}
 
     def probe(self, version: str, plain: bool = False) -> dict:
@@ -161,20 +191,38 @@ class Bisection:
             packages += ((self.args.package, pin),)
         stack = dataclasses.replace(self.base, canary=False, packages=packages)
         ctx = context.RunContext(
-            results_dir=self.results, records_path=self.results / "records.jsonl",
+            results_dir=self.results,
+            records_path=self.results / "records.jsonl",
             settings=self.data.defaults if plain else self.settings,
-            models=self.data.models, host=self.host, stacks={**self.data.stacks, stack.name: stack}, matrix_dir=self.data.dir,
-            known_issues=self.issues, envs=self.envs, timeout_s=self.args.timeout,
+            models=self.data.models,
+            host=self.host,
+            stacks={**self.data.stacks, stack.name: stack},
+            matrix_dir=self.data.dir,
+            known_issues=self.issues,
+            envs=self.envs,
+            timeout_s=self.args.timeout,
         )
-        tag = {"id": self.id, "package": self.args.package, "version": version, "base_stack": self.base.name,
-               "companions": self.pins_with(version)}
+        tag = {
+            "id": self.id,
+            "package": self.args.package,
+            "version": version,
+            "base_stack": self.base.name,
+            "companions": self.pins_with(version),
+        }
         if self.args.settings:
             tag["set"] = {} if plain else self.args.settings
         legs = f" ({'without' if plain else 'with'} the --set settings)" if self.args.paired else ""
-        print(f"probe {len(self.probes) + 1}: {self.args.package}=={version}"
-              + "".join(f", {n}=={v}" for n, v in tag["companions"].items()) + legs, flush=True)
-        (rec,) = runner.run_all(runner.plan([self.cell], self.host), ctx,
-                                overrides={self.cell.id: context.Override(record_extra={"bisect": tag})})
+        print(
+            f"probe {len(self.probes) + 1}: {self.args.package}=={version}"
+            + "".join(f", {n}=={v}" for n, v in tag["companions"].items())
+            + legs,
+            flush=True,
+        )
+        (rec,) = runner.run_all(
+            runner.plan([self.cell], self.host),
+            ctx,
+            overrides={self.cell.id: context.Override(record_extra={"bisect": tag})},
+        )
         return rec
 
     def judged(self, version: str) -> str:
@@ -185,27 +233,58 @@ class Bisection:
         if self.bad_record is None and verdict == bisect.BAD:
             self.bad_record = rec
         self.verdicts[self.versions.index(version)] = verdict
-        other = None if plain is None else {"outcome": plain["outcome"], "signature": bisect.signature_of(plain), "record": plain["id"]}
-        self.probes.append(bisect.Probe(version, rec["outcome"], bisect.signature_of(rec), verdict, rec["id"], why,
-                                        self.pins_with(version), other))
-        print(f"  {version}: {rec['outcome']}{' ' + bisect.signature_of(rec) if bisect.signature_of(rec) else ''} -> {verdict}"
-              + (f" ({why})" if why else ""), flush=True)
+        other = (
+            None
+            if plain is None
+            else {"outcome": plain["outcome"], "signature": bisect.signature_of(plain), "record": plain["id"]}
+        )
+        self.probes.append(
+            bisect.Probe(
+                version,
+                rec["outcome"],
+                bisect.signature_of(rec),
+                verdict,
+                rec["id"],
+                why,
+                self.pins_with(version),
+                other,
+            )
+        )
+        print(
+            f"  {version}: {rec['outcome']}{' ' + bisect.signature_of(rec) if bisect.signature_of(rec) else ''} -> "
+            f"{verdict}" + (f" ({why})" if why else ""),
+            flush=True,
+        )
         return verdict
 
     def search(self, bad: str, good: str | None, note: str, found) -> int:
         if self.judged(bad) != bisect.BAD:
             last = self.probes[-1]
-            return self.finish(None, f"{self.cell.id} is not bad with {self.args.package} {bad} ({last.why or last.outcome}): "
-                                     "nothing to bisect", note, found)
+            return self.finish(
+                None,
+                f"{self.cell.id} is not bad with {self.args.package} {bad} ({last.why or last.outcome}): "
+                "nothing to bisect",
+                note,
+                found,
+            )
         if self.bad_record["outcome"] in ("install-error", "infra", "unsupported"):  # not the cell's own failure
-            return self.finish(None, f"{self.cell.id} could not run with {self.args.package} {bad} ({self.bad_record['outcome']}): "
-                                     "the bad end must be a release the cell runs with and fails", note, found)
+            return self.finish(
+                None,
+                f"{self.cell.id} could not run with {self.args.package} {bad} ({self.bad_record['outcome']}): "
+                "the bad end must be a release the cell runs with and fails",
+                note,
+                found,
+            )
         if good is not None and self.judged(good) != bisect.GOOD:
             last = self.probes[-1]
-            return self.finish(None, f"{self.cell.id} is not good with --good {self.args.package} {good} "
-                                     f"({last.why or last.outcome}): give a release it "
-                                     + ("runs the same way with and without the settings" if self.args.paired else "passes with"),
-                               note, found)
+            return self.finish(
+                None,
+                f"{self.cell.id} is not good with --good {self.args.package} {good} "
+                f"({last.why or last.outcome}): give a release it "
+                + ("runs the same way with and without the settings" if self.args.paired else "passes with"),
+                note,
+                found,
+            )
         while len(self.probes) < self.args.max_probes:
             i = bisect.next_probe(len(self.versions), self.verdicts)
             if i is None:
@@ -216,48 +295,90 @@ class Bisection:
                 return self.finish(None, f"stopped after --max-probes {self.args.max_probes} probes", note, found)
         found_edge = bisect.boundary(self.versions, self.verdicts)
         if found_edge.last_good is None:
-            return self.finish(found_edge, f"no release back to {self.versions[0]} passes: the first bad release is "
-                                           f"{self.versions[0]} or older than the releases known here", note, found)
+            return self.finish(
+                found_edge,
+                f"no release back to {self.versions[0]} passes: the first bad release is "
+                f"{self.versions[0]} or older than the releases known here",
+                note,
+                found,
+            )
         return self.finish(found_edge, "", note, found)
+
+    def _probe_lines(self) -> list[str]:
+        """Each probe, in release order: its verdict, outcome, signature, record and companions."""
+        lines = []
+        for p in sorted(self.probes, key=lambda p: self.versions.index(p.version)):
+            lines.append(
+                f"  {p.version:>12}  {p.verdict:<4}  {p.outcome}{'  ' + p.signature if p.signature else ''}  "
+                f"record {p.record}" + "".join(f"  {n} {v}" for n, v in p.companions.items())
+            )
+            if p.plain is not None:
+                lines.append(
+                    f"  {'':>12}  {'':<4}  without the settings: {p.plain['outcome']}"
+                    f"{'  ' + p.plain['signature'] if p.plain['signature'] else ''}  record {p.plain['record']}"
+                )
+        return lines
+
+    def _bad_side(self, edge) -> list[str]:
+        """The bad end's error, the first bad release's where a paired bisection changed it, and the
+        known issues it matches."""
+        lines = []
+        bad_sig = bisect.signature_of(self.bad_record) or self.bad_record["outcome"]
+        lines.append(f"the bad side: {bad_sig}")
+        first = next((p for p in self.probes if edge is not None and p.version == edge.first_bad), None)
+        # a paired bisection's bad side may change its error
+        if first is not None and (first.signature or first.outcome) != bad_sig:
+            lines.append(f"at the first bad release: {first.signature or first.outcome}")
+        issues = self.bad_record.get("known_issues") or []
+        lines.append("known issues it matches: " + (", ".join(map(str, issues)) or "none in matrix/known_issues.toml"))
+        return lines
 
     def finish(self, edge, problem: str, note: str, found) -> int:
         """Print the report, write it beside the records; exit code 0 when a boundary was found."""
-        lines = [f"compat bisect {self.id}: {self.cell.id}, {self.args.package} (base stack {self.base.name}; {_span(self.versions)} "
-                 f"known); {len(self.probes)} probes"]
+        lines = [
+            f"compat bisect {self.id}: {self.cell.id}, {self.args.package} (base stack {self.base.name}; "
+            f"{_span(self.versions)} known); {len(self.probes)} probes"
+        ]
         if self.args.settings:
-            lines.append(f"settings laid over the defaults: {json.dumps(self.args.settings)}"
-                         + ("; each probe also run without them, and judged on the difference (--paired)" if self.args.paired else ""))
-        for p in sorted(self.probes, key=lambda p: self.versions.index(p.version)):
-            lines.append(f"  {p.version:>12}  {p.verdict:<4}  {p.outcome}{'  ' + p.signature if p.signature else ''}  record {p.record}"
-                         + "".join(f"  {n} {v}" for n, v in p.companions.items()))
-            if p.plain is not None:
-                lines.append(f"  {'':>12}  {'':<4}  without the settings: {p.plain['outcome']}"
-                             f"{'  ' + p.plain['signature'] if p.plain['signature'] else ''}  record {p.plain['record']}")
+            lines.append(
+                f"settings laid over the defaults: {json.dumps(self.args.settings)}"
+                + (
+                    "; each probe also run without them, and judged on the difference (--paired)"
+                    if self.args.paired
+                    else ""
+                )
+            )
+        lines += self._probe_lines()
         if edge is not None and edge.last_good is not None:
             if edge.exact:
                 lines.append(f"first bad release: {self.args.package} {edge.first_bad} (last good: {edge.last_good})")
             else:
-                lines.append(f"first bad release: one of {', '.join(edge.could_be)} (last good: {edge.last_good}; "
-                             "the others were skipped)")
+                lines.append(
+                    f"first bad release: one of {', '.join(edge.could_be)} (last good: {edge.last_good}; "
+                    "the others were skipped)"
+                )
         if problem:
             lines.append(problem)
         if self.bad_record is not None:
-            bad_sig = bisect.signature_of(self.bad_record) or self.bad_record["outcome"]
-            lines.append(f"the bad side: {bad_sig}")
-            first = next((p for p in self.probes if edge is not None and p.version == edge.first_bad), None)
-            if first is not None and (first.signature or first.outcome) != bad_sig:  # a paired bisection's bad side may change its error
-                lines.append(f"at the first bad release: {first.signature or first.outcome}")
-            issues = self.bad_record.get("known_issues") or []
-            lines.append("known issues it matches: " + (", ".join(map(str, issues)) or "none in matrix/known_issues.toml"))
+            lines += self._bad_side(edge)
         lines += [f"note: {n}" for n in [*found.problems, note] if n]
         text = "\n".join(lines) + "\n"
         print(text, end="")
-        report = {"id": self.id, "cell": self.cell.id, "package": self.args.package, "base_stack": self.base.name,
-                  "releases": self.versions, "sources": found.sources, "probes": [dataclasses.asdict(p) for p in self.probes],
-                  "boundary": dataclasses.asdict(edge) if edge else None, "problem": problem or None,
-                  "settings": self.args.settings, "paired": self.args.paired,
-                  "companion_rule": "released-with" if self.companions else None,
-                  "notes": [n for n in [*found.problems, note] if n]}
+        report = {
+            "id": self.id,
+            "cell": self.cell.id,
+            "package": self.args.package,
+            "base_stack": self.base.name,
+            "releases": self.versions,
+            "sources": found.sources,
+            "probes": [dataclasses.asdict(p) for p in self.probes],
+            "boundary": dataclasses.asdict(edge) if edge else None,
+            "problem": problem or None,
+            "settings": self.args.settings,
+            "paired": self.args.paired,
+            "companion_rule": "released-with" if self.companions else None,
+            "notes": [n for n in [*found.problems, note] if n],
+        }
         records.write_atomic(self.results / f"{self.id}.json", json.dumps(report, indent=1) + "\n")
         print(f"report: {self.results / f'{self.id}.json'}; records: {self.results / 'records.jsonl'}")
         return 0 if edge is not None and edge.last_good is not None else 1
@@ -265,7 +386,12 @@ class Bisection:
 
 # -- the canary that bisects itself --------------------------------------------------------------
 
-REGRESSIONS = ("fail", "crash", "oom", "timeout")  # what a canary cell may newly do; install-error and infra are not the stack's training
+REGRESSIONS = (
+    "fail",
+    "crash",
+    "oom",
+    "timeout",
+)  # what a canary cell may newly do; install-error and infra are not the stack's training
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,7 +415,9 @@ def versions(rec: dict) -> dict[str, str]:
     from packaging.utils import canonicalize_name
 
     stack = rec.get("stack") or {}
-    out = {canonicalize_name(k): str(v)[2:] for k, v in (stack.get("requested") or {}).items() if str(v).startswith("==")}
+    out = {
+        canonicalize_name(k): str(v)[2:] for k, v in (stack.get("requested") or {}).items() if str(v).startswith("==")
+    }
     out.update({canonicalize_name(k): str(v) for k, v in (stack.get("resolved") or {}).items()})
     out.update({canonicalize_name(k): str(v) for k, v in records.packages(rec).items()})
     return out
@@ -340,28 +468,31 @@ def proposed_issue(report: dict, bad_record: dict) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", f"{package}-{edge['first_bad']}-{short or 'regression'}".lower()).strip("-")
     probes = ", ".join(f"{p['version']} {p['verdict']} ({p['record']})" for p in report["probes"])
     excerpt = str(err.get("excerpt") or err.get("message") or "").replace("'''", "''\\'")
-    return "\n".join([
-        f"# PROPOSED by compat bisect {report['id']}: a draft for a person to complete, check against public",
-        "# reports and add to matrix/known_issues.toml; compat never merges it.",
-        f"# Cell {report['cell']}, base stack {report['base_stack']}: {package} {edge['last_good']} passes, "
-        f"{edge['first_bad']} fails the same way as the newest.",
-        f"# Probes (version, verdict, record id): {probes}",
-        "[[issue]]",
-        f'id = "{slug}"  # TODO: name the failure, not the release',
-        "reports = 0  # TODO: distinct public threads showing this error",
-        f'title = "{package} {edge["first_bad"]}: {short or "a regression"} in {report["cell"]}"  # TODO: one line on what breaks',
-        f'cause = "TODO: what {package} {edge["first_bad"]} changed (read its changelog and source between '
-        f'{edge["last_good"]} and {edge["first_bad"]})"',
-        f"signatures = ['{signature_pattern(bisect.signature_of(bad_record).removeprefix(short + ': '))}']",
-        f"example = '''\n{excerpt}\n'''  # TODO: an excerpt from a cited public report",
-        f'fix = ["Pin {package}<{edge["first_bad"]} (bisected by compat: {report["id"]})."]',
-        "sources = []  # TODO: at least one public report",
-        "[issue.when]",
-        f'{package} = ">={edge["first_bad"]}"',
-        f"# TODO: the other conditions it needs; bisected on {report['cell']}: "
-        + ", ".join(f"{k} {v}" for k, v in sorted((bad_record.get("axes") or {}).items())),
-        "",
-    ])
+    return "\n".join(
+        [
+            f"# PROPOSED by compat bisect {report['id']}: a draft for a person to complete, check against public",
+            "# reports and add to matrix/known_issues.toml; compat never merges it.",
+            f"# Cell {report['cell']}, base stack {report['base_stack']}: {package} {edge['last_good']} passes, "
+            f"{edge['first_bad']} fails the same way as the newest.",
+            f"# Probes (version, verdict, record id): {probes}",
+            "[[issue]]",
+            f'id = "{slug}"  # TODO: name the failure, not the release',
+            "reports = 0  # TODO: distinct public threads showing this error",
+            f'title = "{package} {edge["first_bad"]}: {short or "a regression"} in {report["cell"]}"  # TODO: one '
+            "line on what breaks",
+            f'cause = "TODO: what {package} {edge["first_bad"]} changed (read its changelog and source between '
+            f'{edge["last_good"]} and {edge["first_bad"]})"',
+            f"signatures = ['{signature_pattern(bisect.signature_of(bad_record).removeprefix(short + ': '))}']",
+            f"example = '''\n{excerpt}\n'''  # TODO: an excerpt from a cited public report",
+            f'fix = ["Pin {package}<{edge["first_bad"]} (bisected by compat: {report["id"]})."]',
+            "sources = []  # TODO: at least one public report",
+            "[issue.when]",
+            f'{package} = ">={edge["first_bad"]}"',
+            f"# TODO: the other conditions it needs; bisected on {report['cell']}: "
+            + ", ".join(f"{k} {v}" for k, v in sorted((bad_record.get("axes") or {}).items())),
+            "",
+        ]
+    )
 
 
 # outcome.signature's placeholders, as what they stand for in a log (RE2, no lookaround)
@@ -377,8 +508,9 @@ def signature_pattern(signature: str) -> str:
     return "".join(_PLACEHOLDERS.get(p) or re.escape(p) for p in pieces).replace("'", "\\x27")
 
 
-def bisect_canaries(recs: list[dict], data, host, results: Path, issues, options: Options,
-                    only: list[Pair] | None = None) -> list[dict]:
+def bisect_canaries(
+    recs: list[dict], data, host, results: Path, issues, options: Options, only: list[Pair] | None = None
+) -> list[dict]:
     """For each canary regression beside a passing control (canary_pairs), bisect each package
     that differs, from the control's release (good) to the canary's (bad), on the control stack,
     until one names a boundary; its report and a draft known-issue entry are written beside the
@@ -388,17 +520,32 @@ def bisect_canaries(recs: list[dict], data, host, results: Path, issues, options
     out, found_before = [], {}  # (control stack, package, good, bad, signature) -> (bisection id, boundary)
     for pair in canary_pairs(recs, data.stacks) if only is None else only:
         cell = Cell.parse(pair.canary["cell"])
-        print(f"canary {pair.canary['cell']}: {pair.canary['outcome']} where {pair.control['cell']} passes; differs in "
-              + ", ".join(f"{p} {g} -> {b}" for p, (g, b) in sorted(pair.differ.items())), flush=True)
+        print(
+            f"canary {pair.canary['cell']}: {pair.canary['outcome']} where {pair.control['cell']} passes; differs in "
+            + ", ".join(f"{p} {g} -> {b}" for p, (g, b) in sorted(pair.differ.items())),
+            flush=True,
+        )
         for package, (good, bad) in sorted(pair.differ.items()):
             key = (pair.control_stack, package, good, bad, bisect.signature_of(pair.canary))
             prior = found_before.get(key)
-            ends = {"good": prior[1]["last_good"], "bad": prior[1]["first_bad"]} if prior else {"good": good, "bad": bad}
+            ends = (
+                {"good": prior[1]["last_good"], "bad": prior[1]["first_bad"]} if prior else {"good": good, "bad": bad}
+            )
             if prior:
-                print(f"  {package}: the same move and error as bisection {prior[0]}: probing its boundary here", flush=True)
+                print(
+                    f"  {package}: the same move and error as bisection {prior[0]}: probing its boundary here",
+                    flush=True,
+                )
             try:
-                run, bad_v, good_v, releases_found = start(dataclasses.replace(options, package=package, **ends), data, host,
-                                                           cell, data.stacks[pair.control_stack], results, issues)
+                run, bad_v, good_v, releases_found = start(
+                    dataclasses.replace(options, package=package, **ends),
+                    data,
+                    host,
+                    cell,
+                    data.stacks[pair.control_stack],
+                    results,
+                    issues,
+                )
             except (UsageError, NoHardwareError) as exc:
                 print(f"  {package}: not bisected: {exc}", flush=True)
                 continue

@@ -19,47 +19,87 @@ import dataclasses
 import re
 
 from harness.catalog import gpus as gpu_names
-from harness.catalog import known_issues, strategies
-from harness.catalog import outcome
+from harness.catalog import known_issues, outcome, strategies
 
 TAIL_LINES = 400  # the family is read from the log's end, where the error is
 
 # a library the log names with a version: what pip, the env reports and the banners print
 LIBRARIES = {
-    "pytorch": "torch", "torch": "torch", "transformers": "transformers", "peft": "peft", "accelerate": "accelerate",
-    "bitsandbytes": "bitsandbytes", "deepspeed": "deepspeed", "trl": "trl", "flash-attn": "flash-attn",
-    "flash_attn": "flash-attn", "xformers": "xformers", "datasets": "datasets", "tokenizers": "tokenizers",
-    "numpy": "numpy", "triton": "triton", "vllm": "vllm", "llamafactory": "llamafactory", "unsloth": "unsloth",
-    "axolotl": "axolotl", "safetensors": "safetensors", "optimum": "optimum", "auto-gptq": "auto-gptq",
+    "pytorch": "torch",
+    "torch": "torch",
+    "transformers": "transformers",
+    "peft": "peft",
+    "accelerate": "accelerate",
+    "bitsandbytes": "bitsandbytes",
+    "deepspeed": "deepspeed",
+    "trl": "trl",
+    "flash-attn": "flash-attn",
+    "flash_attn": "flash-attn",
+    "xformers": "xformers",
+    "datasets": "datasets",
+    "tokenizers": "tokenizers",
+    "numpy": "numpy",
+    "triton": "triton",
+    "vllm": "vllm",
+    "llamafactory": "llamafactory",
+    "unsloth": "unsloth",
+    "axolotl": "axolotl",
+    "safetensors": "safetensors",
+    "optimum": "optimum",
+    "auto-gptq": "auto-gptq",
 }
 _LIB = "|".join(sorted((re.escape(k) for k in LIBRARIES), key=len, reverse=True))
 VERSION = known_issues.compile_signature(
     r"(?i)(?:^|[\s\[`'\"(-])(?P<name>" + _LIB + r")[`'\"]?(?:\s+(?:version|info))?(?:\s*\(GPU\?\))?"
-    r"(?:\s*==\s*|\s*:\s*|\s*\.{3,}\s*|[ \t]{2,}|\s+v?)(?P<version>\d+\.\d+(?:\.\d+)?(?:(?:rc|a|b|\.dev|\.post)\d+)?(?:\+[\w.]+)?)")
+    r"(?:\s*==\s*|\s*:\s*|\s*\.{3,}\s*|[ "
+    r"\t]{2,}|\s+v?)(?P<version>\d+\.\d+(?:\.\d+)?(?:(?:rc|a|b|\.dev|\.post)\d+)?(?:\+[\w.]+)?)"
+)
 GPU_NAME = known_issues.compile_signature(
     r"(?:GPU \d+: |GPU type: |GPU model: |device name: |Device \d+ \[|^\|\s+\d+\s+)"
-    r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 .-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})")
+    r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 "
+    r".-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})"
+)
 CAPABILITY = known_issues.compile_signature(
-    r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)")
+    r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)"
+)
 ZERO3 = strategies.for_deepspeed(3, False).name
 # the strategy a log shows, most specific first: a ZeRO stage, FSDP, else several ranks (DDP)
 STRATEGY = (
-    (ZERO3, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
-    (strategies.for_deepspeed(2, False).name, known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2')),
-    (strategies.for_trainer_fsdp(1).name, known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
-    (strategies.data_parallel(2).name, known_issues.compile_signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]")),
+    (
+        ZERO3,
+        known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3'),
+    ),
+    (
+        strategies.for_deepspeed(2, False).name,
+        known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2'),
+    ),
+    (
+        strategies.for_trainer_fsdp(1).name,
+        known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b"),
+    ),
+    (
+        strategies.data_parallel(2).name,
+        known_issues.compile_signature(
+            r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]"
+        ),
+    ),
 )
 # a traceback's frame: Python's own, IPython's (8: `File PATH:LINE, in f`; 7 and Colab: `PATH in f(...)`,
 # Colab making the path a link) and rich's (`│ PATH:LINE in f │`); frame_path() gives its file
 FRAME = known_issues.compile_signature(
     r'File "(?P<path>[^"\n]{1,400})", line \d+'
     r'|(?m:^\s*File (?P<ipython>[^\s"][^\n]{0,400}?\.pyc?):\d+, in \w)'
-    r'|(?m:^\[?(?P<ipython7>(?:/|~|[A-Za-z]:\\)[^\s\[\]()]{1,400}\.pyc?)\]?(?:\([^)\n]{0,200}\))? in \w)'
-    r'|\x{2502} (?P<rich>\S{1,400}\.pyc?):\d+ in \w')
+    r"|(?m:^\[?(?P<ipython7>(?:/|~|[A-Za-z]:\\)[^\s\[\]()]{1,400}\.pyc?)\]?(?:\([^)\n]{0,200}\))? in \w)"
+    r"|\x{2502} (?P<rich>\S{1,400}\.pyc?):\d+ in \w"
+)
 
-PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)(?:/|\.pyc?$)")  # a package's folder, or a one-file module
+PACKAGE_DIR = re.compile(
+    r"(?:site|dist)-packages/([A-Za-z0-9_]+)(?:/|\.pyc?$)"
+)  # a package's folder, or a one-file module
 REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
-PYTHON_OWN = re.compile(r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/")  # Python's own modules, <frozen ...>, eggs
+PYTHON_OWN = re.compile(
+    r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/"
+)  # Python's own modules, <frozen ...>, eggs
 
 
 def frame_path(m) -> str:
@@ -72,8 +112,12 @@ class Facts:
     exception: tuple[str, str] | None = None  # (type, message) of the last Python exception
     package: str | None = None  # the installed package whose frame is last before it
     remote_model: str | None = None  # the hub model whose own code (trust_remote_code) raised it
-    project_file: str | None = None  # the file of the project's own code (not an installed package's, not Python's) that raised it
-    strategy: str | None = None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
+    project_file: str | None = (
+        None  # the file of the project's own code (not an installed package's, not Python's) that raised it
+    )
+    strategy: str | None = (
+        None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
+    )
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
     cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
@@ -101,7 +145,11 @@ class Facts:
         if self.strategy:
             out.append(f"strategy the log shows: {self.strategy}")
         if self.gpus or self.cc:
-            out.append("GPU: " + ", ".join(self.gpus or ["not named"]) + (f" (compute capability {self.cc})" if self.cc else ""))
+            out.append(
+                "GPU: "
+                + ", ".join(self.gpus or ["not named"])
+                + (f" (compute capability {self.cc})" if self.cc else "")
+            )
         return out
 
 
@@ -114,7 +162,7 @@ def read(text: str, gpu_db=None) -> Facts:
     raised = facts.exception or _bare_exception(_tail(text))
     if raised:
         at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
-        frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000):at if at > 0 else len(text)])]
+        frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000) : at if at > 0 else len(text)])]
         last = frames[-1].replace("\\", "/") if frames else ""
         remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
         if remote:
@@ -167,152 +215,266 @@ def _f(name, pattern, cause, step) -> Family:
 
 # Most specific first: the first family whose pattern is in the log's last lines answers.
 FAMILIES = (
-    _f("undefined-symbol", r"(?P<lib>[\w./-]{1,200}\.so)[\w.]{0,10}: undefined symbol: (?P<symbol>\S{1,300})",
-       "a compiled extension was built against another version of the library it links to (most often another torch, "
-       "or another C++ ABI, CUDA or Python)",
-       "rebuild or reinstall {lib} for the torch you have (torch {v_torch}): a prebuilt wheel must match torch's "
-       "major.minor, CUDA major and C++ ABI; or install the torch it was built for"),
-    _f("no-kernel-image", r"no kernel image is available for execution on the device|is not compatible with the current PyTorch installation",
-       "the installed torch (or extension) has no compiled kernels for this GPU's architecture",
-       "install a torch build whose kernel list covers this card ({gpu}): `compat recommend --gpu CARD` names one and its index URL"),
-    _f("syntax-error", r"(?m)^\s*(?P<kind>SyntaxError|IndentationError|TabError): (?P<msg>[^\n]{1,200})$",
-       "Python could not parse the source file the traceback names last: the code uses syntax newer than this Python "
-       "(f-strings need 3.6, `:=` 3.8, `match` 3.10), the installed release is broken, or the file is not Python at "
-       "all (an HTML page or a git-lfs pointer that a failed download saved in place of the code)",
-       "look at the file and line shown above the error: if it is HTML or a pointer, download that file again; else "
-       "compare your Python (`python --version`) with the one the package or project requires (`Requires-Python` on "
-       "PyPI, or its README) and run it with that Python, or reinstall the package the file belongs to ({pkg}) with "
-       "`pip install --force-reinstall --no-cache-dir`, or its release before if the newest is broken"),
-    _f("shadowed-module", r"cannot import name '(?P<name>[\w.]{1,100})' from (?:partially initialized module )?"
-       r"'(?P<module>[\w.]{1,100})' \((?:most likely due to a circular import|unknown location)\)",
-       "Python found something other than the installed {module} under that name: a file or folder of yours named like "
-       "it ({module}.py, or a folder {module}/ in the directory you run from or on PYTHONPATH) comes first on the path, "
-       "so the import loops into your file or finds an empty folder; less often the package's install is partial "
-       "(a failed upgrade) or a package it imports fails while it loads",
-       "look at what Python found (the path at the end of the message, or `python -c \"import {module}; "
-       "print({module}.__path__)\"` run from the same directory): rename your file or folder of that name and delete "
-       "its __pycache__, or run from another directory; if it is the installed package, reinstall it (`pip install "
-       "--force-reinstall --no-deps {top}`) and check that the libraries it imports load on their own"),
-    _f("import-name", r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'",
-       "the installed {module} has no {name}: it was removed or renamed in a newer {module}, or added after the "
-       "installed one", "compare your {top} version ({v_top}) with the one your training code was written for: "
-       "upgrade {top} if the code is newer, or pin the version the code names"),
-    _f("module-missing", r"No module named '(?P<module>[\w.]{1,100})'",
-       "a package the code imports is not installed in this environment (or a submodule moved in a newer release)",
-       "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is installed, "
-       "check whether {module} moved between its versions"),
-    _f("unexpected-kwarg", r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
-       "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
-       "added after it", "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
-       "your code or config was written for; rename or drop {arg}, or install that version"),
-    _f("none-value", r"'NoneType' object (?:has no attribute '(?P<attr>\w{1,100})'|is not (?:subscriptable|callable|iterable))"
-       r"|cannot unpack non-iterable NoneType object",
-       "a value the code uses is None where it expected an object: something that should have been loaded or set was "
-       "not: a part that failed to load earlier in the log (a compiled library, a tokenizer, a vision tower, a "
-       "checkpoint or its optimizer state that was not found), a config field this model or version lacks, or a "
-       "function that returns None in the installed release of {pkg}",
-       "look above the traceback for what failed to load or was not found (a warning, a `None` path) and fix that "
-       "first; else find in the last frame which variable is None and where it is set, and compare {pkg} ({v_pkg}) "
-       "and the code that calls it with the versions the project pins"),
-    _f("attribute-missing", r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no attribute '(?P<attr>\w{1,100})'",
-       "code expects an attribute the installed library does not have: an API that changed between versions",
-       "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written for"),
-    _f("signature-mismatch", r"(?P<callee>[\w.]{1,100})\(\) (?:takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:was|were) given|missing \d+ required (?:positional|keyword-only) arguments?)",
-       "{callee} is called with other arguments than it takes: the caller and the definition it reaches come from "
-       "different releases (a library now passes one more argument to a method that your code, or a library that "
-       "patches it, overrides with the old signature; or the reverse)",
-       "find where {callee} is defined (the last frame: {pkg} {v_pkg}) and which package calls it; install the releases "
-       "that go together (the caller's release notes name the change), or give the override the new signature"),
-    _f("name-not-defined", r"(?:NameError: |^)name '(?P<name>\w{1,100})' is not defined",
-       "{name} is used but was never imported: most often the code imports it only when an optional package is "
-       "installed (a guarded import), and that package is missing or too old to have {name}; else the release of "
-       "{pkg} that raised it has a bug",
-       "find which package provides {name} and install or upgrade it in the environment that runs the job; if {name} "
-       "is {pkg}'s own, upgrade {pkg} ({v_pkg}) or go back to the release before"),
-    _f("cli-usage", r"invalid choice: '(?P<cmd>[\w.-]{1,60})'|No such command '(?P<cmd2>[\w.-]{1,60})'|unrecognized arguments: \S|No such option: \S|Some specified arguments are not used by the HfArgumentParser",
-       "the command line names a subcommand or option the installed program does not have: its version differs from "
-       "the one the instructions were written for, or another package installed a command of the same name",
-       "check which program runs (`which` it, `pip show` its package) and its version against the docs or tutorial you "
-       "follow; upgrade or pin it, or use what its --help lists"),
-    _f("version-requirement", r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} ?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
-       "a library checks the version of another at import or start and refuses the one installed",
-       "install the version of the library that the message names, in the environment that runs the job"),
-    _f("oom-gpu", r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|No executable batch size found, reached zero",
-       "the GPU ran out of memory: the model, its gradients and optimizer state, or the activations of this "
-       "sequence length and batch do not fit the card (or memory is fragmented)",
-       "check what fits before the next try: `compat fit` (model size, method, strategy, cards, sequence length); then "
-       "lower the micro-batch or sequence length, turn on gradient checkpointing, use LoRA/QLoRA, or shard (ZeRO-3/FSDP) "
-       "across cards, offloading to CPU if that is still short; if it fails while loading, before the first step, "
-       "load in the training dtype without building the whole model on each card; if the message shows much memory "
-       "reserved but unallocated, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
-    _f("killed", r"exitcode\s{0,4}: -9|Signal 9 \(SIGKILL\)|return code = -9|^Killed\s*$|DefaultCPUAllocator: can't allocate memory",
-       "the process was killed from outside Python, nearly always by the Linux OOM killer when host RAM ran out",
-       "confirm with `dmesg | grep -i oom` (or the scheduler's report) and lower the host memory peak: fewer ranks per "
-       "node, load in the training dtype with low_cpu_mem_usage, ZeRO-3 / FSDP loading, fewer dataloader workers"),
-    _f("nccl-error", r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL|nccl\w{0,30} failed: unhandled (?:cuda|system) error",
-       "a collective between ranks failed: another rank died first, the ranks disagree on the work, or the "
-       "transport (shared memory, P2P, InfiniBand, network) failed",
-       "find the first rank that failed and its own error (higher up in the log); rerun with NCCL_DEBUG=INFO to see "
-       "the transport; in containers give /dev/shm room (--ipc=host)"),
-    _f("cuda-error", r"CUDA error: (?P<what>[^\n]{1,120})|CUBLAS_STATUS_\w{1,40}|CUDNN_STATUS_\w{1,40}|device-side assert triggered",
-       "a CUDA kernel failed; CUDA errors are reported asynchronously, so the line in the traceback may not be the "
-       "one that failed", "rerun with CUDA_LAUNCH_BLOCKING=1 to see the failing operation; a device-side assert is "
-       "usually an index out of range (token ids beyond the embedding size, labels outside the vocabulary)"),
-    _f("device-mismatch", r"Expected all tensors to be on the same device|Expected object of device type cuda but got device type cpu|Input type \(torch\.(?:cuda\.)?\w{1,20}\) and weight type \(torch\.(?:cuda\.)?\w{1,20}\) should be the same|indices should be either on cpu or on the same device",
-       "two tensors of one operation live on different devices: a batch or label tensor not moved to the model's "
-       "device, part of the model on the CPU or another card (device_map='auto', CPU offload of ZeRO/FSDP), or a tensor "
-       "that custom code creates on the default device",
-       "move every batch tensor to the model's device (model.device, or let accelerate / the Trainer do it); do not "
-       "combine device_map='auto' with a multi-process launcher or ZeRO/FSDP; if it began with an upgrade of {pkg} "
-       "({v_pkg}), compare with the release before: offload code paths regress between releases"),
-    _f("shape-mismatch", r"size mismatch for [\w.]{1,200}: copying a param with shape|Error\(s\) in loading state_dict for \w{1,100}",
-       "the checkpoint was saved from a model of another shape than the one built now: a vocabulary resized for added "
-       "tokens, another size or revision of the model, or adapters trained on a resized embedding",
-       "build the model exactly as when the checkpoint was saved (same config and tokenizer; resize the embeddings to "
-       "the tokenizer's length before loading adapters), and check that the checkpoint path belongs to this model"),
-    _f("dtype-mismatch", r"expected scalar type \w{1,20} but found \w{1,20}|must have the same dtype|not implemented for '(?:Half|BFloat16|Float)'",
-       "two tensors of different precision meet in one operation, or an operation has no kernel for this dtype on "
-       "this device", "train with mixed precision through the Trainer's --bf16/--fp16 (autocast) rather than casting "
-       "the model by hand; on a card without bf16 ({gpu}) use fp16 or fp32"),
-    _f("data-format", r"num_samples should be a positive integer value, but got num_samples=0|KeyError: '(?P<column>text|input_ids|labels|attention_mask|messages|conversations|instruction|input|output|prompt|response|completion|chosen|rejected|query|content|role|image|images)'|Column (?:to remove )?\[?'?(?P<column2>\w{1,60})'?\]? not in the dataset",
-       "the data does not have the shape the training code reads: a field it expects ({column}{column2}) is missing or "
-       "named otherwise, or the dataset is empty after loading, filtering or formatting",
-       "print the column names and the first example of the dataset as the trainer receives it; map or rename the "
-       "fields to what the code and its template expect, check that the dataset argument names the prepared data, and "
-       "that length filtering leaves examples"),
-    _f("nan-loss", r"(?i)'loss': nan|loss(?: is|=) ?nan|Loss scale already at minimum|inf checks",
-       "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data",
-       "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
-       "for empty or masked-out examples"),
-    _f("file-missing", r"FileNotFoundError|No such file or directory|does not appear to have a file named|Can't load tokenizer|is not a local folder and is not a valid model identifier",
-       "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository",
-       "check the path or model id the message names, and, offline, that the files are in the cache (HF_HUB_OFFLINE=1 "
-       "needs them there)"),
-    _f("network-hub", r"(?i)couldn't connect to 'https://huggingface\.co'|Max retries exceeded|ConnectionError|ReadTimeout|LocalEntryNotFoundError",
-       "the job tried to download from the hub and could not reach it",
-       "download the model and data ahead of time and run with HF_HUB_OFFLINE=1, or set HF_ENDPOINT to a mirror"),
+    _f(
+        "undefined-symbol",
+        r"(?P<lib>[\w./-]{1,200}\.so)[\w.]{0,10}: undefined symbol: (?P<symbol>\S{1,300})",
+        "a compiled extension was built against another version of the library it links to (most often another torch, "
+        "or another C++ ABI, CUDA or Python)",
+        "rebuild or reinstall {lib} for the torch you have (torch {v_torch}): a prebuilt wheel must match torch's "
+        "major.minor, CUDA major and C++ ABI; or install the torch it was built for",
+    ),
+    _f(
+        "no-kernel-image",
+        r"no kernel image is available for execution on the device|is not compatible with the current PyTorch "
+        r"installation",
+        "the installed torch (or extension) has no compiled kernels for this GPU's architecture",
+        "install a torch build whose kernel list covers this card ({gpu}): `compat recommend --gpu CARD` names one "
+        "and its index URL",
+    ),
+    _f(
+        "syntax-error",
+        r"(?m)^\s*(?P<kind>SyntaxError|IndentationError|TabError): (?P<msg>[^\n]{1,200})$",
+        "Python could not parse the source file the traceback names last: the code uses syntax newer than this Python "
+        "(f-strings need 3.6, `:=` 3.8, `match` 3.10), the installed release is broken, or the file is not Python at "
+        "all (an HTML page or a git-lfs pointer that a failed download saved in place of the code)",
+        "look at the file and line shown above the error: if it is HTML or a pointer, download that file again; else "
+        "compare your Python (`python --version`) with the one the package or project requires (`Requires-Python` on "
+        "PyPI, or its README) and run it with that Python, or reinstall the package the file belongs to ({pkg}) with "
+        "`pip install --force-reinstall --no-cache-dir`, or its release before if the newest is broken",
+    ),
+    _f(
+        "shadowed-module",
+        r"cannot import name '(?P<name>[\w.]{1,100})' from (?:partially initialized module )?"
+        r"'(?P<module>[\w.]{1,100})' \((?:most likely due to a circular import|unknown location)\)",
+        "Python found something other than the installed {module} under that name: a file or folder of yours named "
+        "like "
+        "it ({module}.py, or a folder {module}/ in the directory you run from or on PYTHONPATH) comes first on the "
+        "path, "
+        "so the import loops into your file or finds an empty folder; less often the package's install is partial "
+        "(a failed upgrade) or a package it imports fails while it loads",
+        'look at what Python found (the path at the end of the message, or `python -c "import {module}; '
+        'print({module}.__path__)"` run from the same directory): rename your file or folder of that name and delete '
+        "its __pycache__, or run from another directory; if it is the installed package, reinstall it (`pip install "
+        "--force-reinstall --no-deps {top}`) and check that the libraries it imports load on their own",
+    ),
+    _f(
+        "import-name",
+        r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'",
+        "the installed {module} has no {name}: it was removed or renamed in a newer {module}, or added after the "
+        "installed one",
+        "compare your {top} version ({v_top}) with the one your training code was written for: "
+        "upgrade {top} if the code is newer, or pin the version the code names",
+    ),
+    _f(
+        "module-missing",
+        r"No module named '(?P<module>[\w.]{1,100})'",
+        "a package the code imports is not installed in this environment (or a submodule moved in a newer release)",
+        "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is "
+        "installed, "
+        "check whether {module} moved between its versions",
+    ),
+    _f(
+        "unexpected-kwarg",
+        r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
+        "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
+        "added after it",
+        "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
+        "your code or config was written for; rename or drop {arg}, or install that version",
+    ),
+    _f(
+        "none-value",
+        r"'NoneType' object (?:has no attribute '(?P<attr>\w{1,100})'|is not (?:subscriptable|callable|iterable))"
+        r"|cannot unpack non-iterable NoneType object",
+        "a value the code uses is None where it expected an object: something that should have been loaded or set was "
+        "not: a part that failed to load earlier in the log (a compiled library, a tokenizer, a vision tower, a "
+        "checkpoint or its optimizer state that was not found), a config field this model or version lacks, or a "
+        "function that returns None in the installed release of {pkg}",
+        "look above the traceback for what failed to load or was not found (a warning, a `None` path) and fix that "
+        "first; else find in the last frame which variable is None and where it is set, and compare {pkg} ({v_pkg}) "
+        "and the code that calls it with the versions the project pins",
+    ),
+    _f(
+        "attribute-missing",
+        r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no "
+        r"attribute '(?P<attr>\w{1,100})'",
+        "code expects an attribute the installed library does not have: an API that changed between versions",
+        "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was "
+        "written for",
+    ),
+    _f(
+        "signature-mismatch",
+        r"(?P<callee>[\w.]{1,100})\(\) (?:takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ "
+        r"(?:was|were) given|missing \d+ required (?:positional|keyword-only) arguments?)",
+        "{callee} is called with other arguments than it takes: the caller and the definition it reaches come from "
+        "different releases (a library now passes one more argument to a method that your code, or a library that "
+        "patches it, overrides with the old signature; or the reverse)",
+        "find where {callee} is defined (the last frame: {pkg} {v_pkg}) and which package calls it; install the "
+        "releases "
+        "that go together (the caller's release notes name the change), or give the override the new signature",
+    ),
+    _f(
+        "name-not-defined",
+        r"(?:NameError: |^)name '(?P<name>\w{1,100})' is not defined",
+        "{name} is used but was never imported: most often the code imports it only when an optional package is "
+        "installed (a guarded import), and that package is missing or too old to have {name}; else the release of "
+        "{pkg} that raised it has a bug",
+        "find which package provides {name} and install or upgrade it in the environment that runs the job; if {name} "
+        "is {pkg}'s own, upgrade {pkg} ({v_pkg}) or go back to the release before",
+    ),
+    _f(
+        "cli-usage",
+        r"invalid choice: '(?P<cmd>[\w.-]{1,60})'|No such command '(?P<cmd2>[\w.-]{1,60})'|unrecognized arguments: "
+        r"\S|No such option: \S|Some specified arguments are not used by the HfArgumentParser",
+        "the command line names a subcommand or option the installed program does not have: its version differs from "
+        "the one the instructions were written for, or another package installed a command of the same name",
+        "check which program runs (`which` it, `pip show` its package) and its version against the docs or "
+        "tutorial you "
+        "follow; upgrade or pin it, or use what its --help lists",
+    ),
+    _f(
+        "version-requirement",
+        r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} "
+        r"?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
+        "a library checks the version of another at import or start and refuses the one installed",
+        "install the version of the library that the message names, in the environment that runs the job",
+    ),
+    _f(
+        "oom-gpu",
+        r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of "
+        r"memory|CUBLAS_STATUS_ALLOC_FAILED|No executable batch size found, reached zero",
+        "the GPU ran out of memory: the model, its gradients and optimizer state, or the activations of this "
+        "sequence length and batch do not fit the card (or memory is fragmented)",
+        "check what fits before the next try: `compat fit` (model size, method, strategy, cards, sequence length); "
+        "then "
+        "lower the micro-batch or sequence length, turn on gradient checkpointing, use LoRA/QLoRA, or shard "
+        "(ZeRO-3/FSDP) "
+        "across cards, offloading to CPU if that is still short; if it fails while loading, before the first step, "
+        "load in the training dtype without building the whole model on each card; if the message shows much memory "
+        "reserved but unallocated, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    ),
+    _f(
+        "killed",
+        r"exitcode\s{0,4}: -9|Signal 9 \(SIGKILL\)|return code = -9|^Killed\s*$|DefaultCPUAllocator: can't "
+        r"allocate memory",
+        "the process was killed from outside Python, nearly always by the Linux OOM killer when host RAM ran out",
+        "confirm with `dmesg | grep -i oom` (or the scheduler's report) and lower the host memory peak: fewer "
+        "ranks per "
+        "node, load in the training dtype with low_cpu_mem_usage, ZeRO-3 / FSDP loading, fewer dataloader workers",
+    ),
+    _f(
+        "nccl-error",
+        r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL"
+        r"|nccl\w{0,30} failed: unhandled (?:cuda|system) error",
+        "a collective between ranks failed: another rank died first, the ranks disagree on the work, or the "
+        "transport (shared memory, P2P, InfiniBand, network) failed",
+        "find the first rank that failed and its own error (higher up in the log); rerun with NCCL_DEBUG=INFO to see "
+        "the transport; in containers give /dev/shm room (--ipc=host)",
+    ),
+    _f(
+        "cuda-error",
+        r"CUDA error: (?P<what>[^\n]{1,120})|CUBLAS_STATUS_\w{1,40}|CUDNN_STATUS_\w{1,40}|device-side assert triggered",
+        "a CUDA kernel failed; CUDA errors are reported asynchronously, so the line in the traceback may not be the "
+        "one that failed",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to see the failing operation; a device-side assert is "
+        "usually an index out of range (token ids beyond the embedding size, labels outside the vocabulary)",
+    ),
+    _f(
+        "device-mismatch",
+        r"Expected all tensors to be on the same device|Expected object of device type cuda but got device type "
+        r"cpu|Input type \(torch\.(?:cuda\.)?\w{1,20}\) and weight type \(torch\.(?:cuda\.)?\w{1,20}\) "
+        r"should be the same|indices should be either on cpu or on the same device",
+        "two tensors of one operation live on different devices: a batch or label tensor not moved to the model's "
+        "device, part of the model on the CPU or another card (device_map='auto', CPU offload of ZeRO/FSDP), or a "
+        "tensor "
+        "that custom code creates on the default device",
+        "move every batch tensor to the model's device (model.device, or let accelerate / the Trainer do it); do not "
+        "combine device_map='auto' with a multi-process launcher or ZeRO/FSDP; if it began with an upgrade of {pkg} "
+        "({v_pkg}), compare with the release before: offload code paths regress between releases",
+    ),
+    _f(
+        "shape-mismatch",
+        r"size mismatch for [\w.]{1,200}: copying a param with shape|Error\(s\) in loading state_dict for \w{1,100}",
+        "the checkpoint was saved from a model of another shape than the one built now: a vocabulary resized for added "
+        "tokens, another size or revision of the model, or adapters trained on a resized embedding",
+        "build the model exactly as when the checkpoint was saved (same config and tokenizer; resize the embeddings to "
+        "the tokenizer's length before loading adapters), and check that the checkpoint path belongs to this model",
+    ),
+    _f(
+        "dtype-mismatch",
+        r"expected scalar type \w{1,20} but found \w{1,20}|must have the same dtype|not implemented for "
+        r"'(?:Half|BFloat16|Float)'",
+        "two tensors of different precision meet in one operation, or an operation has no kernel for this dtype on "
+        "this device",
+        "train with mixed precision through the Trainer's --bf16/--fp16 (autocast) rather than casting "
+        "the model by hand; on a card without bf16 ({gpu}) use fp16 or fp32",
+    ),
+    _f(
+        "data-format",
+        r"num_samples should be a positive integer value, but got num_samples=0"
+        r"|KeyError: '(?P<column>text|input_ids|labels|attention_mask|messages|conversations|instruction|input|output"
+        r"|prompt|response|completion|chosen|rejected|query|content|role|image|images)'"
+        r"|Column (?:to remove )?\[?'?(?P<column2>\w{1,60})'?\]? not in the dataset",
+        "the data does not have the shape the training code reads: a field it expects ({column}{column2}) is "
+        "missing or named otherwise, or the dataset is empty after loading, filtering or formatting",
+        "print the column names and the first example of the dataset as the trainer receives it; map or rename the "
+        "fields to what the code and its template expect, check that the dataset argument names the prepared data, and "
+        "that length filtering leaves examples",
+    ),
+    _f(
+        "nan-loss",
+        r"(?i)'loss': nan|loss(?: is|=) ?nan|Loss scale already at minimum|inf checks",
+        "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data",
+        "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
+        "for empty or masked-out examples",
+    ),
+    _f(
+        "file-missing",
+        r"FileNotFoundError|No such file or directory|does not appear to have a file named|Can't load tokenizer|is "
+        r"not a local folder and is not a valid model identifier",
+        "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository",
+        "check the path or model id the message names, and, offline, that the files are in the cache (HF_HUB_OFFLINE=1 "
+        "needs them there)",
+    ),
+    _f(
+        "network-hub",
+        r"(?i)couldn't connect to 'https://huggingface\.co'|Max retries "
+        r"exceeded|ConnectionError|ReadTimeout|LocalEntryNotFoundError",
+        "the job tried to download from the hub and could not reach it",
+        "download the model and data ahead of time and run with HF_HUB_OFFLINE=1, or set HF_ENDPOINT to a mirror",
+    ),
     # pip's own failures last: a log that goes on past the install to a Python error is answered by that error
-    _f("pip-no-distribution", r"Could not find a version that satisfies the requirement (?P<req>[^\s(]{1,120})|No matching distribution found for (?P<req2>\S{1,120})",
-       "pip found no release of {req}{req2} that installs here: that version is not published for this Python (too new "
-       "or too old for it, or a 32-bit Python) or this platform, it is only on another index (torch's +cuXXX builds are "
-       "on download.pytorch.org, not on PyPI), or the name or version does not exist; `(from versions: ...)` lists what "
-       "this Python can install",
-       "compare the pin with the versions the message lists: run a Python that the pinned release has wheels for (its "
-       "PyPI page lists them), add the package's own index for its CUDA builds (`--index-url "
-       "https://download.pytorch.org/whl/cu121` for torch), or pin a version from the list"),
-    _f("pip-conflict", r"ResolutionImpossible|because these package versions have conflicting dependencies",
-       "pip cannot install every requirement at once: two of them pin the same dependency to versions that do not "
-       "overlap (most often torch, through torchvision, xformers or a project's requirements file); the lines after "
-       "`The conflict is caused by:` name them",
-       "install the versions that go together: move the pin the message names to the one the other package depends on "
-       "(xformers, torchvision and torchaudio each need one exact torch), or take the set the project tested, in a "
-       "fresh environment; forcing past it leaves a package that breaks at import"),
+    _f(
+        "pip-no-distribution",
+        r"Could not find a version that satisfies the requirement (?P<req>[^\s(]{1,120})|No matching distribution "
+        r"found for (?P<req2>\S{1,120})",
+        "pip found no release of {req}{req2} that installs here: that version is not published for this Python "
+        "(too new "
+        "or too old for it, or a 32-bit Python) or this platform, it is only on another index (torch's +cuXXX "
+        "builds are "
+        "on download.pytorch.org, not on PyPI), or the name or version does not exist; `(from versions: ...)` "
+        "lists what "
+        "this Python can install",
+        "compare the pin with the versions the message lists: run a Python that the pinned release has wheels for (its "
+        "PyPI page lists them), add the package's own index for its CUDA builds (`--index-url "
+        "https://download.pytorch.org/whl/cu121` for torch), or pin a version from the list",
+    ),
+    _f(
+        "pip-conflict",
+        r"ResolutionImpossible|because these package versions have conflicting dependencies",
+        "pip cannot install every requirement at once: two of them pin the same dependency to versions that do not "
+        "overlap (most often torch, through torchvision, xformers or a project's requirements file); the lines after "
+        "`The conflict is caused by:` name them",
+        "install the versions that go together: move the pin the message names to the one the other package depends on "
+        "(xformers, torchvision and torchaudio each need one exact torch), or take the set the project tested, in a "
+        "fresh environment; forcing past it leaves a package that breaks at import",
+    ),
 )
 
 
 BARE_EXCEPTION = known_issues.compile_signature(
     r"^(?:\[rank\d{1,5}\]:\s*)?\s*(?P<type>[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt)"
-    r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$")  # or any class named with its module path
+    r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$"
+)  # or any class named with its module path
 ERROR_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
 WARNING_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
 DIGITS = re.compile(r"\d+")
@@ -341,34 +503,48 @@ class Answer:
 
 
 WARNINGS_CAUSE = "the log ends in warnings, not an error: the job did not stop on an exception here"
-WARNINGS_STEP = ("if the run misbehaves (a loss of 0 or nan, no learning, a hang), start from this warning: it names "
-                 "what the code skipped or fell back from; search its fixed wording with your library versions. "
-                 "If the job did fail, paste the log from the first error down")
-REMOTE_CODE_CAUSE = ("the error is raised in {model}'s own code from the hub (trust_remote_code), which was written for "
-                     "the transformers of its release: a newer transformers renamed, moved or removed what it uses, or "
-                     "the model repository's revision changed")
-REMOTE_CODE_STEP = ("install the transformers version the model names (its config.json's transformers_version, or its "
-                    "README), or take the model repository's latest revision, whose maintainers update the code for new "
-                    "transformers; the fix belongs to the model's code, not to transformers")
+WARNINGS_STEP = (
+    "if the run misbehaves (a loss of 0 or nan, no learning, a hang), start from this warning: it names "
+    "what the code skipped or fell back from; search its fixed wording with your library versions. "
+    "If the job did fail, paste the log from the first error down"
+)
+REMOTE_CODE_CAUSE = (
+    "the error is raised in {model}'s own code from the hub (trust_remote_code), which was written for "
+    "the transformers of its release: a newer transformers renamed, moved or removed what it uses, or "
+    "the model repository's revision changed"
+)
+REMOTE_CODE_STEP = (
+    "install the transformers version the model names (its config.json's transformers_version, or its "
+    "README), or take the model repository's latest revision, whose maintainers update the code for new "
+    "transformers; the fix belongs to the model's code, not to transformers"
+)
 
 
-PROJECT_CODE_CAUSE = ("the error is raised in the training project's own code ({file}), not in an installed library: "
-                      "that code was written for particular versions of its libraries and a particular model and data "
-                      "layout, and a later commit of the project often fixes what it raised")
-PROJECT_CODE_STEP = ("install the versions the project pins (its requirements file or README) in a clean environment, "
-                     "update the project to its latest commit or release, use the script and arguments its README gives "
-                     "for this model and data, and search the project's own issues for this exception")
+PROJECT_CODE_CAUSE = (
+    "the error is raised in the training project's own code ({file}), not in an installed library: "
+    "that code was written for particular versions of its libraries and a particular model and data "
+    "layout, and a later commit of the project often fixes what it raised"
+)
+PROJECT_CODE_STEP = (
+    "install the versions the project pins (its requirements file or README) in a clean environment, "
+    "update the project to its latest commit or release, use the script and arguments its README gives "
+    "for this model and data, and search the project's own issues for this exception"
+)
 
 
-ZERO3_CAUSE = ("the run shards parameters with ZeRO-3: outside the engine's own forward each parameter is an empty "
-               "placeholder (torch.Size([0])) on every rank, gathered only while its module runs, so code that reads, "
-               "loads, copies or moves weights itself (loading a pretrained part, a custom initialisation, a module "
-               "built after the model, the model's or the project's own code) meets empty tensors, or tensors left on "
-               "the CPU")
-ZERO3_STEP = ("run the same job once with ZeRO-2: if it passes, the code needs ZeRO-3 support: gather the parameters it "
-              "touches (`with deepspeed.zero.GatheredParameters(params, modifier_rank=0)`), load weights before "
-              "deepspeed.initialize or inside zero.Init, or take the project's release that supports ZeRO-3; else "
-              "train with ZeRO-2 (with offload if memory is short)")
+ZERO3_CAUSE = (
+    "the run shards parameters with ZeRO-3: outside the engine's own forward each parameter is an empty "
+    "placeholder (torch.Size([0])) on every rank, gathered only while its module runs, so code that reads, "
+    "loads, copies or moves weights itself (loading a pretrained part, a custom initialisation, a module "
+    "built after the model, the model's or the project's own code) meets empty tensors, or tensors left on "
+    "the CPU"
+)
+ZERO3_STEP = (
+    "run the same job once with ZeRO-2: if it passes, the code needs ZeRO-3 support: gather the parameters it "
+    "touches (`with deepspeed.zero.GatheredParameters(params, modifier_rank=0)`), load weights before "
+    "deepspeed.initialize or inside zero.Init, or take the project's release that supports ZeRO-3; else "
+    "train with ZeRO-2 (with offload if memory is short)"
+)
 ZERO3_SUSPECT = {"python-exception", "shape-mismatch", "device-mismatch", "project-code", "remote-code"}
 
 
@@ -388,14 +564,24 @@ def classify(text: str, facts: Facts) -> Answer:
 def _answer(tail: str, facts: Facts) -> Answer:
     answer = _classify(tail, facts)
     if facts.remote_model and answer.family == "python-exception":
-        return dataclasses.replace(answer, family="remote-code", cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
-                                   step=REMOTE_CODE_STEP)
+        return dataclasses.replace(
+            answer,
+            family="remote-code",
+            cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
+            step=REMOTE_CODE_STEP,
+        )
     if facts.project_file and answer.family == "python-exception":
-        return dataclasses.replace(answer, family="project-code", cause=PROJECT_CODE_CAUSE.format(file=facts.project_file),
-                                   step=PROJECT_CODE_STEP)
+        return dataclasses.replace(
+            answer,
+            family="project-code",
+            cause=PROJECT_CODE_CAUSE.format(file=facts.project_file),
+            step=PROJECT_CODE_STEP,
+        )
     if facts.remote_model:
-        step = (f"the error is raised in {facts.remote_model}'s own modeling code (loaded with trust_remote_code): look at "
-                "that model repository's revision and the transformers version it names first; then: " + answer.step)
+        step = (
+            f"the error is raised in {facts.remote_model}'s own modeling code (loaded with trust_remote_code): look at "
+            "that model repository's revision and the transformers version it names first; then: " + answer.step
+        )
         answer = dataclasses.replace(answer, step=step)
     return answer
 
@@ -407,7 +593,7 @@ def _tail(text: str) -> str:
         cut = text.rfind("\n", 0, cut)
         if cut < 0:
             return "\n".join(text.splitlines()[-TAIL_LINES:])
-    return "\n".join(text[cut + 1:].splitlines()[-TAIL_LINES:])
+    return "\n".join(text[cut + 1 :].splitlines()[-TAIL_LINES:])
 
 
 def _classify(tail: str, facts: Facts) -> Answer:
@@ -419,42 +605,80 @@ def _classify(tail: str, facts: Facts) -> Answer:
         m = fam.pattern.search(tail)
         if m:
             fields = _fields(m, facts)
-            line = tail[tail.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0]  # the whole line it is on
-            return Answer(fam.name, line.strip()[:200], fam.cause.format_map(fields), fam.step.format_map(fields), facts)
+            line = tail[tail.rfind("\n", 0, m.start()) + 1 :].split("\n", 1)[0]  # the whole line it is on
+            return Answer(
+                fam.name, line.strip()[:200], fam.cause.format_map(fields), fam.step.format_map(fields), facts
+            )
     raised = facts.exception or _bare_exception(tail)
     if raised:
-        kind, message = raised
-        where = f" in {facts.package}'s code" if facts.package else ""
-        return Answer("python-exception", f"{kind}: {message}"[:200],
-                      f"{kind.rsplit('.', 1)[-1]} raised{where}: no known issue and no family compat knows matches its message",
-                      "read the exception's message and the last frame of the traceback"
-                      + (f" ({facts.package}{' ' + facts.versions[facts.package] if facts.package in facts.versions else ''})" if facts.package else "")
-                      + "; search its wording with your library versions, and compare them with the versions your code was written for", facts)
+        return _exception_answer(*raised, facts)
     flagged = ERROR_LINE.search(tail)
     if flagged:
         line = [m.group(0) for m in ERROR_LINE.finditer(tail)][-1].strip()
-        return Answer("error-line", line[:200], "the log ends in an error that is not a Python exception compat can read "
-                      "(a launcher's, a compiler's or a library's own message)",
-                      "read the lines just above it for the first failure, and search its fixed wording with your "
-                      "library versions", facts)
+        return Answer(
+            "error-line",
+            line[:200],
+            "the log ends in an error that is not a Python exception compat can read "
+            "(a launcher's, a compiler's or a library's own message)",
+            "read the lines just above it for the first failure, and search its fixed wording with your "
+            "library versions",
+            facts,
+        )
     frames = [m for m in FRAME.finditer(tail)]
     if frames:
-        last = tail[frames[-1].start():].split("\n")
+        last = tail[frames[-1].start() :].split("\n")
         code = next((line.strip() for line in last[1:] if line.strip()), "")
-        return Answer("traceback-cut", (last[0].strip() + (f": {code}" if code else ""))[:200],
-                      "the log shows a Python traceback but not the exception line that ends it: the paste stops early",
-                      "paste the traceback to its end, the `SomeError: message` line after the last frame"
-                      + (f" ({code[:80]})" if code else "") + "; that line names the failure", facts)
+        return Answer(
+            "traceback-cut",
+            (last[0].strip() + (f": {code}" if code else ""))[:200],
+            "the log shows a Python traceback but not the exception line that ends it: the paste stops early",
+            "paste the traceback to its end, the `SomeError: message` line after the last frame"
+            + (f" ({code[:80]})" if code else "")
+            + "; that line names the failure",
+            facts,
+        )
     warned = [m.group(0).strip() for m in WARNING_LINE.finditer(tail)]
     if warned:
-        counts = collections.Counter(_shape(w) for w in warned)
-        lead = max(reversed(warned), key=lambda w: counts[_shape(w)])  # the most repeated, else the last
-        times = counts[_shape(lead)]
-        return Answer("warnings-only", lead[:200], WARNINGS_CAUSE + (
-            f"; this warning repeats {times} times, so it concerns the data or every step" if times > 1 else ""), WARNINGS_STEP, facts)
-    return Answer("no-error-line", "", "the log has no Python exception and no error line compat recognises",
-                  "paste the end of the log, from the first error down (a launcher's summary, such as torchrun's "
-                  "ChildFailedError, hides the rank's own error higher up)", facts)
+        return _warnings_answer(warned, facts)
+    return Answer(
+        "no-error-line",
+        "",
+        "the log has no Python exception and no error line compat recognises",
+        "paste the end of the log, from the first error down (a launcher's summary, such as torchrun's "
+        "ChildFailedError, hides the rank's own error higher up)",
+        facts,
+    )
+
+
+def _exception_answer(kind: str, message: str, facts: Facts) -> Answer:
+    """A Python exception no family matches: its type and the package whose code raised it."""
+    where = f" in {facts.package}'s code" if facts.package else ""
+    version = f" {facts.versions[facts.package]}" if facts.package in facts.versions else ""
+    return Answer(
+        "python-exception",
+        f"{kind}: {message}"[:200],
+        f"{kind.rsplit('.', 1)[-1]} raised{where}: no known issue and no family compat knows matches its message",
+        "read the exception's message and the last frame of the traceback"
+        + (f" ({facts.package}{version})" if facts.package else "")
+        + "; search its wording with your library versions, and compare them with the versions your code was "
+        "written for",
+        facts,
+    )
+
+
+def _warnings_answer(warned: list[str], facts: Facts) -> Answer:
+    """A log of warnings only: the most repeated one (else the last), and how often it repeats."""
+    counts = collections.Counter(_shape(w) for w in warned)
+    lead = max(reversed(warned), key=lambda w: counts[_shape(w)])  # the most repeated, else the last
+    times = counts[_shape(lead)]
+    return Answer(
+        "warnings-only",
+        lead[:200],
+        WARNINGS_CAUSE
+        + (f"; this warning repeats {times} times, so it concerns the data or every step" if times > 1 else ""),
+        WARNINGS_STEP,
+        facts,
+    )
 
 
 class _Fields(dict):

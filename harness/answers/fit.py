@@ -35,6 +35,7 @@ No torch: `compat fit` answers in well under a second.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -52,15 +53,35 @@ ALL_LINEAR = (*LINEAR, "q_a", "q_b", "kv_a", "kv_b")  # and MLA's: LoRA's "all" 
 # lora_target_modules) -> the names of Shape.linears; "all" is every linear layer of the blocks, not
 # lm_head (LLaMA-Factory's find_all_linear_modules, peft's "all-linear"); GLM's fused projections are their own
 TARGET_NAMES = {
-    **{name: (name,) for name in LINEAR}, **{f"{name}_proj": (name,) for name in LINEAR},
-    "all": ALL_LINEAR, "all-linear": ALL_LINEAR, "all_linear": ALL_LINEAR, "attention": LORA_TARGETS, "mlp": ("gate", "up", "down"),
-    "w1": ("gate",), "w3": ("up",), "w2": ("down",),  # Mixtral's experts
-    "q_a_proj": ("q_a",), "q_b_proj": ("q_b",), "kv_a_proj_with_mqa": ("kv_a",), "kv_b_proj": ("kv_b",),  # DeepSeek's MLA
-    "query_key_value": ("qkv",), "dense": ("o",), "dense_h_to_4h": ("gate_up",), "dense_4h_to_h": ("down",),
+    **{name: (name,) for name in LINEAR},
+    **{f"{name}_proj": (name,) for name in LINEAR},
+    "all": ALL_LINEAR,
+    "all-linear": ALL_LINEAR,
+    "all_linear": ALL_LINEAR,
+    "attention": LORA_TARGETS,
+    "mlp": ("gate", "up", "down"),
+    "w1": ("gate",),
+    "w3": ("up",),
+    "w2": ("down",),  # Mixtral's experts
+    "q_a_proj": ("q_a",),
+    "q_b_proj": ("q_b",),
+    "kv_a_proj_with_mqa": ("kv_a",),
+    "kv_b_proj": ("kv_b",),  # DeepSeek's MLA
+    "query_key_value": ("qkv",),
+    "dense": ("o",),
+    "dense_h_to_4h": ("gate_up",),
+    "dense_4h_to_h": ("down",),
 }
 # modules trained and saved whole beside LoRA (peft's modules_to_save, LLaMA-Factory's additional_target)
-SAVED_NAMES = {"embed_tokens": "embed", "embed": "embed", "wte": "embed", "word_embeddings": "embed",
-               "lm_head": "lm_head", "output_layer": "lm_head", "norm": "norms"}
+SAVED_NAMES = {
+    "embed_tokens": "embed",
+    "embed": "embed",
+    "wte": "embed",
+    "word_embeddings": "embed",
+    "lm_head": "lm_head",
+    "output_layer": "lm_head",
+    "norm": "norms",
+}
 
 # Optimizer states per trainable element, by the names TrainingArguments.optim (and LLaMA-Factory's and
 # axolotl's `optim`) take: (full-size states, bits of each). 32-bit states have the trainable
@@ -72,8 +93,20 @@ SAVED_NAMES = {"embed_tokens": "embed", "embed": "embed", "wte": "embed", "word_
 # Adafactor, beta1=None): a row and a column second moment per matrix, a full one per vector
 # (Shazeer & Stern 2018, arXiv 1804.04235).
 OPTIMIZERS = {
-    **dict.fromkeys(("adamw", "adamw_torch", "adamw_torch_fused", "adamw_hf", "adamw_apex_fused", "adamw_anyprecision",
-                     "paged_adamw_32bit", "paged_adamw", "adam"), (2, 32)),
+    **dict.fromkeys(
+        (
+            "adamw",
+            "adamw_torch",
+            "adamw_torch_fused",
+            "adamw_hf",
+            "adamw_apex_fused",
+            "adamw_anyprecision",
+            "paged_adamw_32bit",
+            "paged_adamw",
+            "adam",
+        ),
+        (2, 32),
+    ),
     **dict.fromkeys(("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adam8bit"), (2, 8)),
     **dict.fromkeys(("lion_32bit", "paged_lion_32bit", "lion"), (1, 32)),
     **dict.fromkeys(("lion_8bit", "paged_lion_8bit"), (1, 8)),
@@ -95,6 +128,30 @@ FEATURES = ("weights", "trainable_state", "activations", "recompute", "checkpoin
 # checkpoints. The one-layer recompute term absorbs the phase effect instead; it does not grow
 # with depth.
 FIXED: dict[str, float] = {"checkpoints": 4.0}
+
+
+def _config_first(cfg: dict, *keys, default=None):
+    """The first of `keys` a config has (and is not null), else `default`."""
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            return cfg[k]
+    return default
+
+
+def _config_whole(cfg: dict, *keys, default=None) -> int | None:
+    """The first of `keys` the config has, as a whole number: a JSON integer (4096.0 too),
+    never true/false or text (`"hidden_size": true` is not a size of 1)."""
+    key = next((k for k in keys if k in cfg and cfg[k] is not None), None)
+    value = default if key is None else cfg[key]
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not value.is_integer())
+    ):
+        raise ValueError(f"{key or keys[0]} = {json.dumps(value)[:40]} is not a whole number")
+    return int(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +195,10 @@ class Shape:
         """The MLP width a token passes through, averaged over the layers: the dense MLP's, or the
         experts it is routed to and the shared experts'."""
         sparse = self.sparse_layers
-        return ((self.layers - sparse) * self.intermediate
-                + sparse * (self.experts_active * self.moe_intermediate + self.shared_intermediate)) / self.layers
+        return (
+            (self.layers - sparse) * self.intermediate
+            + sparse * (self.experts_active * self.moe_intermediate + self.shared_intermediate)
+        ) / self.layers
 
     def linears(self) -> list[tuple[str, int, int, int]]:
         """Every linear layer of the blocks as (name, in, out, how many): attention (q, k, v, o; or
@@ -148,14 +207,21 @@ class Shape:
         h, n, L = self.hidden, self.heads, self.layers
         if self.mla:
             kv_rank, nope, rope, v, q_rank = self.mla
-            q = [("q_a", h, q_rank, L), ("q_b", q_rank, n * (nope + rope), L)] if q_rank else [("q", h, n * (nope + rope), L)]
+            q = (
+                [("q_a", h, q_rank, L), ("q_b", q_rank, n * (nope + rope), L)]
+                if q_rank
+                else [("q", h, n * (nope + rope), L)]
+            )
             attention = q + [("kv_a", h, kv_rank + rope, L), ("kv_b", kv_rank, n * (nope + v), L), ("o", n * v, h, L)]
         else:
             d_q, d_kv = n * self.hd, self.kv_heads * self.hd
             attention = [("q", h, d_q, L), ("k", h, d_kv, L), ("v", h, d_kv, L), ("o", d_q, h, L)]
         out = attention
-        for width, count in ((self.intermediate, L - self.sparse_layers), (self.moe_intermediate, self.sparse_layers * self.experts),
-                             (self.shared_intermediate, self.sparse_layers)):
+        for width, count in (
+            (self.intermediate, L - self.sparse_layers),
+            (self.moe_intermediate, self.sparse_layers * self.experts),
+            (self.shared_intermediate, self.sparse_layers),
+        ):
             if width and count:
                 out += [("gate", h, width, count), ("up", h, width, count), ("down", width, h, count)]
         if self.sparse_layers:
@@ -166,23 +232,7 @@ class Shape:
     def from_config(cls, cfg: dict, name: str = "config") -> "Shape":
         """HF config.json keys (Llama, Mistral, Qwen2, Gemma...) or GLM-4's own (ChatGLM: num_layers,
         ffn_hidden_size, multi_query_group_num, padded_vocab_size, kv_channels)."""
-        def first(*keys, default=None):
-            for k in keys:
-                if k in cfg and cfg[k] is not None:
-                    return cfg[k]
-            return default
-
-        def whole(*keys, default=None) -> int | None:
-            """The first of `keys` the config has, as a whole number: a JSON integer (4096.0 too),
-            never true/false or text (`"hidden_size": true` is not a size of 1)."""
-            key = next((k for k in keys if k in cfg and cfg[k] is not None), None)
-            value = default if key is None else cfg[key]
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(f"{key or keys[0]} = {json.dumps(value)[:40]} is not a whole number")
-            return int(value)
-
+        first, whole = functools.partial(_config_first, cfg), functools.partial(_config_whole, cfg)
         try:
             hidden = whole("hidden_size", "n_embd", "d_model")
             heads = whole("num_attention_heads", "n_head")
@@ -192,7 +242,12 @@ class Shape:
             shape = cls(
                 name=name,
                 hidden=hidden,
-                intermediate=whole("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden if isinstance(hidden, int) else None),
+                intermediate=whole(
+                    "intermediate_size",
+                    "ffn_hidden_size",
+                    "n_inner",
+                    default=4 * hidden if isinstance(hidden, int) else None,
+                ),
                 layers=whole("num_hidden_layers", "num_layers", "n_layer"),
                 heads=heads,
                 kv_heads=kv if kv is not None else heads,
@@ -204,12 +259,16 @@ class Shape:
                 vision=_vision_params(cfg.get("vision_config")),
             )
         except (TypeError, ValueError) as exc:
-            raise UsageError(f"{name}: not a decoder config compat can read ({exc}); it needs hidden_size, "
-                             "num_attention_heads, num_hidden_layers and vocab_size") from None
+            raise UsageError(
+                f"{name}: not a decoder config compat can read ({exc}); it needs hidden_size, "
+                "num_attention_heads, num_hidden_layers and vocab_size"
+            ) from None
         sizes = (shape.hidden, shape.heads, shape.kv_heads, shape.layers, shape.vocab, shape.intermediate)
         if None in sizes:
-            raise UsageError(f"{name}: not a decoder config compat can read; it needs hidden_size, "
-                             "num_attention_heads, num_hidden_layers and vocab_size")
+            raise UsageError(
+                f"{name}: not a decoder config compat can read; it needs hidden_size, "
+                "num_attention_heads, num_hidden_layers and vocab_size"
+            )
         if min(sizes) < 1 or (shape.head_dim is not None and shape.head_dim < 1):
             raise UsageError(f"{name}: sizes must be positive")
         return shape
@@ -218,11 +277,19 @@ class Shape:
         linear = sum(i * o * k for _, i, o, k in self.linears())
         bias = self.layers * (self.heads + 2 * self.kv_heads) * self.hd if self.qkv_bias else 0
         latent = self.layers * (self.mla[0] + self.mla[4]) if self.mla else 0  # MLA's kv_a (and q_a) norms
-        norms = self.layers * 2 * self.hidden + self.hidden + bias + latent  # small, unquantized: counted with the norms
+        norms = (
+            self.layers * 2 * self.hidden + self.hidden + bias + latent
+        )  # small, unquantized: counted with the norms
         embed = self.vocab * self.hidden
         head = 0 if self.tied else self.vocab * self.hidden
-        return {"linear": linear, "norms": norms, "embed": embed, "lm_head": head, "vision": self.vision,
-                "total": linear + norms + embed + head + self.vision}
+        return {
+            "linear": linear,
+            "norms": norms,
+            "embed": embed,
+            "lm_head": head,
+            "vision": self.vision,
+            "total": linear + norms + embed + head + self.vision,
+        }
 
     def targeted(self, targets: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
         """The linear layers LoRA targets name (linears' names; and GLM's fused query_key_value and
@@ -253,8 +320,10 @@ def _vision_params(vision) -> int:
     from embed_dim x spatial_merge_size^2 to the language model's hidden_size. 0 for a config without
     those keys (other towers are not counted)."""
     keys = ("depth", "embed_dim", "mlp_ratio", "hidden_size", "patch_size", "spatial_merge_size", "temporal_patch_size")
-    if not isinstance(vision, dict) or not all(isinstance(vision.get(k), (int, float)) and not isinstance(vision.get(k), bool)
-                                               and vision.get(k) > 0 for k in keys):
+    if not isinstance(vision, dict) or not all(
+        isinstance(vision.get(k), (int, float)) and not isinstance(vision.get(k), bool) and vision.get(k) > 0
+        for k in keys
+    ):
         return 0
     e, depth, out = int(vision["embed_dim"]), int(vision["depth"]), int(vision["hidden_size"])
     mlp = int(e * vision["mlp_ratio"])
@@ -281,14 +350,29 @@ def _moe_fields(cfg: dict, whole) -> dict:
         # counted without walking the layers (a config may claim any number of them)
         step = max(1, whole("decoder_sparse_step", default=1) or 1)
         first = max(0, whole("first_k_dense_replace", default=0))
-        dense_only = {i for i in cfg.get("mlp_only_layers") or () if isinstance(i, int)} if isinstance(cfg.get("mlp_only_layers"), list) else set()
+        dense_only = (
+            {i for i in cfg.get("mlp_only_layers") or () if isinstance(i, int)}
+            if isinstance(cfg.get("mlp_only_layers"), list)
+            else set()
+        )
         sparse = max(0, layers // step - -(-(first + 1) // step) + 1)
         sparse -= len({i for i in dense_only if first <= i < layers and (i + 1) % step == 0})
-        out.update(experts=experts, experts_active=whole("num_experts_per_tok", default=1), moe_intermediate=moe,
-                   shared_intermediate=shared, dense_layers=layers - sparse, shared_gate="shared_expert_intermediate_size" in cfg)
+        out.update(
+            experts=experts,
+            experts_active=whole("num_experts_per_tok", default=1),
+            moe_intermediate=moe,
+            shared_intermediate=shared,
+            dense_layers=layers - sparse,
+            shared_gate="shared_expert_intermediate_size" in cfg,
+        )
     if cfg.get("kv_lora_rank"):
-        out["mla"] = (whole("kv_lora_rank"), whole("qk_nope_head_dim"), whole("qk_rope_head_dim"), whole("v_head_dim"),
-                      whole("q_lora_rank", default=0) or 0)
+        out["mla"] = (
+            whole("kv_lora_rank"),
+            whole("qk_nope_head_dim"),
+            whole("qk_rope_head_dim"),
+            whole("v_head_dim"),
+            whole("q_lora_rank", default=0) or 0,
+        )
     return out
 
 
@@ -328,12 +412,18 @@ def offload_of(model, run: "Run") -> str:
     if run.offload == "none":
         return "none"
     if not (model.deepspeed or model.fsdp_version):
-        raise UsageError(f"--offload {run.offload}: {model.name} keeps everything on the card; offload is ZeRO's or FSDP's")
+        raise UsageError(
+            f"--offload {run.offload}: {model.name} keeps everything on the card; offload is ZeRO's or FSDP's"
+        )
     if model.deepspeed and model.zero_stage < 3 and run.offload != "optimizer":
-        raise UsageError(f"--offload {run.offload}: ZeRO-{model.zero_stage} offloads the optimizer only (offload_param needs ZeRO-3)")
+        raise UsageError(
+            f"--offload {run.offload}: ZeRO-{model.zero_stage} offloads the optimizer only (offload_param needs ZeRO-3)"
+        )
     if model.fsdp_version and run.offload != "both":
-        raise UsageError(f"--offload {run.offload}: FSDP offloads parameters, gradients and optimizer state together "
-                         "(CPUOffload(offload_params=True)): --offload both")
+        raise UsageError(
+            f"--offload {run.offload}: FSDP offloads parameters, gradients and optimizer state together "
+            "(CPUOffload(offload_params=True)): --offload both"
+        )
     return run.offload
 
 
@@ -367,8 +457,10 @@ def lora_targets(names) -> tuple[str, ...]:
     items = _module_names(names)
     unknown = [n for n in items if n.lower() not in TARGET_NAMES]
     if unknown or not items:
-        raise UsageError(f"LoRA target {', '.join(map(repr, unknown)) or repr(names)}: compat fit counts "
-                         f"{', '.join(sorted(TARGET_NAMES))}")
+        raise UsageError(
+            f"LoRA target {', '.join(map(repr, unknown)) or repr(names)}: compat fit counts "
+            f"{', '.join(sorted(TARGET_NAMES))}"
+        )
     return tuple(dict.fromkeys(layer for n in items for layer in TARGET_NAMES[n.lower()]))
 
 
@@ -376,7 +468,9 @@ def saved_modules(names) -> tuple[str, ...]:
     items = _module_names(names)
     unknown = [n for n in items if n.lower() not in SAVED_NAMES]
     if unknown:
-        raise UsageError(f"modules to save {', '.join(map(repr, unknown))}: compat fit counts {', '.join(sorted(SAVED_NAMES))}")
+        raise UsageError(
+            f"modules to save {', '.join(map(repr, unknown))}: compat fit counts {', '.join(sorted(SAVED_NAMES))}"
+        )
     return tuple(dict.fromkeys(SAVED_NAMES[n.lower()] for n in items))
 
 
@@ -384,7 +478,10 @@ def optimizer_name(name: str) -> str:
     key = str(name).strip().lower()
     if key not in OPTIMIZERS:
         from harness.tomldata import did_you_mean
-        raise UsageError(f"optimizer {name!r}{did_you_mean(key, list(OPTIMIZERS))}: compat fit counts {', '.join(OPTIMIZERS)}")
+
+        raise UsageError(
+            f"optimizer {name!r}{did_you_mean(key, list(OPTIMIZERS))}: compat fit counts {', '.join(OPTIMIZERS)}"
+        )
     return key
 
 
@@ -397,7 +494,9 @@ class Calibration:
     records: list[str]
     quantity: str = "cpu training-phase peak RSS per rank"
     device: str = "cpu"  # "gpu" when fitted on CUDA records
-    analytic: bool = False  # activations and logits in bytes as autograd keeps them on a GPU (layer_bytes), not in elements
+    analytic: bool = (
+        False  # activations and logits in bytes as autograd keeps them on a GPU (layer_bytes), not in elements
+    )
 
     def baseline_for(self, stack: str | None) -> float:
         if stack in self.baseline:
@@ -408,12 +507,18 @@ class Calibration:
 # ---------------------------------------------------------------------------------------------
 # features of one run: the quantities the fitted constants multiply
 
+
 def quant_bytes_per_param(quantization: str) -> float:
     """Stored bytes per quantized linear weight: NF4/FP4 at 4 bits plus one fp32 absmax per block
     of 64 (0.5 bit per parameter), or 0.127 bit with double quantization (QLoRA paper, 2305.14314);
     LLM.int8 at 1 byte (its per-row scales are a few bytes per row: left out)."""
-    return {"nf4": 0.5 + 0.5 / 8, "fp4": 0.5 + 0.5 / 8, "nf4dq": 0.5 + 0.127 / 8, "fp4dq": 0.5 + 0.127 / 8,
-            "int8": 1.0 + 0.0}.get(quantization, 4.0)
+    return {
+        "nf4": 0.5 + 0.5 / 8,
+        "fp4": 0.5 + 0.5 / 8,
+        "nf4dq": 0.5 + 0.127 / 8,
+        "fp4dq": 0.5 + 0.127 / 8,
+        "int8": 1.0 + 0.0,
+    }.get(quantization, 4.0)
 
 
 def trainable_tensors(shape: Shape, run: Run) -> list[tuple[int, int, int]]:
@@ -499,7 +604,8 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
         per_layer = tokens * layer_bytes(shape, width)
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
-        "trainable_state": grads + optim,  # AdamW under mixed precision: an fp32 gradient and two fp32 moments, 12 bytes
+        "trainable_state": grads
+        + optim,  # AdamW under mixed precision: an fp32 gradient and two fp32 moments, 12 bytes
         # every layer's activations, kept for the backward pass...
         "activations": 0.0 if run.grad_ckpt else per_layer * shape.layers,
         # ...or, with gradient checkpointing, those of the one layer being recomputed
@@ -517,6 +623,7 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
 
 # ---------------------------------------------------------------------------------------------
 # calibration on records
+
 
 def measured_peak(rec: dict) -> list[float]:
     """Per rank, the training-phase peak: on a CPU the RSS sampled while the Trainer trained
@@ -563,10 +670,17 @@ def run_of_record(rec: dict) -> Run:
     axes = rec["axes"]
     train = (rec.get("settings") or {}).get("train") or {}
     method = "qlora" if axes.get("quantization", "none") != "none" else axes["method"]
-    return Run(method=method, precision=axes["precision"], quantization=axes.get("quantization", "none"),
-               strategy=strategies.modelled_as(axes["strategy"]), cards=int(axes.get("ranks", 1)),
-               seq_len=int(train.get("seq_len_max", 64)), batch=int(train.get("batch_size", 4)),
-               grad_ckpt=bool(axes.get("grad_ckpt")), lora_base_16bit=train.get("base_dtype", "float32") == "compute")
+    return Run(
+        method=method,
+        precision=axes["precision"],
+        quantization=axes.get("quantization", "none"),
+        strategy=strategies.modelled_as(axes["strategy"]),
+        cards=int(axes.get("ranks", 1)),
+        seq_len=int(train.get("seq_len_max", 64)),
+        batch=int(train.get("batch_size", 4)),
+        grad_ckpt=bool(axes.get("grad_ckpt")),
+        lora_base_16bit=train.get("base_dtype", "float32") == "compute",
+    )
 
 
 def sweep_records(records: list[dict], models: set[str] | None = None, device: str = "cpu") -> list[dict]:
@@ -577,7 +691,11 @@ def sweep_records(records: list[dict], models: set[str] | None = None, device: s
         axes = r.get("axes") or {}
         model = axes.get("model", "default")
         on_gpu = str(axes.get("hardware", "")).startswith("sm_")
-        if r.get("outcome") != "pass" or on_gpu != (device == "gpu") or axes.get("strategy") != strategies.one_process().name:
+        if (
+            r.get("outcome") != "pass"
+            or on_gpu != (device == "gpu")
+            or axes.get("strategy") != strategies.one_process().name
+        ):
             continue
         if (models is not None and model not in models) or (models is None and not model.startswith("fit_")):
             continue
@@ -607,9 +725,14 @@ def gpu_check_records(records: list[dict], fitted: set[str]) -> list[dict]:
     out = []
     for r in records:
         axes = r.get("axes") or {}
-        if (r.get("outcome") != "pass" or not str(axes.get("hardware", "")).startswith("sm_")
-                or axes.get("strategy") != strategies.one_process().name or axes.get("quantization", "none") != "none"
-                or axes.get("model", "default") in fitted or not _shaped(r)):
+        if (
+            r.get("outcome") != "pass"
+            or not str(axes.get("hardware", "")).startswith("sm_")
+            or axes.get("strategy") != strategies.one_process().name
+            or axes.get("quantization", "none") != "none"
+            or axes.get("model", "default") in fitted
+            or not _shaped(r)
+        ):
             continue
         peaks = measured_peak(r)
         if peaks and peaks[0] >= REAL_SIZE_BYTES:
@@ -622,8 +745,14 @@ def counted_on_gpu() -> Calibration:
     stored, layer_bytes, LOGIT_BYTES, the 16-bit checkpoints), so each constant is 1 (a checkpoint
     is FIXED's 4 per element x 0.5 in 16 bits). The CPU fit is not used: its constants absorb the
     CPU's phases (they over-predict a GPU's activations by 1.4-1.75x, issue 22)."""
-    return Calibration(coefficients={k: FIXED.get(k, 1.0) for k in FEATURES}, baseline={}, records=[],
-                       quantity="counted per term, not fitted: no CUDA record yet", device="gpu", analytic=True)
+    return Calibration(
+        coefficients={k: FIXED.get(k, 1.0) for k in FEATURES},
+        baseline={},
+        records=[],
+        quantity="counted per term, not fitted: no CUDA record yet",
+        device="gpu",
+        analytic=True,
+    )
 
 
 def calibrate(records: list[dict], analytic: bool = False) -> Calibration:
@@ -655,8 +784,11 @@ def calibrate(records: list[dict], analytic: bool = False) -> Calibration:
         coefficients={k: solved[k] for k in FEATURES},
         baseline={s: solved[f"baseline:{s}"] for s in stacks},
         records=sorted(r["id"] for r in records),
-        quantity=f"CUDA training-phase max allocated per rank, on {', '.join(archs)}" if archs else Calibration.quantity,
-        device="gpu" if archs else "cpu", analytic=analytic,
+        quantity=f"CUDA training-phase max allocated per rank, on {', '.join(archs)}"
+        if archs
+        else Calibration.quantity,
+        device="gpu" if archs else "cpu",
+        analytic=analytic,
     )
 
 
@@ -670,7 +802,10 @@ def _lstsq(x: list[list[float]], y: list[float]) -> list[float]:
     for col in range(n):
         pivot = max(range(col, n), key=lambda i: abs(a[i][col]))
         if abs(a[pivot][col]) < 1e-12:
-            raise UsageError("calibration records do not separate the memory terms (a singular fit): run the whole matrix/fit-cpu.toml")
+            raise UsageError(
+                "calibration records do not separate the memory terms (a singular fit): run the whole "
+                "matrix/fit-cpu.toml"
+            )
         a[col], a[pivot] = a[pivot], a[col]
         for i in range(n):
             if i != col:
@@ -692,16 +827,32 @@ def strategy_records(records: list[dict], models: set[str] | None = None) -> lis
     def wanted(model):
         return model in models if models is not None else str(model).startswith("fit_")
 
-    return latest([r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == "cpu"
-                   and wanted(r["axes"].get("model")) and r["axes"].get("ranks", 1) > 1 and measured_peak(r) and _shaped(r)])
+    return latest(
+        [
+            r
+            for r in records
+            if r.get("outcome") == "pass"
+            and (r.get("axes") or {}).get("hardware") == "cpu"
+            and wanted(r["axes"].get("model"))
+            and r["axes"].get("ranks", 1) > 1
+            and measured_peak(r)
+            and _shaped(r)
+        ]
+    )
 
 
 def strategy_error_table(cal: Calibration, records: list[dict]) -> list[dict]:
     """Each rank's measured training peak against `predict` for its strategy, the process
     baseline standing in for the CUDA context (the prediction is per rank, so the largest rank)."""
-    return [_error_row(cal, r, max(measured_peak(r)),
-                       predict(shape_of_record(r), run_of_record(r), cal, None, cal.baseline_for(r["axes"]["stack"])).total)
-            for r in records]
+    return [
+        _error_row(
+            cal,
+            r,
+            max(measured_peak(r)),
+            predict(shape_of_record(r), run_of_record(r), cal, None, cal.baseline_for(r["axes"]["stack"])).total,
+        )
+        for r in records
+    ]
 
 
 def error_table(cal: Calibration, records: list[dict]) -> list[dict]:
@@ -727,8 +878,12 @@ def error_bands(rows: list[dict]) -> dict[tuple[str, str], dict]:
 def _error_row(cal: Calibration, rec: dict, measured: float, predicted: float) -> dict:
     base = cal.baseline_for(rec["axes"]["stack"])
     return {
-        "cell": rec["cell"], "id": rec["id"], "measured": measured, "predicted": predicted,
-        "strategy": rec["axes"]["strategy"], "method": rec["axes"]["method"],
+        "cell": rec["cell"],
+        "id": rec["id"],
+        "measured": measured,
+        "predicted": predicted,
+        "strategy": rec["axes"]["strategy"],
+        "method": rec["axes"]["method"],
         "error": (predicted - measured) / measured,
         # the model-dependent part: what the fit must get right beyond the process baseline
         "error_above_baseline": (predicted - measured) / max(1.0, measured - base),
@@ -769,44 +924,44 @@ class Prediction:
     load: dict = dataclasses.field(default_factory=dict)  # load_phase
 
     def as_json(self) -> dict:
-        return {"strategy": self.strategy, "cards": self.cards, "per_card_bytes": {k: round(v) for k, v in self.terms.items()},
-                "per_card_total_bytes": round(self.total), "host_bytes": {k: round(v) for k, v in self.host.items()},
-                "host_bytes_all_processes": round(sum(self.host.values()) * self.cards),
-                "card_bytes": self.capacity, "verdict": self.verdict, "verdict_limit": self.limit, "peak_phase": self.phase,
-                "load": {k: (round(v) if isinstance(v, float) else v) for k, v in self.load.items()}, "why": self.why}
+        return {
+            "strategy": self.strategy,
+            "cards": self.cards,
+            "per_card_bytes": {k: round(v) for k, v in self.terms.items()},
+            "per_card_total_bytes": round(self.total),
+            "host_bytes": {k: round(v) for k, v in self.host.items()},
+            "host_bytes_all_processes": round(sum(self.host.values()) * self.cards),
+            "card_bytes": self.capacity,
+            "verdict": self.verdict,
+            "verdict_limit": self.limit,
+            "peak_phase": self.phase,
+            "load": {k: (round(v) if isinstance(v, float) else v) for k, v in self.load.items()},
+            "why": self.why,
+        }
 
 
 MARGIN = 0.10  # "fits" leaves a tenth of the card free: allocator fragmentation, longer batches
 
 
-def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, context_bytes: float,
-            host_memory: tuple[float, str] | None = None) -> Prediction:
+def predict(
+    shape: Shape,
+    run: Run,
+    cal: Calibration,
+    capacity: float | None,
+    context_bytes: float,
+    host_memory: tuple[float, str] | None = None,
+) -> Prediction:
     """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`;
     what offload moves to host memory is totalled over the run's processes (one host holds them
     all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit."""
     f = features(shape, run, cal.analytic)
     c = cal.coefficients
     n = run.cards
-    trainable = f["_trainable"]
     sixteen = run.precision in ("bf16", "fp16")
-    quantized = run.method == "qlora" or run.quantization != "none"
-    weights = f["_weights_bytes"] * c["weights"]
-    # trainable state in bytes per trainable parameter, as each strategy stores it
     model = strategies.BY_NAME.get(run.strategy)
     if model is None or model.fit_as:
         raise UsageError(f"strategy {run.strategy!r}: one of {', '.join(strategies.fit_models())}")
-    if model.deepspeed and sixteen:
-        # ZeRO's mixed-precision accounting: 16-bit parameters and gradients, and an fp32 master
-        # copy beside the optimizer's states (AdamW: 2 + 2 + 4 + 8 bytes per parameter)
-        if not quantized:  # the engine holds the whole model, and any saved module's copy, in 16 bits
-            saved = shape.saved_params(run.modules_to_save) if run.method != "full" else 0
-            weights = (f["_params"] + saved) * 2.0 * c["weights"]
-        mixed = dataclasses.replace(run, pure_bf16=False, optimizer_in_backward=False)
-        grads, optim = 2.0 * trainable, 4.0 * trainable + state_bytes(shape, mixed)[1]
-    else:
-        grads, optim = f["_grads"], f["_optim"]
-    state_scale = c["trainable_state"]
-    grads, optim = grads * state_scale, optim * state_scale
+    weights, grads, optim = _model_state(model, shape, run, f, c, sixteen)
     act = c["activations"] * f["activations"] + c["recompute"] * f["recompute"] + c["checkpoints"] * f["checkpoints"]
     logits = c["logits"] * f["logits"]
     host: dict[str, float] = {}
@@ -826,18 +981,61 @@ def predict(shape: Shape, run: Run, cal: Calibration, capacity: float | None, co
     if "weights" in model.shards:
         largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
         extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
-    terms = {"weights": weights, "gradients": grads, "optimizer": optim, "activations": act, "logits": logits,
-             **extra, "overhead": context_bytes}
+    terms = {
+        "weights": weights,
+        "gradients": grads,
+        "optimizer": optim,
+        "activations": act,
+        "logits": logits,
+        **extra,
+        "overhead": context_bytes,
+    }
     step = sum(terms.values())
     load = load_phase(model, run, weights_whole, context_bytes)
     total = max(step, load["card"])
     phase = "loading" if load["card"] > step else "training step"
-    offloaded = {"optimizer": "the optimizer state and gradients", "params": "the parameters",
-                 "both": "parameters, gradients and optimizer state"}.get(offload, "")
-    why = model.fit_why.format(n=n) + (f"; with {offloaded} in host memory" if run.offload not in ("auto", "none") and offloaded else "")
-    why += f"; loading: {load['says']}"
-    verdict, limit, why = _host_check(_verdict(total, capacity), why, sum(host.values()) * n, load["host_total"], n, host_memory)
+    verdict, limit, why = _host_check(
+        _verdict(total, capacity),
+        _why(model, run, n, offload, load),
+        sum(host.values()) * n,
+        load["host_total"],
+        n,
+        host_memory,
+    )
     return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load)
+
+
+def _model_state(model, shape: Shape, run: Run, f: dict, c: dict, sixteen: bool):
+    """(weights, gradients, optimizer state) in bytes on one card before a strategy divides or moves
+    them: the trainable state as each strategy stores it."""
+    weights = f["_weights_bytes"] * c["weights"]
+    quantized = run.method == "qlora" or run.quantization != "none"
+    if model.deepspeed and sixteen:
+        # ZeRO's mixed-precision accounting: 16-bit parameters and gradients, and an fp32 master
+        # copy beside the optimizer's states (AdamW: 2 + 2 + 4 + 8 bytes per parameter)
+        if not quantized:  # the engine holds the whole model, and any saved module's copy, in 16 bits
+            saved = shape.saved_params(run.modules_to_save) if run.method != "full" else 0
+            weights = (f["_params"] + saved) * 2.0 * c["weights"]
+        mixed = dataclasses.replace(run, pure_bf16=False, optimizer_in_backward=False)
+        trainable = f["_trainable"]
+        grads, optim = 2.0 * trainable, 4.0 * trainable + state_bytes(shape, mixed)[1]
+    else:
+        grads, optim = f["_grads"], f["_optim"]
+    state_scale = c["trainable_state"]
+    return weights, grads * state_scale, optim * state_scale
+
+
+def _why(model, run: Run, n: int, offload: str, load: dict) -> str:
+    """What a prediction's verdict is about: the strategy's own words, what is offloaded, how it loads."""
+    offloaded = {
+        "optimizer": "the optimizer state and gradients",
+        "params": "the parameters",
+        "both": "parameters, gradients and optimizer state",
+    }.get(offload, "")
+    why = model.fit_why.format(n=n) + (
+        f"; with {offloaded} in host memory" if run.offload not in ("auto", "none") and offloaded else ""
+    )
+    return why + f"; loading: {load['says']}"
 
 
 def _host_check(verdict: str, why: str, training: float, loading: float, n: int, host_memory) -> tuple[str, str, str]:
@@ -849,8 +1047,15 @@ def _host_check(verdict: str, why: str, training: float, loading: float, n: int,
     short = _verdict(on_host, host_memory[0]) == "does not fit"
     verdict = "does not fit" if short else ("tight" if verdict == "fits" else verdict)
     when = "while loading" if loading >= training else "while training"
-    return verdict, "host memory", why + (f"; the {_gib(on_host)} its {n} processes keep in host memory {when} is "
-                                          f"{'more than' if short else 'near'} {host_memory[1]} {_gib(host_memory[0])}")
+    return (
+        verdict,
+        "host memory",
+        why
+        + (
+            f"; the {_gib(on_host)} its {n} processes keep in host memory {when} is "
+            f"{'more than' if short else 'near'} {host_memory[1]} {_gib(host_memory[0])}"
+        ),
+    )
 
 
 def load_phase(model, run: Run, weights: float, context_bytes: float) -> dict:
@@ -860,20 +1065,39 @@ def load_phase(model, run: Run, weights: float, context_bytes: float) -> dict:
     n, how = run.cards, run.load if run.load != "auto" else default_load(model.name)
     sharded = "weights" in model.shards or model.offload
     if how == "on-card":
-        return {"how": how, "card": weights + context_bytes if sharded else 0.0, "host_per_process": 0.0, "host_total": 0.0,
-                "says": "each process loads the whole model onto its card" + (" before sharding it" if sharded else "")}
+        return {
+            "how": how,
+            "card": weights + context_bytes if sharded else 0.0,
+            "host_per_process": 0.0,
+            "host_total": 0.0,
+            "says": "each process loads the whole model onto its card" + (" before sharding it" if sharded else ""),
+        }
     if how == "sharded" and sharded:
         zero = model.deepspeed
-        return {"how": how, "card": 0.0, "host_per_process": weights / n if zero else weights, "host_total": weights,
-                "says": ("each process materialises only its shard (from_pretrained under deepspeed.zero.Init)" if zero else
-                         "rank 0 materialises the whole model in host memory, the others none (cpu_ram_efficient_loading)")}
-    return {"how": "whole", "card": 0.0, "host_per_process": weights, "host_total": weights * n,
-            "says": f"each of the {n} processes materialises the whole model in host memory first" if n > 1 else
-            "the whole model in host memory first"}
+        return {
+            "how": how,
+            "card": 0.0,
+            "host_per_process": weights / n if zero else weights,
+            "host_total": weights,
+            "says": (
+                "each process materialises only its shard (from_pretrained under deepspeed.zero.Init)"
+                if zero
+                else "rank 0 materialises the whole model in host memory, the others none (cpu_ram_efficient_loading)"
+            ),
+        }
+    return {
+        "how": "whole",
+        "card": 0.0,
+        "host_per_process": weights,
+        "host_total": weights * n,
+        "says": f"each of the {n} processes materialises the whole model in host memory first"
+        if n > 1
+        else "the whole model in host memory first",
+    }
 
 
 def _verdict(need: float, capacity: float | None) -> str:
-    """"fits" with a tenth of `capacity` left free (MARGIN), "tight" within it, else "does not fit"."""
+    """ "fits" with a tenth of `capacity` left free (MARGIN), "tight" within it, else "does not fit"."""
     if capacity is None:
         return "n/a"
     if need <= capacity * (1 - MARGIN):
@@ -885,13 +1109,22 @@ def describe(run: Run) -> str:
     """The method and what it trains, the precision and the optimizer, as the header says them."""
     out = [run.method]
     if run.method != "full":
-        out.append(f"r={run.lora_r} on {'every linear layer' if set(run.lora_targets) >= set(LINEAR) else ', '.join(run.lora_targets)}"
-                   + (f", {' and '.join(run.modules_to_save)} trained whole" if run.modules_to_save else ""))
+        out.append(
+            f"r={run.lora_r} on "
+            f"{'every linear layer' if set(run.lora_targets) >= set(LINEAR) else ', '.join(run.lora_targets)}"
+            + (f", {' and '.join(run.modules_to_save)} trained whole" if run.modules_to_save else "")
+        )
     out.append("pure bf16" if run.pure_bf16 else run.precision)
     if run.method == "qlora" or run.quantization != "none":
-        out.append({"nf4": "4-bit NF4 base", "nf4dq": "4-bit NF4 base, double-quantized", "fp4": "4-bit FP4 base",
-                    "fp4dq": "4-bit FP4 base, double-quantized", "int8": "8-bit base"}.get(
-                        run.quantization if run.quantization != "none" else "nf4", run.quantization))
+        out.append(
+            {
+                "nf4": "4-bit NF4 base",
+                "nf4dq": "4-bit NF4 base, double-quantized",
+                "fp4": "4-bit FP4 base",
+                "fp4dq": "4-bit FP4 base, double-quantized",
+                "int8": "8-bit base",
+            }.get(run.quantization if run.quantization != "none" else "nf4", run.quantization)
+        )
     out.append(run.optimizer + (", stepped during backward" if run.optimizer_in_backward else ""))
     return "; ".join(out)
 
@@ -900,7 +1133,16 @@ def _gib(n: float) -> str:
     return f"{n / GIB:,.1f} GiB"
 
 
-TERM_ORDER = ("weights", "gradients", "optimizer", "activations", "logits", "gradient buckets", "gathered layer", "overhead")
+TERM_ORDER = (
+    "weights",
+    "gradients",
+    "optimizer",
+    "activations",
+    "logits",
+    "gradient buckets",
+    "gathered layer",
+    "overhead",
+)
 
 
 @dataclasses.dataclass
@@ -916,8 +1158,12 @@ class Report:
     defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
     read_as: str = ""  # how the model name given was read: which shipped config it is
     bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
-    gpu_checks: list = dataclasses.field(default_factory=list)  # error_table rows of gpu_check_records (a GPU prediction)
-    slack: dict = dataclasses.field(default_factory=dict)  # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
+    gpu_checks: list = dataclasses.field(
+        default_factory=list
+    )  # error_table rows of gpu_check_records (a GPU prediction)
+    slack: dict = dataclasses.field(
+        default_factory=dict
+    )  # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
 
     def quantities(self, p: "Prediction") -> dict:
@@ -945,116 +1191,224 @@ class Report:
     def _terms_evidence(self) -> dict:
         sources = ", ".join(self.model.sources[:2])
         if self.counted:
-            return {"kind": "predicted", "rule": "fit-terms", "records": [],
-                    "says": (f"terms counted from the model's config ({sources}), none fitted: weights, gradients and "
-                             "optimizer states at the bytes they are stored in; activations per layer and token as "
-                             "autograd keeps them in a Llama block with SDPA/flash attention (Korthikanti et al. 2022's "
-                             "count, arXiv 2205.05198: 2(4h + wh) + w(3 d_q + 2 d_kv) + 4wI bytes for w-byte activations), "
-                             "each layer's input when checkpointed, logits at 10 bytes (8 in fp32)")}
+            return {
+                "kind": "predicted",
+                "rule": "fit-terms",
+                "records": [],
+                "says": (
+                    f"terms counted from the model's config ({sources}), none fitted: weights, gradients and "
+                    "optimizer states at the bytes they are stored in; activations per layer and token as "
+                    "autograd keeps them in a Llama block with SDPA/flash attention (Korthikanti et al. 2022's "
+                    "count, arXiv 2205.05198: 2(4h + wh) + w(3 d_q + 2 d_kv) + 4wI bytes for w-byte activations), "
+                    "each layer's input when checkpointed, logits at 10 bytes (8 in fp32)"
+                ),
+            }
         sweep = "CUDA records of matrix/fit-gpu.toml" if self.on_cuda_records else "CPU records of matrix/fit-cpu.toml"
-        return {"kind": "predicted", "rule": "fit-terms", "records": self.calibration.records,
-                "says": (f"terms counted from the model's config ({sources}); per-element constants fitted on "
-                         f"{len(self.calibration.records)} {sweep} ({self.calibration.quantity}); bench/fit_error.py "
-                         "reports the fit's error on them and on held-out sizes")}
+        return {
+            "kind": "predicted",
+            "rule": "fit-terms",
+            "records": self.calibration.records,
+            "says": (
+                f"terms counted from the model's config ({sources}); per-element constants fitted on "
+                f"{len(self.calibration.records)} {sweep} ({self.calibration.quantity}); bench/fit_error.py "
+                "reports the fit's error on them and on held-out sizes"
+            ),
+        }
 
     def evidence(self) -> list[dict]:
+        shown = sorted({p.strategy for p in self.predictions})
         out = [self._terms_evidence()]
-        for strategy in sorted({p.strategy for p in self.predictions}):
-            rows = [r for r in self.strategy_checks if strategies.modelled_as(r["strategy"]) == strategy]
-            if rows:
-                errors = ", ".join(f"{r['method']}{'' if r['strategy'] == strategy else ' (' + r['strategy'] + ')'} "
-                                   f"{-r['error']:+.0%}" for r in rows)
-                out.append({"kind": "measured", "rule": "strategy-check",
-                            "says": (f"{strategy}: on 2 CPU ranks (fp32, matrix/fit-cpu-dist.toml) the measured per-rank "
-                                     f"training peak differed from this model's prediction by {errors} of the measured peak "
-                                     "(+: measured higher)"),
-                            "records": [r["id"] for r in rows]})
-        for strategy in sorted({p.strategy for p in self.predictions}):
-            method = "lora" if self.run.method == "qlora" else self.run.method
-            band = self.bands.get((strategy, method))
-            kind = f"{strategy} with {self.run.method}"
-            gpu_rows = [r for r in self.gpu_checks if (strategies.modelled_as(r["strategy"]), r["method"]) == (strategy, method)]
-            if self.gpu is not None and gpu_rows:
-                out.append(self._gpu_error(kind, strategy, method, gpu_rows))
-                continue
-            if band is None:
-                out.append({"kind": "predicted", "rule": "fit-error",
-                            "says": f"{kind}: no record compat has checks this kind of prediction; its error is not known"})
-                continue
-            said = (f"{kind}: on the CPU records compat's fit was not fitted on "
-                    f"({'held-out sizes' if strategy == strategies.one_process().name else '2 ranks'}), {strategy} with "
-                    f"{method} predictions were off by a median {band['median']:.0%} (P90 {band['p90']:.0%}, "
-                    f"{band['records']} record{'s' if band['records'] > 1 else ''})"
-                    + ("; none of them has 4-bit weights" if self.run.method == "qlora" else "")
-                    + ("; that is the CPU fit's error: on a GPU compat counts the terms instead, and their error is not "
-                       "measured yet" if self.counted else ""))
-            out.append({"kind": "predicted" if self.run.method == "qlora" else "measured", "rule": "fit-error", "says": said,
-                        "band": band})
+        out += [e for e in map(self._strategy_check, shown) if e is not None]
+        out += [self._fit_error(strategy) for strategy in shown]
+        return out + self._gpu_evidence()
+
+    def _strategy_check(self, strategy: str) -> dict | None:
+        """How the multi-rank CPU records of `strategy` differed from this model's prediction."""
+        rows = [r for r in self.strategy_checks if strategies.modelled_as(r["strategy"]) == strategy]
+        if not rows:
+            return None
+        errors = ", ".join(
+            f"{r['method']}{'' if r['strategy'] == strategy else ' (' + r['strategy'] + ')'} {-r['error']:+.0%}"
+            for r in rows
+        )
+        return {
+            "kind": "measured",
+            "rule": "strategy-check",
+            "says": (
+                f"{strategy}: on 2 CPU ranks (fp32, matrix/fit-cpu-dist.toml) the measured per-rank "
+                f"training peak differed from this model's prediction by {errors} of the measured peak "
+                "(+: measured higher)"
+            ),
+            "records": [r["id"] for r in rows],
+        }
+
+    def _fit_error(self, strategy: str) -> dict:
+        """The error band that applies to this prediction of `strategy`: on GPU records where there
+        are any, else on CPU records, else unknown."""
+        method = "lora" if self.run.method == "qlora" else self.run.method
+        band = self.bands.get((strategy, method))
+        kind = f"{strategy} with {self.run.method}"
+        gpu_rows = [
+            r for r in self.gpu_checks if (strategies.modelled_as(r["strategy"]), r["method"]) == (strategy, method)
+        ]
+        if self.gpu is not None and gpu_rows:
+            return self._gpu_error(kind, strategy, method, gpu_rows)
+        if band is None:
+            return {
+                "kind": "predicted",
+                "rule": "fit-error",
+                "says": f"{kind}: no record compat has checks this kind of prediction; its error is not known",
+            }
+        said = (
+            f"{kind}: on the CPU records compat's fit was not fitted on "
+            f"({'held-out sizes' if strategy == strategies.one_process().name else '2 ranks'}), {strategy} with "
+            f"{method} predictions were off by a median {band['median']:.0%} (P90 {band['p90']:.0%}, "
+            f"{band['records']} record{'s' if band['records'] > 1 else ''})"
+            + ("; none of them has 4-bit weights" if self.run.method == "qlora" else "")
+            + (
+                "; that is the CPU fit's error: on a GPU compat counts the terms instead, and their error is not "
+                "measured yet"
+                if self.counted
+                else ""
+            )
+        )
+        return {
+            "kind": "predicted" if self.run.method == "qlora" else "measured",
+            "rule": "fit-error",
+            "says": said,
+            "band": band,
+        }
+
+    def _gpu_evidence(self) -> list[dict]:
+        """On a GPU: where the CUDA context figure comes from, and whether GPU records calibrate the count."""
+        out = []
         if self.gpu is not None and self.context is not None:
             c = self.context
-            out.append({"kind": "measured" if c.measured else "predicted", "rule": "cuda-context", "says": c.says,
-                        **({"records": list(c.records)} if c.measured else {"sources": list(c.sources)})})
+            out.append(
+                {
+                    "kind": "measured" if c.measured else "predicted",
+                    "rule": "cuda-context",
+                    "says": c.says,
+                    **({"records": list(c.records)} if c.measured else {"sources": list(c.sources)}),
+                }
+            )
         if self.gpu is not None and not self.on_cuda_records:
-            checked = (f"{len(self.gpu_checks)} real-size GPU record(s) checked the count (fit-error)" if self.gpu_checks
-                       else "no GPU record has checked these numbers yet")
-            out.append({"kind": "predicted", "rule": "no-gpu-records",
-                        "says": f"{checked}: a GPU is counted, not fitted, until CUDA records "
-                                "of matrix/fit-gpu.toml calibrate the count's constants (compat's CPU fit is not used on a "
-                                "GPU: it over-states a GPU's activations by 1.4-1.75x, issue 22)"})
+            checked = (
+                f"{len(self.gpu_checks)} real-size GPU record(s) checked the count (fit-error)"
+                if self.gpu_checks
+                else "no GPU record has checked these numbers yet"
+            )
+            out.append(
+                {
+                    "kind": "predicted",
+                    "rule": "no-gpu-records",
+                    "says": f"{checked}: a GPU is counted, not fitted, until CUDA records "
+                    "of matrix/fit-gpu.toml calibrate the count's constants (compat's CPU fit is not used on a "
+                    "GPU: it over-states a GPU's activations by 1.4-1.75x, issue 22)",
+                }
+            )
         return out
 
     def _gpu_error(self, kind: str, strategy: str, method: str, rows: list[dict]) -> dict:
         """fit-error measured on GPU records at a real size that the GPU constants were not fitted on."""
         band = error_bands(rows)[(strategy, method)]
-        said = (f"{kind}: on GPU records at a real size that compat's GPU {'count' if self.counted else 'fit'} was not "
-                f"fitted on ({', '.join(sorted({r['model'] for r in rows}))}; {', '.join(sorted({r['card'] for r in rows}))}), its "
-                f"{strategy} with {method} predictions of torch's training-phase max allocated were off by a median "
-                f"{band['median']:.1%} (P90 {band['p90']:.1%}, {band['records']} record{'s' if band['records'] > 1 else ''}; "
-                + ", ".join(f"{r['precision']} {r['error']:+.1%}" for r in rows) + ")"
-                + ("; none of them has 4-bit weights" if self.run.method == "qlora" else ""))
-        return {"kind": "predicted" if self.run.method == "qlora" else "measured", "rule": "fit-error", "says": said,
-                "band": band, "records": [r["id"] for r in rows]}
+        said = (
+            f"{kind}: on GPU records at a real size that compat's GPU {'count' if self.counted else 'fit'} was not "
+            f"fitted on ({', '.join(sorted({r['model'] for r in rows}))}; "
+            f"{', '.join(sorted({r['card'] for r in rows}))}), its "
+            f"{strategy} with {method} predictions of torch's training-phase max allocated were off by a median "
+            f"{band['median']:.1%} (P90 {band['p90']:.1%}, {band['records']} "
+            f"record{'s' if band['records'] > 1 else ''}; "
+            + ", ".join(f"{r['precision']} {r['error']:+.1%}" for r in rows)
+            + ")"
+            + ("; none of them has 4-bit weights" if self.run.method == "qlora" else "")
+        )
+        return {
+            "kind": "predicted" if self.run.method == "qlora" else "measured",
+            "rule": "fit-error",
+            "says": said,
+            "band": band,
+            "records": [r["id"] for r in rows],
+        }
 
     def _quantity_lines(self) -> list[str]:
         """Reserved and nvidia-smi per card, where GPU records measured the allocator's slack."""
         if self.gpu is None:
             return []
         if not self.slack:
-            return ["Reserved and nvidia-smi: allocated plus the caching allocator's slack, which no GPU record has "
-                    "measured yet (GPU records of a real size will; expandable_segments lowers it)."]
-        said = "; ".join(f"{s['slack']:.0%} {'with' if es else 'without'} expandable_segments ({len(s['records'])} GPU records)"
-                         for es, s in sorted(self.slack.items()))
-        out = [f"Reserved = allocated plus the caching allocator's slack, measured on cards with room to spare: {said}; "
-               "a full card reserves less (the allocator frees cached blocks and retries before it fails). "
-               "nvidia-smi about reserved plus the context:"]
+            return [
+                "Reserved and nvidia-smi: allocated plus the caching allocator's slack, which no GPU record has "
+                "measured yet (GPU records of a real size will; expandable_segments lowers it)."
+            ]
+        said = "; ".join(
+            f"{s['slack']:.0%} {'with' if es else 'without'} expandable_segments ({len(s['records'])} GPU records)"
+            for es, s in sorted(self.slack.items())
+        )
+        out = [
+            f"Reserved = allocated plus the caching allocator's slack, measured on cards with room to spare: {said}; "
+            "a full card reserves less (the allocator frees cached blocks and retries before it fails). "
+            "nvidia-smi about reserved plus the context:"
+        ]
         for p in self.predictions:
             q = self.quantities(p)
-            out.append(f"  {p.strategy}: allocated {_gib(q['allocated_bytes'])}"
-                       + (f", reserved {_gib(q['reserved_bytes'])}, nvidia-smi {_gib(q['nvidia_smi_bytes'])}" if q["reserved_bytes"] else "")
-                       + (f", reserved with expandable_segments {_gib(q['reserved_expandable_segments_bytes'])}"
-                          if q["reserved_expandable_segments_bytes"] else ""))
+            out.append(
+                f"  {p.strategy}: allocated {_gib(q['allocated_bytes'])}"
+                + (
+                    f", reserved {_gib(q['reserved_bytes'])}, nvidia-smi {_gib(q['nvidia_smi_bytes'])}"
+                    if q["reserved_bytes"]
+                    else ""
+                )
+                + (
+                    f", reserved with expandable_segments {_gib(q['reserved_expandable_segments_bytes'])}"
+                    if q["reserved_expandable_segments_bytes"]
+                    else ""
+                )
+            )
         return out
 
     def quantity(self) -> str:
         if self.gpu is None:
             return "the model's memory (the terms below) without any process overhead"
-        return ("torch's peak allocated memory (the terms up to the overhead) plus the CUDA context; nvidia-smi shows more, "
-                "by the caching allocator's slack between reserved and allocated (below)")
+        return (
+            "torch's peak allocated memory (the terms up to the overhead) plus the CUDA context; nvidia-smi shows "
+            "more, "
+            "by the caching allocator's slack between reserved and allocated (below)"
+        )
 
     def as_json(self) -> dict:
         p = self.model.shape.params()
-        run = {k: v for k, v in dataclasses.asdict(self.run).items() if k != "strategy"}  # each prediction names its own
+        run = {
+            k: v for k, v in dataclasses.asdict(self.run).items() if k != "strategy"
+        }  # each prediction names its own
         return {
-            "model": {"key": self.model.key, "title": self.model.title, "read_as": self.read_as, "parameters": p["total"],
-                      "trainable": int(features(self.model.shape, self.run)["_trainable"]), "sources": list(self.model.sources)},
-            "gpu": None if self.gpu is None else {"name": self.gpu.name, "arch": self.gpu.arch, "count": self.run.cards,
-                                                   "memory_bytes": self.predictions[0].capacity},
+            "model": {
+                "key": self.model.key,
+                "title": self.model.title,
+                "read_as": self.read_as,
+                "parameters": p["total"],
+                "trainable": int(features(self.model.shape, self.run)["_trainable"]),
+                "sources": list(self.model.sources),
+            },
+            "gpu": None
+            if self.gpu is None
+            else {
+                "name": self.gpu.name,
+                "arch": self.gpu.arch,
+                "count": self.run.cards,
+                "memory_bytes": self.predictions[0].capacity,
+            },
             "run": {**run, "strategies": [p.strategy for p in self.predictions]},
             "defaults": list(self.defaults),
             "quantity": self.quantity(),
-            "calibration": {"coefficients": self.calibration.coefficients, "baseline_bytes": self.calibration.baseline,
-                            "quantity": self.calibration.quantity, "records": len(self.calibration.records)},
-            "predictions": [{**p.as_json(), **(self.quantities(p) if self.gpu is not None else {})} for p in self.predictions],
+            "calibration": {
+                "coefficients": self.calibration.coefficients,
+                "baseline_bytes": self.calibration.baseline,
+                "quantity": self.calibration.quantity,
+                "records": len(self.calibration.records),
+            },
+            "predictions": [
+                {**p.as_json(), **(self.quantities(p) if self.gpu is not None else {})} for p in self.predictions
+            ],
             "evidence": self.evidence(),
         }
 
@@ -1065,8 +1419,12 @@ class Report:
         lines = [
             f"{self.model.title}: {params / 1e9:.2f} B parameters, {trainable / 1e6:,.1f} M trainable ({describe(r)}), "
             f"sequence {r.seq_len} x batch {r.batch} per card"
-            + (f" x {r.grad_accum} accumulated (no change to the peak: micro-batches add into the same gradients)"
-               if r.grad_accum > 1 else "") + f", gradient checkpointing {'on' if r.grad_ckpt else 'off'}",
+            + (
+                f" x {r.grad_accum} accumulated (no change to the peak: micro-batches add into the same gradients)"
+                if r.grad_accum > 1
+                else ""
+            )
+            + f", gradient checkpointing {'on' if r.grad_ckpt else 'off'}",
         ]
         if self.read_as:
             lines.insert(0, f"Model: {self.read_as}")
@@ -1074,31 +1432,15 @@ class Report:
             lines.append("Defaults taken: " + "; ".join(self.defaults))
         cap = self.predictions[0].capacity
         if self.gpu is not None:
-            lines.append(f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card; 'fits' leaves {MARGIN:.0%} free)")
+            lines.append(
+                f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card; 'fits' leaves {MARGIN:.0%} free)"
+            )
         lines.append(f"Per card: {self.quantity()}.")
         lines.append("")
-        present = [t for t in TERM_ORDER if any(t in p.terms and p.terms[t] for p in self.predictions)]
-        header = ["strategy", "per card", "peak at", "verdict", *present]
-        rows = [header]
-        for p in self.predictions:
-            verdict = p.verdict if cap is None else f"{p.verdict} ({p.total / cap:.0%}{' of card; host memory' if p.limit != 'card' else ''})"
-            rows.append([p.strategy, _gib(p.total), "loading" if p.phase == "loading" else "training", verdict,
-                         *(_gib(p.terms.get(t, 0.0)) for t in present)])
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        for row in rows:
-            lines.append("  ".join(cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
-        if any(p.phase == "loading" for p in self.predictions):
-            lines.append("(the terms are the training step's; a peak at loading is the whole model on each card before sharding)")
+        lines += self._table(cap)
         lines += self._quantity_lines()
         lines.append("")
-        for p in self.predictions:
-            host = ""
-            if p.limit == "card" and (p.host or p.load.get("host_total")):
-                training, loading = sum(p.host.values()) * p.cards, p.load.get("host_total", 0.0)
-                host = (f"; host memory at most {_gib(max(training, loading))} for its {p.cards} process"
-                        f"{'es' if p.cards > 1 else ''} ({'while loading' if loading >= training else 'while training'})"
-                        + (f": {self.host_hint} checks it against the host's RAM" if self.host_hint else ""))
-            lines.append(f"  {p.strategy}: {p.why}{host}")
+        lines += self._whys()
         lines.append("")
         lines.append("Evidence:")
         for e in self.evidence():
@@ -1106,6 +1448,55 @@ class Report:
             for s in e.get("sources", [])[:3]:
                 lines.append(f"      {s}")
         return "\n".join(lines) + "\n"
+
+    def _table(self, cap: float | None) -> list[str]:
+        """The predictions, a row per strategy: the total, the phase it peaks in, the verdict, each term."""
+        lines = []
+        present = [t for t in TERM_ORDER if any(t in p.terms and p.terms[t] for p in self.predictions)]
+        header = ["strategy", "per card", "peak at", "verdict", *present]
+        rows = [header]
+        for p in self.predictions:
+            verdict = (
+                p.verdict
+                if cap is None
+                else f"{p.verdict} ({p.total / cap:.0%}{' of card; host memory' if p.limit != 'card' else ''})"
+            )
+            rows.append(
+                [
+                    p.strategy,
+                    _gib(p.total),
+                    "loading" if p.phase == "loading" else "training",
+                    verdict,
+                    *(_gib(p.terms.get(t, 0.0)) for t in present),
+                ]
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            lines.append(
+                "  ".join(
+                    cell.ljust(w) if i < 4 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+                ).rstrip()
+            )
+        if any(p.phase == "loading" for p in self.predictions):
+            lines.append(
+                "(the terms are the training step's; a peak at loading is the whole model on each card before sharding)"
+            )
+        return lines
+
+    def _whys(self) -> list[str]:
+        """Each prediction's reasons, with the host memory it needs where the card is not the limit."""
+        lines = []
+        for p in self.predictions:
+            host = ""
+            if p.limit == "card" and (p.host or p.load.get("host_total")):
+                training, loading = sum(p.host.values()) * p.cards, p.load.get("host_total", 0.0)
+                host = (
+                    f"; host memory at most {_gib(max(training, loading))} for its {p.cards} process"
+                    f"{'es' if p.cards > 1 else ''} ({'while loading' if loading >= training else 'while training'})"
+                    + (f": {self.host_hint} checks it against the host's RAM" if self.host_hint else "")
+                )
+            lines.append(f"  {p.strategy}: {p.why}{host}")
+        return lines
 
 
 def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | None:
@@ -1127,37 +1518,90 @@ def _card_of(rec: dict) -> str:
     return name if isinstance(name, str) and name else rec["axes"]["hardware"]
 
 
-def report_for(known, entry, gpu, capacity: float | None, precision: str, names: list[str], recs: list[dict],
-               host_memory: tuple[float, str] | None = None, defaults: tuple[str, ...] = (), read_as: str = "",
-               per_strategy: dict | None = None, host_hint: str = "--host-memory GIB", **run_fields) -> "Report":
+def _precision(precision: str, gpu, names: list[str], run_fields: dict) -> str:
+    """The precision asked for ("auto": the card's), checked against pure bf16 and the optimizer
+    step in backward."""
+    if precision == "auto":
+        precision = ("bf16" if run_fields.get("pure_bf16") else "fp32") if gpu is None else precision_for(gpu)
+    if run_fields.get("pure_bf16") and precision != "bf16":
+        raise UsageError(
+            f"pure bf16 trains in bf16, and the precision here is {precision}"
+            + (f" ({gpu.name} has no bf16)" if gpu is not None and precision_for(gpu) != "bf16" else "")
+        )
+    if run_fields.get("optimizer_in_backward") and any(
+        strategies.get(s).name != strategies.one_process().name for s in names
+    ):
+        raise UsageError(
+            "the optimizer step in backward is modelled on one card (torchtune's optimizer_in_bwd is "
+            "single-device): give --gpus 1"
+        )
+    return precision
+
+
+def _gpu_checks(known, cal, recs: list[dict]) -> list[dict]:
+    """The GPU prediction's own check: real-size GPU records its constants were not fitted on."""
+    on_gpu = gpu_check_records(recs, set(known.calibration_models))
+    return [
+        dict(row, card=_card_of(r), model=r["axes"].get("model", "default"), precision=r["axes"]["precision"])
+        for row, r in zip(error_table(cal, on_gpu), on_gpu)
+    ]
+
+
+def report_for(
+    known,
+    entry,
+    gpu,
+    capacity: float | None,
+    precision: str,
+    names: list[str],
+    recs: list[dict],
+    host_memory: tuple[float, str] | None = None,
+    defaults: tuple[str, ...] = (),
+    read_as: str = "",
+    per_strategy: dict | None = None,
+    host_hint: str = "--host-memory GIB",
+    **run_fields,
+) -> "Report":
     """compat fit's predictions for `entry` (a model config) under each strategy of `names`, on
     cards `gpu` (matrix/gpus.toml's, or None) of `capacity` bytes, calibrated on `recs` (the
     evidence of a results folder); precision "auto" follows the card's compute capability.
     `host_memory` (bytes, whose) checks what loading and offload keep in host memory (`host_hint`
     says how to give it); `defaults` says which settings took a default, and which; `per_strategy`
     gives a strategy Run fields of its own (its variant's load and offload)."""
-    if precision == "auto":
-        precision = ("bf16" if run_fields.get("pure_bf16") else "fp32") if gpu is None else precision_for(gpu)
-    if run_fields.get("pure_bf16") and precision != "bf16":
-        raise UsageError(f"pure bf16 trains in bf16, and the precision here is {precision}"
-                         + (f" ({gpu.name} has no bf16)" if gpu is not None and precision_for(gpu) != "bf16" else ""))
-    if run_fields.get("optimizer_in_backward") and any(strategies.get(s).name != strategies.one_process().name for s in names):
-        raise UsageError("the optimizer step in backward is modelled on one card (torchtune's optimizer_in_bwd is "
-                         "single-device): give --gpus 1")
+    precision = _precision(precision, gpu, names, run_fields)
     run_fields.setdefault("quantization", "nf4" if run_fields["method"] == "qlora" else "none")
     cal = known.calibrate(recs, gpu=gpu is not None)
     run = Run(precision=precision, **run_fields)
     context = known.cuda_context(recs, gpu.arch) if gpu is not None else None
-    preds = [predict(entry.shape, dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})), cal, capacity,
-                     context.bytes if context else 0.0, host_memory) for s in names]
+    preds = [
+        predict(
+            entry.shape,
+            dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})),
+            cal,
+            capacity,
+            context.bytes if context else 0.0,
+            host_memory,
+        )
+        for s in names
+    ]
     cpu_cal = cal if gpu is None else known.calibrate(recs)  # the CPU fit, for the CPU records' checks and bands
     checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants
     held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
     bands = error_bands(error_table(cpu_cal, held_out) + checks)
-    gpu_checks = []
-    if gpu is not None:  # the GPU prediction's own check: real-size GPU records its constants were not fitted on
-        on_gpu = gpu_check_records(recs, set(known.calibration_models))
-        gpu_checks = [dict(row, card=_card_of(r), model=r["axes"].get("model", "default"), precision=r["axes"]["precision"])
-                      for row, r in zip(error_table(cal, on_gpu), on_gpu)]
-    return Report(entry, gpu, run, preds, cal, known, checks, context, defaults, read_as, bands, gpu_checks,
-                  known.allocator_slack(recs) if gpu is not None else {}, "" if host_memory is not None else host_hint)
+    gpu_checks = _gpu_checks(known, cal, recs) if gpu is not None else []
+    return Report(
+        entry,
+        gpu,
+        run,
+        preds,
+        cal,
+        known,
+        checks,
+        context,
+        defaults,
+        read_as,
+        bands,
+        gpu_checks,
+        known.allocator_slack(recs) if gpu is not None else {},
+        "" if host_memory is not None else host_hint,
+    )

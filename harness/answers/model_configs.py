@@ -17,36 +17,81 @@ import dataclasses
 import re
 from pathlib import Path
 
-from harness.errors import MatrixError, UsageError
 from harness.answers import fit
 from harness.answers.fit import Shape, load_json_config
+from harness.errors import MatrixError, UsageError
 from harness.tomldata import POSITIVE_INT, TEXT, TEXT_LIST, URL, Key, Table, check, did_you_mean, kind, load_data
 
-CONFIG_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-               "vocab_size", "tie_word_embeddings", "head_dim", "attention_bias",
-               # mixture of experts and latent attention (fit._moe_fields)
-               "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
-               "shared_expert_intermediate_size", "n_shared_experts", "decoder_sparse_step", "mlp_only_layers",
-               "first_k_dense_replace", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "q_lora_rank",
-               "vision_config")  # a vision-language model's tower (fit._vision_params)
+CONFIG_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "tie_word_embeddings",
+    "head_dim",
+    "attention_bias",
+    # mixture of experts and latent attention (fit._moe_fields)
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "n_shared_experts",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "first_k_dense_replace",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "q_lora_rank",
+    "vision_config",
+)  # a vision-language model's tower (fit._vision_params)
 _SOURCES = "missing: every model config cites where its values are stated"
 # a [model.KEY] table of matrix/model_configs.toml; its config keys are checked by fit.Shape
-MODEL = Table({
-    "title": Key.of(TEXT),
-    "sizes": Key.of(kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"\d+(\.\d+)?[Bb]", x) for x in v),
-                         'must be a list of sizes like "7B"')),
-    "names": Key.of(kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", x) for x in v),
-                         'must be a list of Hugging Face repository ids like "Qwen/Qwen2.5-7B"')),
-    "sources": Key.of(kind(lambda v: isinstance(v, list) and v, _SOURCES), each=URL, required=True, missing=_SOURCES),
-    "parameters": Key.of(POSITIVE_INT),
-    **{key: Key.of() for key in CONFIG_KEYS},
-})
-FIT = Table({
-    "calibration": Key.of(TEXT_LIST, required=True),
-    "cuda_context_mib": Key.of(kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "{r} must be a number of MiB"),
-                               required=True),
-    "cuda_context_sources": Key.of(TEXT_LIST, each=URL, required=True),
-}, missing="missing")
+MODEL = Table(
+    {
+        "title": Key.of(TEXT),
+        "sizes": Key.of(
+            kind(
+                lambda v: (
+                    isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"\d+(\.\d+)?[Bb]", x) for x in v)
+                ),
+                'must be a list of sizes like "7B"',
+            )
+        ),
+        "names": Key.of(
+            kind(
+                lambda v: (
+                    isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", x) for x in v)
+                ),
+                'must be a list of Hugging Face repository ids like "Qwen/Qwen2.5-7B"',
+            )
+        ),
+        "sources": Key.of(
+            kind(lambda v: isinstance(v, list) and v, _SOURCES), each=URL, required=True, missing=_SOURCES
+        ),
+        "parameters": Key.of(POSITIVE_INT),
+        **{key: Key.of() for key in CONFIG_KEYS},
+    }
+)
+FIT = Table(
+    {
+        "calibration": Key.of(TEXT_LIST, required=True),
+        "cuda_context_mib": Key.of(
+            kind(
+                lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+                "{r} must be a number of MiB",
+            ),
+            required=True,
+        ),
+        "cuda_context_sources": Key.of(TEXT_LIST, each=URL, required=True),
+    },
+    missing="missing",
+)
 ENTRY_KEYS = tuple(MODEL.keys)
 
 
@@ -107,14 +152,28 @@ class ModelConfigs:
                 problems.append(at("hidden_size", str(exc)))
                 continue
             if ok:
-                models.append(ModelConfig(key, table.get("title", key), tuple(table.get("sizes", ())), shape,
-                                          tuple(table["sources"]), table.get("parameters"), tuple(table.get("names", ()))))
+                models.append(
+                    ModelConfig(
+                        key,
+                        table.get("title", key),
+                        tuple(table.get("sizes", ())),
+                        shape,
+                        tuple(table["sources"]),
+                        table.get("parameters"),
+                        tuple(table.get("names", ())),
+                    )
+                )
         fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}
         check(fit, FIT, lambda k, msg: where(k, f"[fit].{k}", msg, table="fit"), problems)
         if problems:
             raise MatrixError(problems)
-        return cls(path, tuple(models), frozenset(fit["calibration"]), float(fit["cuda_context_mib"]) * 2**20,
-                   tuple(fit["cuda_context_sources"]))
+        return cls(
+            path,
+            tuple(models),
+            frozenset(fit["calibration"]),
+            float(fit["cuda_context_mib"]) * 2**20,
+            tuple(fit["cuda_context_sources"]),
+        )
 
     def calibrate(self, records: list[dict], gpu: bool = False):
         """compat fit's constants, fitted on the records of this file's calibration models: for a
@@ -132,18 +191,34 @@ class ModelConfigs:
         quiet point after training: the context and the libraries' workspaces), else this file's
         cuda_context_mib with its sources. The context grows with the chip and the CUDA release (an
         H200 under CUDA 13 holds about 0.7 GiB), so one architecture's figure is not another's."""
-        measured = sorted((float(m["non_torch_after_train_bytes"]), r["id"]) for r, m in _gpu_ranks(records, arch)
-                          if isinstance(m.get("non_torch_after_train_bytes"), (int, float)) and m["non_torch_after_train_bytes"] > 0)
+        measured = sorted(
+            (float(m["non_torch_after_train_bytes"]), r["id"])
+            for r, m in _gpu_ranks(records, arch)
+            if isinstance(m.get("non_torch_after_train_bytes"), (int, float)) and m["non_torch_after_train_bytes"] > 0
+        )
         if not measured:
-            elsewhere = sorted({r["axes"]["hardware"] for r, m in _gpu_ranks(records) if m.get("non_torch_after_train_bytes")})
-            return Context(self.cuda_context_bytes, False, (), self.cuda_context_sources,
-                           f"CUDA context and runtime buffers: {self.cuda_context_bytes / 2**20:,.0f} MiB per process"
-                           + (f" (measured on {', '.join(elsewhere)} only, not on {arch})" if elsewhere and arch else ""))
+            elsewhere = sorted(
+                {r["axes"]["hardware"] for r, m in _gpu_ranks(records) if m.get("non_torch_after_train_bytes")}
+            )
+            return Context(
+                self.cuda_context_bytes,
+                False,
+                (),
+                self.cuda_context_sources,
+                f"CUDA context and runtime buffers: {self.cuda_context_bytes / 2**20:,.0f} MiB per process"
+                + (f" (measured on {', '.join(elsewhere)} only, not on {arch})" if elsewhere and arch else ""),
+            )
         median = measured[len(measured) // 2][0]
         ids = tuple(sorted({i for _, i in measured}))
-        return Context(median, True, ids, (), f"CUDA context and library workspaces: {median / 2**20:,.0f} MiB per process, "
-                       f"the median of {len(measured)} rank(s) of {len(ids)} GPU record(s){' of ' + arch if arch else ''} "
-                       "(NVML's used memory of the process less torch's reserved memory, after training)")
+        return Context(
+            median,
+            True,
+            ids,
+            (),
+            f"CUDA context and library workspaces: {median / 2**20:,.0f} MiB per process, "
+            f"the median of {len(measured)} rank(s) of {len(ids)} GPU record(s){' of ' + arch if arch else ''} "
+            "(NVML's used memory of the process less torch's reserved memory, after training)",
+        )
 
     def allocator_slack(self, records: list[dict]) -> dict:
         """The caching allocator's slack, measured: per `expandable_segments` (False, True), the
@@ -156,11 +231,17 @@ class ModelConfigs:
         found: dict = {}
         for r, m in _gpu_ranks(records):
             allocated, reserved = m.get("train_max_allocated_bytes"), m.get("train_max_reserved_bytes")
-            if (all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (allocated, reserved))
-                    and fit.REAL_SIZE_BYTES <= allocated <= reserved):
-                found.setdefault(bool(r["axes"].get("expandable_segments")), []).append(((reserved - allocated) / allocated, r["id"]))
-        return {es: {"slack": sorted(s for s, _ in rows)[len(rows) // 2], "records": sorted({i for _, i in rows})}
-                for es, rows in found.items()}
+            if (
+                all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (allocated, reserved))
+                and fit.REAL_SIZE_BYTES <= allocated <= reserved
+            ):
+                found.setdefault(bool(r["axes"].get("expandable_segments")), []).append(
+                    ((reserved - allocated) / allocated, r["id"])
+                )
+        return {
+            es: {"slack": sorted(s for s, _ in rows)[len(rows) // 2], "records": sorted({i for _, i in rows})}
+            for es, rows in found.items()
+        }
 
     def by_name(self, name: str) -> ModelConfig:
         """A shipped config by its key (llama3_8b) or by a Hugging Face id it lists, with or without
@@ -170,9 +251,11 @@ class ModelConfigs:
             return found
         wanted = name.strip().lower()
         known = [m.key for m in self.models] + [n.split("/")[-1].lower() for m in self.models for n in m.names]
-        raise UsageError(f"unknown model {name!r}{did_you_mean(wanted.split('/')[-1], known)}; compat ships "
-                         f"{', '.join(m.key for m in self.models)} and the Hugging Face ids they list ({self.path}), "
-                         "or give a config.json")
+        raise UsageError(
+            f"unknown model {name!r}{did_you_mean(wanted.split('/')[-1], known)}; compat ships "
+            f"{', '.join(m.key for m in self.models)} and the Hugging Face ids they list ({self.path}), "
+            "or give a config.json"
+        )
 
     def find(self, name: str) -> ModelConfig | None:
         """by_name's match, or None."""
@@ -188,8 +271,10 @@ class ModelConfigs:
             if wanted in (s.upper() for s in m.sizes):
                 return m
         sizes = sorted({s for m in self.models for s in m.sizes}, key=lambda s: float(s.rstrip("Bb")))
-        raise UsageError(f"--model-size {size!r}: compat ships configs for {', '.join(sizes)}; for another "
-                         "model give --model CONFIG.json")
+        raise UsageError(
+            f"--model-size {size!r}: compat ships configs for {', '.join(sizes)}; for another "
+            "model give --model CONFIG.json"
+        )
 
 
 def _gpu_ranks(records: list[dict], arch: str | None = None):

@@ -28,14 +28,18 @@ import json
 import re
 from pathlib import Path
 
+from harness import tomldata
 from harness.catalog import strategies
 from harness.errors import MatrixError, UsageError
-from harness import tomldata
 from harness.tomldata import TEXT, Key, NotAFile, Table, check, did_you_mean, load_data, open_data, read_regular
 
 KINDS = ("llamafactory", "deepspeed", "accelerate", "training_args")
-TITLES = {"llamafactory": "LLaMA-Factory training YAML", "deepspeed": "DeepSpeed JSON",
-          "accelerate": "accelerate config", "training_args": "TrainingArguments"}
+TITLES = {
+    "llamafactory": "LLaMA-Factory training YAML",
+    "deepspeed": "DeepSpeed JSON",
+    "accelerate": "accelerate config",
+    "training_args": "TrainingArguments",
+}
 
 # model_name_or_path -> family (the first pattern that matches); matrix/models.toml has each family
 FAMILY_PATTERNS = (
@@ -67,7 +71,9 @@ class Request:
     model_name: str = ""
     model_size: str = ""  # "8B", from the model's name
     fit: dict = dataclasses.field(default_factory=dict)  # seq_len, batch, LoRA and optimizer settings: for compat fit
-    fit_defaults: list[str] = dataclasses.field(default_factory=list)  # the settings compat fit took a tool's default for
+    fit_defaults: list[str] = dataclasses.field(
+        default_factory=list
+    )  # the settings compat fit took a tool's default for
     train: dict = dataclasses.field(default_factory=dict)  # [settings.train] of the tiny run, from the configs
     used: list[str] = dataclasses.field(default_factory=list)  # "file: field"
     not_modelled: list[str] = dataclasses.field(default_factory=list)
@@ -112,9 +118,14 @@ def read(path: Path) -> Source:
             at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
             raise UsageError(f"{path}{at}: not valid YAML: {exc.problem or exc.context}") from None
         except (yaml.YAMLError, RecursionError) as exc:
-            raise UsageError(f"{path}: not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise UsageError(
+                f"{path}: not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            ) from None
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: a config is a mapping of fields at the top, not {type(data).__name__ if data is not None else 'an empty file'}")
+        raise UsageError(
+            f"{path}: a config is a mapping of fields at the top, not "
+            f"{type(data).__name__ if data is not None else 'an empty file'}"
+        )
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
         raise UsageError(f"{path}: field names are text, not {bad[0]!r}")
@@ -127,9 +138,20 @@ def kind_of(path: Path, data: dict) -> str:
         return "llamafactory"
     if keys & {"distributed_type", "compute_environment", "num_processes", "fsdp_config"} and "output_dir" not in keys:
         return "accelerate"
-    if keys & {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "zero_allow_untested_optimizer"}:
+    if keys & {
+        "zero_optimization",
+        "train_micro_batch_size_per_gpu",
+        "train_batch_size",
+        "zero_allow_untested_optimizer",
+    }:
         return "deepspeed"
-    if keys & {"output_dir", "per_device_train_batch_size", "learning_rate", "num_train_epochs", "gradient_checkpointing"}:
+    if keys & {
+        "output_dir",
+        "per_device_train_batch_size",
+        "learning_rate",
+        "num_train_epochs",
+        "gradient_checkpointing",
+    }:
         return "training_args"
     raise UsageError(
         f"{path}: not a config compat reads: none of the fields that mark a {', a '.join(TITLES.values())} "
@@ -150,7 +172,16 @@ class Fields:
         for kind in KINDS:
             table = doc.get(kind) or {}
             if not table.get("sources"):
-                raise MatrixError([where("sources", f"[{kind}].sources", "missing: every field list cites where it was read", table=kind)])
+                raise MatrixError(
+                    [
+                        where(
+                            "sources",
+                            f"[{kind}].sources",
+                            "missing: every field list cites where it was read",
+                            table=kind,
+                        )
+                    ]
+                )
             known[kind] = frozenset(table.get("fields", ()))
         return cls(known)
 
@@ -164,7 +195,7 @@ def family_of(name: str) -> str | None:
 
 
 def size_of(name: str) -> str:
-    """"8B" from "meta-llama/Llama-3.1-8B-Instruct"; "" when the name carries no size."""
+    """ "8B" from "meta-llama/Llama-3.1-8B-Instruct"; "" when the name carries no size."""
     found = re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", name.replace("-", " ").replace("_", " "))
     return f"{found[-1]}B" if found else ""
 
@@ -177,9 +208,14 @@ def _deepspeed_strategy(ds: dict) -> tuple[str | None, str]:
     """(strategy, why) for a DeepSpeed config: its ZeRO stage and where it offloads."""
     zero = ds.get("zero_optimization") or {}
     stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
-    offload = [k for k in ("offload_optimizer", "offload_param")
-               if isinstance(zero.get(k), dict) and str(zero[k].get("device", "none")).lower() in ("cpu", "nvme")]
-    whole = (isinstance(stage, int) and not isinstance(stage, bool)) or (isinstance(stage, float) and stage.is_integer())
+    offload = [
+        k
+        for k in ("offload_optimizer", "offload_param")
+        if isinstance(zero.get(k), dict) and str(zero[k].get("device", "none")).lower() in ("cpu", "nvme")
+    ]
+    whole = (isinstance(stage, int) and not isinstance(stage, bool)) or (
+        isinstance(stage, float) and stage.is_integer()
+    )
     found = strategies.for_deepspeed(int(stage), bool(offload)) if whole else None
     if found is None:
         stages = " and ".join(str(n) for n in sorted({s.zero_stage for s in strategies.TABLE if s.deepspeed}))
@@ -204,8 +240,12 @@ def request(sources: list[Source], fields: Fields) -> Request:
     # an accelerate config first: the training arguments' fp16/bf16 then override its
     # mixed_precision, as at run time (TrainingArguments sets ACCELERATE_MIXED_PRECISION itself)
     for src in sorted(sources, key=lambda s: s.kind != "accelerate"):
-        {"llamafactory": _llamafactory, "deepspeed": _deepspeed_file, "accelerate": _accelerate,
-         "training_args": _training_args}[src.kind](src, req, fields)
+        {
+            "llamafactory": _llamafactory,
+            "deepspeed": _deepspeed_file,
+            "accelerate": _accelerate,
+            "training_args": _training_args,
+        }[src.kind](src, req, fields)
     return req
 
 
@@ -239,7 +279,10 @@ def _deepspeed_ref(src: Source, req: Request, value, used: set[str], fields: Fie
         candidates = [path] if path.is_absolute() else [src.path.parent / path, Path.cwd() / path]
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
-            raise UsageError(f"{src.path}: deepspeed: {value}: no such file (looked in {' and '.join(str(c.parent) for c in candidates)})")
+            raise UsageError(
+                f"{src.path}: deepspeed: {value}: no such file (looked in "
+                f"{' and '.join(str(c.parent) for c in candidates)})"
+            )
         ds_src = read(found)
         ds, name = ds_src.data, str(found)
         _sort(ds_src, req, fields, {"zero_optimization"} | ({"fp16", "bf16"} & set(ds)))
@@ -285,8 +328,12 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
         if family:
             req.set("family", family, f"{name}: model_name_or_path = {model}")
         else:  # said in the family row and in the notes: the cell trains another model than theirs
-            req.set("family", "llama", f"{name}: model_name_or_path = {model}: no tiny model of its family; a llama instead")
-            req.notes.append(f"{name}: model_name_or_path = {model}: no family compat has a tiny model of; the cell trains a llama")
+            req.set(
+                "family", "llama", f"{name}: model_name_or_path = {model}: no tiny model of its family; a llama instead"
+            )
+            req.notes.append(
+                f"{name}: model_name_or_path = {model}: no family compat has a tiny model of; the cell trains a llama"
+            )
         req.model_size = req.model_size or size_of(model)
     if "finetuning_type" in d:
         used.add("finetuning_type")
@@ -306,8 +353,12 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
         elif bits == 4:
             kind = str(d.get("quantization_type", "nf4")).lower()
             q = kind + ("dq" if _truthy(d.get("double_quantization", False)) else "")
-            req.set("quantization", q, f"{name}: quantization_bit = 4, quantization_type = {kind}"
-                    + (", double_quantization" if q.endswith("dq") else ""))
+            req.set(
+                "quantization",
+                q,
+                f"{name}: quantization_bit = 4, quantization_type = {kind}"
+                + (", double_quantization" if q.endswith("dq") else ""),
+            )
         else:
             req.notes.append(f"{name}: quantization_bit = {bits}: bitsandbytes quantizes to 4 or 8 bits")
     _precision_fields(src, req, used)
@@ -316,8 +367,12 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
     _fsdp_fields(src, req, used)
     # LLaMA-Factory turns gradient checkpointing on unless told not to
     used |= {"disable_gradient_checkpointing"} & set(d)
-    req.set("grad_ckpt", not _truthy(d.get("disable_gradient_checkpointing", False)),
-            f"{name}: disable_gradient_checkpointing = {d.get('disable_gradient_checkpointing', False)} (LLaMA-Factory's default: on)")
+    req.set(
+        "grad_ckpt",
+        not _truthy(d.get("disable_gradient_checkpointing", False)),
+        f"{name}: disable_gradient_checkpointing = {d.get('disable_gradient_checkpointing', False)} "
+        "(LLaMA-Factory's default: on)",
+    )
     _fit_fields(src, req, used, ("cutoff_len",))
     _fit_options(src, req, used, "LLaMA-Factory", lora=req.axes.get("method") != "full")
     _sort(src, req, fields, used, fields.known["training_args"])
@@ -355,10 +410,16 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
         if field in d:
             used.add(field)
             if _truthy(d[field]):
-                req.notes.append(f"{name}: {field} = {d[field]}: compat fit counts the same worst-case peak as padding to "
-                                 "the cutoff length (a batch of full-length sequences)")
-    readers = (("lora_rank", "lora_r", _rank), ("lora_target", "lora_targets", fit.lora_targets),
-               ("additional_target", "modules_to_save", fit.saved_modules), ("optim", "optimizer", fit.optimizer_name))
+                req.notes.append(
+                    f"{name}: {field} = {d[field]}: compat fit counts the same worst-case peak as padding to "
+                    "the cutoff length (a batch of full-length sequences)"
+                )
+    readers = (
+        ("lora_rank", "lora_r", _rank),
+        ("lora_target", "lora_targets", fit.lora_targets),
+        ("additional_target", "modules_to_save", fit.saved_modules),
+        ("optim", "optimizer", fit.optimizer_name),
+    )
     for field, key, read in readers:
         if field not in d:
             continue
@@ -366,7 +427,9 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
         try:
             req.fit[key] = read(d[field])
         except UsageError as exc:
-            req.notes.append(f"{name}: {field} = {d[field]!r}: compat fit cannot count it ({exc}); it counts the default")
+            req.notes.append(
+                f"{name}: {field} = {d[field]!r}: compat fit cannot count it ({exc}); it counts the default"
+            )
     if lora and "lora_rank" not in d:
         req.fit_defaults.append(f"{name}: lora_rank {fit.LORA_R} ({tool}'s default)")
     if lora and "lora_target" not in d:
@@ -399,8 +462,11 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
         fc = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
         used |= {"fsdp_config"} & set(d)
         req.fsdp["accelerate_fsdp_config"] = fc
-        req.set("strategy", strategies.for_trainer_fsdp(fc.get("fsdp_version")).name, f"{name}: distributed_type = FSDP"
-                + (", fsdp_version = 2" if fc.get("fsdp_version") == 2 else ""))
+        req.set(
+            "strategy",
+            strategies.for_trainer_fsdp(fc.get("fsdp_version")).name,
+            f"{name}: distributed_type = FSDP" + (", fsdp_version = 2" if fc.get("fsdp_version") == 2 else ""),
+        )
     elif kind == "DEEPSPEED":
         dc = d.get("deepspeed_config") if isinstance(d.get("deepspeed_config"), dict) else {}
         used |= {"deepspeed_config"} & set(d)
@@ -409,10 +475,26 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
         if dc.get("deepspeed_config_file"):
             _deepspeed_ref(src, req, dc["deepspeed_config_file"], set(), fields)
         else:
-            offload = [k for k in ("offload_optimizer_device", "offload_param_device") if str(dc.get(k, "none")).lower() in ("cpu", "nvme")]
-            ds = {"zero_optimization": {"stage": dc.get("zero_stage", 0),
-                                        **({"offload_optimizer": {"device": dc["offload_optimizer_device"]}} if "offload_optimizer_device" in offload else {}),
-                                        **({"offload_param": {"device": dc["offload_param_device"]}} if "offload_param_device" in offload else {})}}
+            offload = [
+                k
+                for k in ("offload_optimizer_device", "offload_param_device")
+                if str(dc.get(k, "none")).lower() in ("cpu", "nvme")
+            ]
+            ds = {
+                "zero_optimization": {
+                    "stage": dc.get("zero_stage", 0),
+                    **(
+                        {"offload_optimizer": {"device": dc["offload_optimizer_device"]}}
+                        if "offload_optimizer_device" in offload
+                        else {}
+                    ),
+                    **(
+                        {"offload_param": {"device": dc["offload_param_device"]}}
+                        if "offload_param_device" in offload
+                        else {}
+                    ),
+                }
+            }
             _apply_deepspeed(ds, f"{name} (deepspeed_config)", req)
     if isinstance(d.get("num_processes"), int):
         used.add("num_processes")
@@ -433,7 +515,11 @@ def _training_args(src: Source, req: Request, fields: Fields) -> None:
     _fsdp_fields(src, req, used)
     if "gradient_checkpointing" in d:
         used.add("gradient_checkpointing")
-        req.set("grad_ckpt", _truthy(d["gradient_checkpointing"]), f"{name}: gradient_checkpointing = {d['gradient_checkpointing']}")
+        req.set(
+            "grad_ckpt",
+            _truthy(d["gradient_checkpointing"]),
+            f"{name}: gradient_checkpointing = {d['gradient_checkpointing']}",
+        )
     _fit_fields(src, req, used, ("max_seq_length", "max_length"))
     _fit_options(src, req, used, "the Trainer", lora=False)
     if "gradient_checkpointing" not in d:
@@ -459,7 +545,10 @@ def fsdp_args(req: Request) -> dict | None:
             words.append("auto_wrap")
         return {FSDP_KEY: " ".join(words), "fsdp_config": fc}
     if FSDP_KEY in req.fsdp:
-        return {FSDP_KEY: req.fsdp[FSDP_KEY], **({"fsdp_config": req.fsdp["fsdp_config"]} if "fsdp_config" in req.fsdp else {})}
+        return {
+            FSDP_KEY: req.fsdp[FSDP_KEY],
+            **({"fsdp_config": req.fsdp["fsdp_config"]} if "fsdp_config" in req.fsdp else {}),
+        }
     return None
 
 
@@ -482,28 +571,41 @@ def cell_for(req: Request, hardware: str, stack: str, gpus: int | None, cards_he
         known = strategies.BY_NAME.get(strategy)
         least = known.min_ranks if known else 1
         if known is not None and known.trainer_fsdp and cards_here < least:
-            notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card; FSDP shards over {least} or more, "
-                         f"so the cell asks for {least} and is recorded as unsupported here")
+            notes.append(
+                f"{ranks} cards asked for: this host has {cards_here} {hardware} card; FSDP shards over {least} or "
+                "more, "
+                f"so the cell asks for {least} and is recorded as unsupported here"
+            )
             ranks = least
         else:
-            notes.append(f"{ranks} cards asked for: this host has {cards_here} {hardware} card{plural}, so the cell runs "
-                         f"{cards_here} rank{plural}; memory per card is measured at {cards_here}, not {ranks}, ways of sharding")
+            notes.append(
+                f"{ranks} cards asked for: this host has {cards_here} {hardware} card{plural}, so the cell runs "
+                f"{cards_here} rank{plural}; memory per card is measured at {cards_here}, not {ranks}, ways of sharding"
+            )
             ranks = cards_here
     if strategy == strategies.data_parallel(2).name:
         strategy = strategies.data_parallel(ranks).name
     quantization = req.axes.get("quantization", "none")
     method = req.axes.get("method") or ("lora" if quantization != "none" else "full")
     family = req.axes.get("family", "llama")
-    cell = Cell(hardware=hardware, stack=req.axes.get("stack", stack), precision=req.axes.get("precision", "fp32"),
-                quantization=quantization, method=method, strategy=strategy, ranks=ranks,
-                grad_ckpt=bool(req.axes.get("grad_ckpt", False)),
-                expandable_segments=bool(req.axes.get("expandable_segments", False)),
-                model=DEFAULT_MODEL if family == "llama" else family)
+    cell = Cell(
+        hardware=hardware,
+        stack=req.axes.get("stack", stack),
+        precision=req.axes.get("precision", "fp32"),
+        quantization=quantization,
+        method=method,
+        strategy=strategy,
+        ranks=ranks,
+        grad_ckpt=bool(req.axes.get("grad_ckpt", False)),
+        expandable_segments=bool(req.axes.get("expandable_segments", False)),
+        model=DEFAULT_MODEL if family == "llama" else family,
+    )
     return cell, notes
 
 
-def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only: set[str] | None = None,
-              changes: tuple = ()) -> str:
+def plan_text(
+    sources: list[Source], req: Request, cell, notes: list[str], only: set[str] | None = None, changes: tuple = ()
+) -> str:
     """The mapping, axis by axis, and every field of every file read. `only`: list the fields of
     these files alone (a preset's later variant: the files it adds); `changes`: the settings the
     variant changes."""
@@ -511,7 +613,17 @@ def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only:
     out = ["Read:"] if only is None else [f"Read, besides the first variant's files: {'' if mine else 'nothing'}"]
     out += [f"  {s.path}  ({TITLES[s.kind]}, {len(s.data)} fields)" for s in mine]
     out += ["", f"Cell: {cell.id}"]
-    for axis in ("stack", "family", "precision", "quantization", "method", "strategy", "ranks", "grad_ckpt", "expandable_segments"):
+    for axis in (
+        "stack",
+        "family",
+        "precision",
+        "quantization",
+        "method",
+        "strategy",
+        "ranks",
+        "grad_ckpt",
+        "expandable_segments",
+    ):
         if axis in ("stack", "expandable_segments") and axis not in req.why:
             continue  # no config format sets these: only a preset's variant does
         if axis in req.why:
@@ -523,7 +635,9 @@ def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only:
     if fsdp_args(req) and strategies.get(cell.strategy).trainer_fsdp:
         out.append(f"  FSDP settings as given (TrainingArguments form): {json.dumps(fsdp_args(req))}")
     if req.train:
-        out.append(f"  tiny run's training settings from the configs: {', '.join(f'{k} = {v}' for k, v in req.train.items())}")
+        out.append(
+            f"  tiny run's training settings from the configs: {', '.join(f'{k} = {v}' for k, v in req.train.items())}"
+        )
     if req.model_name:
         out.append(f"  model: {req.model_name}" + (f" ({req.model_size})" if req.model_size else ""))
     if changes:
@@ -533,9 +647,12 @@ def plan_text(sources: list[Source], req: Request, cell, notes: list[str], only:
     def listed(items: list[str]) -> list[str]:  # every field, or those of the files a later variant adds
         return items if only is None else [i for i in items if i.split(": ", 1)[0] in names]
 
-    for title, items in (("Used", listed(req.used)), ("Not modelled (they do not change which cell runs)", listed(req.not_modelled)),
-                         ("Unknown (not a field of that format as compat knows it)", listed(req.unknown)),
-                         ("Notes", req.notes + notes)):
+    for title, items in (
+        ("Used", listed(req.used)),
+        ("Not modelled (they do not change which cell runs)", listed(req.not_modelled)),
+        ("Unknown (not a field of that format as compat knows it)", listed(req.unknown)),
+        ("Notes", req.notes + notes),
+    ):
         out += ["", f"{title}: {len(items)}"] + [f"  {i}" for i in items]
     return "\n".join(out) + "\n"
 
@@ -563,32 +680,55 @@ VARIANT_AXES = ("stack", "precision", "quantization", "method", "strategy", "gra
 _SAYS_WHAT = "missing: a preset says what it is and where it comes from"
 _NO_CONFIGS = "missing: the configs the preset runs"
 _NONBLANK = tomldata.kind(lambda v: isinstance(v, str) and v.strip(), "must be a non-empty string")
-_CARDS = tomldata.kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "{r} must be a whole number of cards, 1 or more")
-_CONFIGS = tomldata.kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
-                "must be a list of file names in the preset's folder")
-_VARIANTS = tomldata.kind(lambda v: isinstance(v, list) and v and all(isinstance(x, dict) for x in v),
-                          "must be one or more [[variant]] tables")
+_CARDS = tomldata.kind(
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "{r} must be a whole number of cards, 1 or more",
+)
+_CONFIGS = tomldata.kind(
+    lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
+    "must be a list of file names in the preset's folder",
+)
+_VARIANTS = tomldata.kind(
+    lambda v: isinstance(v, list) and v and all(isinstance(x, dict) for x in v),
+    "must be one or more [[variant]] tables",
+)
 # matrix/presets/NAME/preset.toml, and each of its [[variant]] tables
-PRESET = Table({
-    "description": Key.of(_NONBLANK, required=True, missing=_SAYS_WHAT),
-    "configs": Key.of(_CONFIGS, tomldata.kind(bool, _NO_CONFIGS), required=True, missing=_NO_CONFIGS),
-    "gpus": Key.of(_CARDS),
-    "gpu": Key.of(tomldata.kind(lambda v: isinstance(v, str), "must be a non-empty string")),
-    "sources": Key.of(tomldata.kind(lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x.startswith("https://") for x in v),
-                           "must list the reports the preset mirrors, as https:// addresses"),
-                      required=True, missing="must list the reports the preset mirrors, as https:// addresses"),
-    "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
-    "variant": Key.of(_VARIANTS),
-}, unknown="unknown key{hint}; a preset has {keys}")
-VARIANT = Table({
-    "name": Key.of(_NONBLANK, tomldata.kind(lambda v: re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", v), "{r}: lower-case letters, digits, '_', '.' and '-'"),
-                   required=True, missing=_SAYS_WHAT),
-    "description": Key.of(TEXT),
-    "configs": Key.of(_CONFIGS),
-    "gpus": Key.of(_CARDS),
-    "settings": Key.of(),
-    **{axis: Key.of() for axis in VARIANT_AXES},  # each checked against matrix/axes.toml (check_axis_value)
-})
+PRESET = Table(
+    {
+        "description": Key.of(_NONBLANK, required=True, missing=_SAYS_WHAT),
+        "configs": Key.of(_CONFIGS, tomldata.kind(bool, _NO_CONFIGS), required=True, missing=_NO_CONFIGS),
+        "gpus": Key.of(_CARDS),
+        "gpu": Key.of(tomldata.kind(lambda v: isinstance(v, str), "must be a non-empty string")),
+        "sources": Key.of(
+            tomldata.kind(
+                lambda v: isinstance(v, list) and v and all(isinstance(x, str) and x.startswith("https://") for x in v),
+                "must list the reports the preset mirrors, as https:// addresses",
+            ),
+            required=True,
+            missing="must list the reports the preset mirrors, as https:// addresses",
+        ),
+        "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
+        "variant": Key.of(_VARIANTS),
+    },
+    unknown="unknown key{hint}; a preset has {keys}",
+)
+VARIANT = Table(
+    {
+        "name": Key.of(
+            _NONBLANK,
+            tomldata.kind(
+                lambda v: re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", v), "{r}: lower-case letters, digits, '_', '.' and '-'"
+            ),
+            required=True,
+            missing=_SAYS_WHAT,
+        ),
+        "description": Key.of(TEXT),
+        "configs": Key.of(_CONFIGS),
+        "gpus": Key.of(_CARDS),
+        "settings": Key.of(),
+        **{axis: Key.of() for axis in VARIANT_AXES},  # each checked against matrix/axes.toml (check_axis_value)
+    }
+)
 _PRESET_LABELS = {"variant": "[[variant]]"}
 
 
@@ -626,7 +766,9 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
 
     names = preset_names(matrix_dir)
     if name not in names:
-        raise UsageError(f"no preset {name!r}{did_you_mean(name, names)}; matrix/presets/ has {', '.join(names) or 'none'}")
+        raise UsageError(
+            f"no preset {name!r}{did_you_mean(name, names)}; matrix/presets/ has {', '.join(names) or 'none'}"
+        )
     folder = matrix_dir / "presets" / name
     doc, where = open_data(folder / "preset.toml")
     problems: list[str] = []
@@ -639,7 +781,15 @@ def load_preset(matrix_dir: Path, name: str, data) -> Preset:
         variants.append(_variant(v, n, folder, settings, data, where, problems, [x.name for x in variants]))
     if problems:
         raise MatrixError(problems)
-    return Preset(name, doc["description"], configs, doc.get("gpus", 1), doc.get("gpu", ""), tuple(doc["sources"]), tuple(variants))
+    return Preset(
+        name,
+        doc["description"],
+        configs,
+        doc.get("gpus", 1),
+        doc.get("gpu", ""),
+        tuple(doc["sources"]),
+        tuple(variants),
+    )
 
 
 def _config_files(values: dict, folder: Path, at, problems: list[str]) -> tuple[Path, ...]:
@@ -654,7 +804,9 @@ def _config_files(values: dict, folder: Path, at, problems: list[str]) -> tuple[
     return tuple(folder / v for v in names)
 
 
-def _variant(v: dict, n: int, folder: Path, settings: dict, data, where, problems: list[str], earlier: list[str]) -> "Variant":
+def _variant(
+    v: dict, n: int, folder: Path, settings: dict, data, where, problems: list[str], earlier: list[str]
+) -> "Variant":
     """A preset's n-th [[variant]], checked; its settings laid over the preset's."""
     from harness.catalog.matrix import check_axis_value, settings_over
 
@@ -664,14 +816,28 @@ def _variant(v: dict, n: int, folder: Path, settings: dict, data, where, problem
     vname = v.get("name") if isinstance(v.get("name"), str) else ""
     if vname and vname in earlier:
         problems.append(at("name", f"{label}.name", f"{vname!r} is the name of an earlier variant"))
-    axes = {axis: v[axis] for axis in VARIANT_AXES
-            if axis in v and check_axis_value(data, axis, v[axis], at, f"{label}.{axis}", problems)}
+    axes = {
+        axis: v[axis]
+        for axis in VARIANT_AXES
+        if axis in v and check_axis_value(data, axis, v[axis], at, f"{label}.{axis}", problems)
+    }
     own = settings_over(settings, v.get("settings", {}), "variant.settings", where, problems)
-    changes = tuple(f"{part}.{k} = {val!r}" for part, sub in (v.get("settings") or {}).items() if isinstance(sub, dict)
-                    for k, val in sub.items())
+    changes = tuple(
+        f"{part}.{k} = {val!r}"
+        for part, sub in (v.get("settings") or {}).items()
+        if isinstance(sub, dict)
+        for k, val in sub.items()
+    )
     configs = _config_files(v, folder, lambda msg: at("configs", f"{label}.configs", msg), problems)
-    return Variant(vname, v.get("description", "") if isinstance(v.get("description", ""), str) else "", configs, axes, own, changes,
-                   v.get("gpus") if _CARDS.problem(v.get("gpus", 1)) is None else None)
+    return Variant(
+        vname,
+        v.get("description", "") if isinstance(v.get("description", ""), str) else "",
+        configs,
+        axes,
+        own,
+        changes,
+        v.get("gpus") if _CARDS.problem(v.get("gpus", 1)) is None else None,
+    )
 
 
 @dataclasses.dataclass
@@ -707,8 +873,15 @@ def bitsandbytes_note(cell, stacks: dict) -> str | None:
     return f"quantization {cell.quantization} needs bitsandbytes and {lacks}: {where}install bitsandbytes beside compat"
 
 
-def jobs_for(preset: Preset | None, configs: list[Path], fields: Fields, hardware: str, stack: str,
-             gpus: int | None, cards_here: int) -> list[Job]:
+def jobs_for(
+    preset: Preset | None,
+    configs: list[Path],
+    fields: Fields,
+    hardware: str,
+    stack: str,
+    gpus: int | None,
+    cards_here: int,
+) -> list[Job]:
     """The cells the user's configs (or each variant of a preset) amount to on this host. Cards:
     `gpus` (--gpus) where given, else the variant's, else the preset's, else the configs'."""
     jobs = []
@@ -745,12 +918,26 @@ def summary_text(preset: Preset, runs: list) -> str:
         detail = ", ".join(rec.get("known_issues") or []) or (rec.get("reason") or "")
         if not detail and rec.get("error"):
             detail = rec["error"]["signature"]
-        rows.append((variant.name, rec["cell"], rec["outcome"], summary.peak_memory(rec).replace("<br>", ", "),
-                     growth_text(rec), detail[:120]))
+        rows.append(
+            (
+                variant.name,
+                rec["cell"],
+                rec["outcome"],
+                summary.peak_memory(rec).replace("<br>", ", "),
+                growth_text(rec),
+                detail[:120],
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     out = ["", f"Preset {preset.name}: {len(runs)} variant{'s' if len(runs) > 1 else ''}, measured on this host"]
     out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _modelled(cells: list, cards: int) -> list[str]:
+    """The strategies compat fit models for the cells' own, on `cards` cards, each once."""
+    on_cards = {s.name for s in strategies.for_cards(cards)}
+    return [s for s in dict.fromkeys(strategies.get(c.strategy).fit_as or c.strategy for c in cells) if s in on_cards]
 
 
 def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, model_size: str | None, evidence) -> str:
@@ -766,15 +953,17 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     by_name = None if model_size or not req.model_name else known.find(req.model_name)
     if not size and not by_name:
         return ""
-    head = f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size or by_name.title}), not measured: compat fit\n"
+    head = (
+        f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size or by_name.title}), not "
+        "measured: compat fit\n"
+    )
     try:
         entry = by_name or known.by_size(size)
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     cells = [job.cell for job in jobs]
     cards = gpus or req.axes.get("ranks") or 1
-    on_cards = {s.name for s in strategies.for_cards(cards)}
-    modelled = [s for s in dict.fromkeys(strategies.get(c.strategy).fit_as or c.strategy for c in cells) if s in on_cards]
+    modelled = _modelled(cells, cards)
     if not modelled:
         return head + f"  no prediction: compat fit has no {', '.join(c.strategy for c in cells)} on {cards} card(s)\n"
     first = cells[0]
@@ -784,12 +973,28 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
         options = {k: v for k, v in req.fit.items() if k not in ("seq_len", "batch", "load")}
         if method == "full":
             options = {k: v for k, v in options.items() if k not in ("lora_r", "lora_targets", "modules_to_save")}
-        report = fit.report_for(known, entry, gpu, fit.card_capacity(gpu, gpu_name, None), first.precision, modelled, evidence(),
-                                per_strategy=_per_strategy(jobs), host_hint="compat fit --host-memory GIB", defaults=tuple(req.fit_defaults), read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
-                                if by_name else f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})",
-                                method=method, cards=cards, seq_len=req.fit.get("seq_len", 2048),
-                                batch=req.fit.get("batch", 1), grad_ckpt=first.grad_ckpt,
-                                quantization=first.quantization if method == "qlora" else "none", **options)
+        report = fit.report_for(
+            known,
+            entry,
+            gpu,
+            fit.card_capacity(gpu, gpu_name, None),
+            first.precision,
+            modelled,
+            evidence(),
+            per_strategy=_per_strategy(jobs),
+            host_hint="compat fit --host-memory GIB",
+            defaults=tuple(req.fit_defaults),
+            read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
+            if by_name
+            else f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})",
+            method=method,
+            cards=cards,
+            seq_len=req.fit.get("seq_len", 2048),
+            batch=req.fit.get("batch", 1),
+            grad_ckpt=first.grad_ckpt,
+            quantization=first.quantization if method == "qlora" else "none",
+            **options,
+        )
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
@@ -811,18 +1016,26 @@ def _per_strategy(jobs: list) -> dict:
             options["load"] = "sharded" if _truthy(fsdp[efficient[0]]) else "whole"
         elif "load" in req.fit:
             options["load"] = req.fit["load"]
-        if strategies.get(strategy).fsdp_version and ("offload" in str(req.fsdp.get(FSDP_KEY, "")).split() or _truthy(fsdp.get("fsdp_offload_params"))):
+        if strategies.get(strategy).fsdp_version and (
+            "offload" in str(req.fsdp.get(FSDP_KEY, "")).split() or _truthy(fsdp.get("fsdp_offload_params"))
+        ):
             options["offload"] = "both"
         zero = (req.deepspeed or {}).get("zero_optimization") if isinstance(req.deepspeed, dict) else None
         if isinstance(zero, dict) and strategies.get(strategy).deepspeed:
-            on = [k for k in ("offload_optimizer", "offload_param")
-                  if isinstance(zero.get(k), dict) and str(zero[k].get("device", "none")).lower() in ("cpu", "nvme")]
-            options["offload"] = {0: "none", 2: "both"}.get(len(on), "optimizer" if on == ["offload_optimizer"] else "params")
+            on = [
+                k
+                for k in ("offload_optimizer", "offload_param")
+                if isinstance(zero.get(k), dict) and str(zero[k].get("device", "none")).lower() in ("cpu", "nvme")
+            ]
+            options["offload"] = {0: "none", 2: "both"}.get(
+                len(on), "optimizer" if on == ["offload_optimizer"] else "params"
+            )
     return {s: o for s, o in out.items() if o}
 
 
-def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report,
-             cluster=None) -> list[dict]:
+def run_jobs(
+    jobs: list, preset, data, host, results: Path, env_dir: Path | None, issues, report, cluster=None
+) -> list[dict]:
     """Each job's cell run tiny on this host, or on the Ray cluster `cluster` (ray, its nodes as
     raydispatch.Node) where given, one run each (its own run id: two variants of one cell keep
     their logs apart), with the configs' own DeepSpeed config and FSDP settings; the records, in
@@ -837,8 +1050,15 @@ def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None
         settings = copy.deepcopy(variant.settings if variant else data.defaults)
         settings["train"].update(req.train)
         ctx = context.RunContext(
-            results_dir=results, records_path=results / "records.jsonl", settings=settings, models=data.models, host=host,
-            stacks=data.stacks, matrix_dir=data.dir, known_issues=issues, envs=manager,
+            results_dir=results,
+            records_path=results / "records.jsonl",
+            settings=settings,
+            models=data.models,
+            host=host,
+            stacks=data.stacks,
+            matrix_dir=data.dir,
+            known_issues=issues,
+            envs=manager,
         )
         deepspeed_config = None
         if req.deepspeed is not None and strategies.get(cell.strategy).deepspeed:
@@ -846,9 +1066,15 @@ def run_jobs(jobs: list, preset, data, host, results: Path, env_dir: Path | None
             deepspeed_config = ctx.log_dir / "deepspeed.json"  # as given (a file, or accelerate's settings)
             records.write_atomic(deepspeed_config, json.dumps(req.deepspeed, indent=1) + "\n")
         override = context.Override(
-            deepspeed_config=deepspeed_config, fsdp_args=fsdp_args(req),
-            record_extra={"preflight": {"preset": preset.name if preset else None, "variant": variant.name if variant else None,
-                                        "configs": [str(source.path) for source in job.sources]}},
+            deepspeed_config=deepspeed_config,
+            fsdp_args=fsdp_args(req),
+            record_extra={
+                "preflight": {
+                    "preset": preset.name if preset else None,
+                    "variant": variant.name if variant else None,
+                    "configs": [str(source.path) for source in job.sources],
+                }
+            },
         )
         if variant:
             print(f"== variant {variant.name}: {cell.id}", flush=True)
@@ -872,8 +1098,15 @@ def _on_cluster(cluster, cell, ctx, env_dir: Path | None, report, override) -> d
     if not (planned[0].here or planned[0].unsupported):
         raise UsageError(f"{cell.id}: {planned[0].reason}")
     spec = raydispatch.WorkerSpec(
-        run_id=ctx.run_id, settings=ctx.settings, timeouts=ctx.timeouts, timeout_s=ctx.timeout_s, stacks=ctx.stacks,
-        models=ctx.models, env_dir=str(env_dir) if env_dir else None, offline=False, find_links=(),
+        run_id=ctx.run_id,
+        settings=ctx.settings,
+        timeouts=ctx.timeouts,
+        timeout_s=ctx.timeout_s,
+        stacks=ctx.stacks,
+        models=ctx.models,
+        env_dir=str(env_dir) if env_dir else None,
+        offline=False,
+        find_links=(),
         runner_name=os.environ.get("COMPAT_RUNNER_NAME") or None,
     )
     (rec,) = raydispatch.run_all(planned, ctx, spec, nodes, report=report, overrides={cell.id: override})

@@ -26,9 +26,9 @@ from packaging.version import Version
 
 from harness import tomldata
 from harness.catalog import packages, strategies
-from harness.errors import MatrixError
 from harness.catalog.gpus import GpuDb, GpuModel, precision_for
 from harness.catalog.known_issues import PACKAGES, KnownIssues
+from harness.errors import MatrixError
 from harness.evidence.records import packages as record_packages
 
 METHODS = ("full", "lora", "qlora")
@@ -108,29 +108,52 @@ class ResolverData:
         return cls(gpus, torch, bnb, issues)
 
 
-_ARCH = tomldata.kind(lambda v: isinstance(v, str) and re.fullmatch(r"\d+\.\d(\+PTX)?", v), '{r} is not a compute capability like "8.6"')
+_ARCH = tomldata.kind(
+    lambda v: isinstance(v, str) and re.fullmatch(r"\d+\.\d(\+PTX)?", v), '{r} is not a compute capability like "8.6"'
+)
 _LIST = tomldata.kind(lambda v: isinstance(v, list) and v, "must be a non-empty list")
-_CUDA_TARGETS = tomldata.Kind(lambda v: "must be a table of CUDA specifier = [archs]" if not isinstance(v, dict) else next(
-    (f"{spec} = {archs!r}: not a CUDA specifier and a list of compute capabilities" for spec, archs in v.items()
-     if tomldata.SPECIFIER.problem(spec) or not isinstance(archs, list) or any(map(_ARCH.problem, archs))), None))
+_CUDA_TARGETS = tomldata.Kind(
+    lambda v: (
+        "must be a table of CUDA specifier = [archs]"
+        if not isinstance(v, dict)
+        else next(
+            (
+                f"{spec} = {archs!r}: not a CUDA specifier and a list of compute capabilities"
+                for spec, archs in v.items()
+                if tomldata.SPECIFIER.problem(spec) or not isinstance(archs, list) or any(map(_ARCH.problem, archs))
+            ),
+            None,
+        )
+    )
+)
 # matrix/builds.toml's [[torch]] and [[bitsandbytes]] entries; every key is required
-TORCH_BUILD = tomldata.Table({
-    "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
-    "latest": tomldata.Key.of(tomldata.VERSION, required=True),
-    "variant": tomldata.Key.of(tomldata.kind(lambda v: isinstance(v, str) and re.fullmatch(r"cu\d{3}", v), "{r} is not a CUDA variant like cu126"),
-                               required=True),
-    "archs": tomldata.Key.of(_LIST, each=_ARCH, required=True),
-    "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
-}, missing="missing")
-BNB_BUILD = tomldata.Table({
-    "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
-    "latest": tomldata.Key.of(tomldata.VERSION, required=True),
-    "min_cc_4bit": tomldata.Key.of(tomldata.CC, required=True),
-    "min_cc_int8_fast": tomldata.Key.of(tomldata.CC, required=True),
-    "torch": tomldata.Key.of(tomldata.SPECIFIER, required=True),
-    "cuda_targets": tomldata.Key.of(_CUDA_TARGETS, required=True),
-    "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
-}, missing="missing")
+TORCH_BUILD = tomldata.Table(
+    {
+        "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+        "latest": tomldata.Key.of(tomldata.VERSION, required=True),
+        "variant": tomldata.Key.of(
+            tomldata.kind(
+                lambda v: isinstance(v, str) and re.fullmatch(r"cu\d{3}", v), "{r} is not a CUDA variant like cu126"
+            ),
+            required=True,
+        ),
+        "archs": tomldata.Key.of(_LIST, each=_ARCH, required=True),
+        "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
+    },
+    missing="missing",
+)
+BNB_BUILD = tomldata.Table(
+    {
+        "versions": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+        "latest": tomldata.Key.of(tomldata.VERSION, required=True),
+        "min_cc_4bit": tomldata.Key.of(tomldata.CC, required=True),
+        "min_cc_int8_fast": tomldata.Key.of(tomldata.CC, required=True),
+        "torch": tomldata.Key.of(tomldata.SPECIFIER, required=True),
+        "cuda_targets": tomldata.Key.of(_CUDA_TARGETS, required=True),
+        "sources": tomldata.Key.of(_LIST, each=tomldata.TEXT, required=True),
+    },
+    missing="missing",
+)
 
 
 def _load_builds(path: Path, problems: list[str]):
@@ -156,11 +179,22 @@ def _load_builds(path: Path, problems: list[str]):
                     problems.append(where("sources", f"{path.name}", f"source {k!r} is not a key of [sources]"))
             yield t, tuple(sources.get(k, "") for k in t["sources"])
 
-    torch = tuple(TorchBuild(SpecifierSet(t["versions"]), Version(t["latest"]), t["variant"], tuple(t["archs"]), srcs)
-                  for t, srcs in entries("torch", TORCH_BUILD))
-    bnb = tuple(BnbBuild(SpecifierSet(t["versions"]), Version(t["latest"]), _cc(t["min_cc_4bit"]), _cc(t["min_cc_int8_fast"]),
-                         SpecifierSet(t["torch"]), tuple((SpecifierSet(k), tuple(v)) for k, v in t["cuda_targets"].items()), srcs)
-                for t, srcs in entries("bitsandbytes", BNB_BUILD))
+    torch = tuple(
+        TorchBuild(SpecifierSet(t["versions"]), Version(t["latest"]), t["variant"], tuple(t["archs"]), srcs)
+        for t, srcs in entries("torch", TORCH_BUILD)
+    )
+    bnb = tuple(
+        BnbBuild(
+            SpecifierSet(t["versions"]),
+            Version(t["latest"]),
+            _cc(t["min_cc_4bit"]),
+            _cc(t["min_cc_int8_fast"]),
+            SpecifierSet(t["torch"]),
+            tuple((SpecifierSet(k), tuple(v)) for k, v in t["cuda_targets"].items()),
+            srcs,
+        )
+        for t, srcs in entries("bitsandbytes", BNB_BUILD)
+    )
     if not torch:
         problems.append(f"{path}: no [[torch]] builds")
     return torch, bnb
@@ -200,8 +234,13 @@ class Recommendation:
 
     def as_json(self) -> dict:
         return {
-            "gpu": {"name": self.gpu.name, "key": self.gpu.key, "arch": self.gpu.arch,
-                    "compute_capability": self.gpu.cc_text, "count": self.gpus},
+            "gpu": {
+                "name": self.gpu.name,
+                "key": self.gpu.key,
+                "arch": self.gpu.arch,
+                "compute_capability": self.gpu.cc_text,
+                "count": self.gpus,
+            },
             "method": self.method,
             "precision": self.precision,
             "quantization": self.quantization,
@@ -214,26 +253,49 @@ class Recommendation:
         }
 
 
-def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records: list[dict],
-              chosen: tuple[str, Evidence] | None = None, edges=()) -> Recommendation:
+def _qlora(gpu: GpuModel, precision: str, data: ResolverData, ev: list[Evidence], notes: list[str]) -> None:
+    """QLoRA's quantization, as evidence, and the note on int8 below compute capability 7.5."""
+    ev.append(
+        Evidence(
+            "quantization",
+            "predicted",
+            "QLoRA: 4-bit NF4 base weights through BitsAndBytesConfig(load_in_4bit=True, "
+            f"bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype={precision}) and LoRA adapters",
+            rule="qlora-nf4",
+            sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else [],
+        )
+    )
+    if gpu.cc < (7, 5):
+        notes.append(
+            "avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a "
+            "slow fallback"
+        )
+
+
+def recommend(
+    gpu: GpuModel,
+    gpus: int,
+    method: str,
+    data: ResolverData,
+    records: list[dict],
+    chosen: tuple[str, Evidence] | None = None,
+    edges=(),
+) -> Recommendation:
     """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
     instead of the card-count rules below; `edges`: compat bisect's boundaries (lastgood.Edge)."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}")
     ev: list[Evidence] = []
     notes: list[str] = []
-    arch_passes = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == gpu.arch]
+    arch_passes = [
+        r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == gpu.arch
+    ]
     precision = _precision(gpu, data, arch_passes, ev)
 
     # -- quantization and strategy ------------------------------------------------------------
     quantization = "nf4" if method == "qlora" else "none"
     if method == "qlora":
-        ev.append(Evidence("quantization", "predicted",
-                           "QLoRA: 4-bit NF4 base weights through BitsAndBytesConfig(load_in_4bit=True, "
-                           f"bnb_4bit_quant_type='nf4', bnb_4bit_compute_dtype={precision}) and LoRA adapters",
-                           rule="qlora-nf4", sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else []))
-        if gpu.cc < (7, 5):
-            notes.append("avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a slow fallback")
+        _qlora(gpu, precision, data, ev, notes)
     if chosen is not None:
         strategy = chosen[0]
         ev.append(chosen[1])
@@ -246,42 +308,60 @@ def recommend(gpu: GpuModel, gpus: int, method: str, data: ResolverData, records
     need = packages.needed(method, strategies.get(strategy).deepspeed)
     if "bitsandbytes" in need:
         pins["bitsandbytes"] = _pick_bnb(gpu, torch_version, variant, data, arch_passes, ev)
-    axes = {"precision": precision, "quantization": quantization, "method": "lora" if method == "qlora" else method,
-            "strategy": strategy}
+    axes = {
+        "precision": precision,
+        "quantization": quantization,
+        "method": "lora" if method == "qlora" else method,
+        "strategy": strategy,
+    }
     for name in need:
         if name != "bitsandbytes":
             pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev)
     _below_bisected(gpu, method, pins, edges, ev, notes)
-    return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant,
-                          pins, ev, notes)
+    return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes)
 
 
-def _below_bisected(gpu: GpuModel, method: str, pins: dict[str, str], edges, ev: list[Evidence], notes: list[str]) -> None:
+def _below_bisected(
+    gpu: GpuModel, method: str, pins: dict[str, str], edges, ev: list[Evidence], notes: list[str]
+) -> None:
     """Each bisected boundary of a recommended package for this method, as measured evidence. One
     measured on this card's architecture with no settings of its own moves the pin below it (to
     its last good release, measured to pass); one measured elsewhere, or with settings (a loader's
     keyword), is shown with where it holds and leaves the pin as it is."""
     for e in edges:
         pin = pins.get(e.package, "")
-        if e.package not in pins or (method == "qlora") != (e.quantization != "none") or (
-                method != "qlora" and e.method != method):
+        if (
+            e.package not in pins
+            or (method == "qlora") != (e.quantization != "none")
+            or (method != "qlora" and e.method != method)
+        ):
             continue
         common = dict(records=[e.good_record, e.bad_record], hardware=e.hardware, date=e.date or None)
         current = Version(pin[2:]) if pin.startswith("==") else None
         if e.hardware == gpu.arch and e.settings == "{}":
             if current is None or current >= Version(e.first_bad):
                 pins[e.package] = f"=={e.last_good}"
-                ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}: pinned to its last good release", **common))
+                ev.append(
+                    Evidence(
+                        f"packages.{e.package}", "measured", f"{e.says()}: pinned to its last good release", **common
+                    )
+                )
             else:
                 ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}: the pin is below it", **common))
             continue
-        why = (f"measured on {e.hardware}, not on {gpu.arch}: the pin is not moved for this card" if e.hardware != gpu.arch
-               else "with those settings only: the pin is not moved")
+        why = (
+            f"measured on {e.hardware}, not on {gpu.arch}: the pin is not moved for this card"
+            if e.hardware != gpu.arch
+            else "with those settings only: the pin is not moved"
+        )
         ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}; {why}", **common))
         if e.settings != "{}" and (current is None or current >= Version(e.first_bad)):
-            notes.append(f"if your code does what {e.settings_text} makes compat's run do, {e.package} {pin or ''} breaks it: "
-                         f"{e.package} {e.first_bad} is the first release that does (bisected on {e.hardware}, {e.bisections[-1]}); "
-                         f"pin {e.package}<={e.last_good} or change the code")
+            notes.append(
+                f"if your code does what {e.settings_text} makes compat's run do, {e.package} {pin or ''} breaks it: "
+                f"{e.package} {e.first_bad} is the first release that does (bisected on {e.hardware}, "
+                f"{e.bisections[-1]}); "
+                f"pin {e.package}<={e.last_good} or change the code"
+            )
 
 
 def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> str:
@@ -293,15 +373,26 @@ def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: l
         says = f"compute capability {gpu.cc_text} >= 8.0: bf16 is native"
     elif precision == "fp16":
         rule = "fp16-below-cc-8.0"
-        says = (f"compute capability {gpu.cc_text} < 8.0: no native bf16 (torch.cuda.is_bf16_supported() "
-                "may still answer True through emulation); fp16 mixed precision on its tensor cores")
+        says = (
+            f"compute capability {gpu.cc_text} < 8.0: no native bf16 (torch.cuda.is_bf16_supported() "
+            "may still answer True through emulation); fp16 mixed precision on its tensor cores"
+        )
     else:
         rule = "fp32-without-tensor-cores"
-        says = (f"compute capability {gpu.cc_text}: no bf16 and no fp16 tensor cores (fp16 runs at a "
-                "fraction of fp32 speed on this chip); train in fp32, with 4-bit weights to save memory")
+        says = (
+            f"compute capability {gpu.cc_text}: no bf16 and no fp16 tensor cores (fp16 runs at a "
+            "fraction of fp32 speed on this chip); train in fp32, with 4-bit weights to save memory"
+        )
     emulation = data.issues.get("torch-is-bf16-supported-emulation")
-    ev.append(Evidence("precision", "predicted", says, rule=rule,
-                       sources=[TE_MATRIX, *gpu.sources[:2], *(emulation.sources[:1] if emulation and gpu.cc < (8, 0) else [])]))
+    ev.append(
+        Evidence(
+            "precision",
+            "predicted",
+            says,
+            rule=rule,
+            sources=[TE_MATRIX, *gpu.sources[:2], *(emulation.sources[:1] if emulation and gpu.cc < (8, 0) else [])],
+        )
+    )
     measured = [r for r in arch_passes if (r.get("axes") or {}).get("precision") == precision]
     if measured:
         ev.append(_measured("precision", f"{precision} passed on {gpu.arch}", measured))
@@ -315,24 +406,41 @@ def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) ->
         return strategies.one_process().name
     if method == "full":
         issue = data.issues.get("ddp-oom-no-sharding")
-        ev.append(Evidence("strategy", "predicted",
-                           f"{gpus} cards, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
-                           "(plain DDP keeps a whole copy on every card)",
-                           rule="shard-full-fine-tunes", sources=list(issue.sources[:3]) if issue else []))
+        ev.append(
+            Evidence(
+                "strategy",
+                "predicted",
+                f"{gpus} cards, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
+                "(plain DDP keeps a whole copy on every card)",
+                rule="shard-full-fine-tunes",
+                sources=list(issue.sources[:3]) if issue else [],
+            )
+        )
         return strategies.full_shard().name
-    ev.append(Evidence("strategy", "predicted",
-                       f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
-                       "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
-                       "base, use ZeRO-3 instead",
-                       rule="ddp-for-adapters"))
+    ev.append(
+        Evidence(
+            "strategy",
+            "predicted",
+            f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
+            "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
+            "base, use ZeRO-3 instead",
+            rule="ddp-for-adapters",
+        )
+    )
     return strategies.data_parallel(gpus).name
 
 
 def _measured(about: str, says: str, recs: list[dict]) -> Evidence:
     recs = sorted(recs, key=lambda r: r.get("finished_at") or "", reverse=True)
     hw = sorted({(r.get("axes") or {}).get("hardware", "?") for r in recs})
-    return Evidence(about, "measured", says, records=[r["id"] for r in recs[:5]], hardware=", ".join(hw),
-                    date=(recs[0].get("finished_at") or "")[:10] or None)
+    return Evidence(
+        about,
+        "measured",
+        says,
+        records=[r["id"] for r in recs[:5]],
+        hardware=", ".join(hw),
+        date=(recs[0].get("finished_at") or "")[:10] or None,
+    )
 
 
 def _pick_torch(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
@@ -345,18 +453,26 @@ def _pick_torch(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: 
     if by_version:
         best = max(by_version, key=lambda v: Version(v.split("+")[0]))
         version, variant = best.split("+")
-        ev.append(_measured("torch", f"torch {best} passed {len(by_version[best])} cell(s) on {gpu.arch}", by_version[best]))
+        ev.append(
+            _measured("torch", f"torch {best} passed {len(by_version[best])} cell(s) on {gpu.arch}", by_version[best])
+        )
         return version, variant
     fits = [b for b in data.torch if b.runs(gpu.cc)]
     if not fits:
         raise LookupError(f"no torch build in the build table has kernels for {gpu.arch}")
     best = max(fits, key=lambda b: (b.latest, b.cuda))
-    ev.append(Evidence(
-        "torch", "predicted",
-        f"torch {best.latest}+{best.variant}: the newest build in the table whose kernels ({', '.join('sm_' + a.replace('.', '') for a in best.archs)}) "
-        f"run on {gpu.arch} (a cubin runs on its major with an equal or higher minor; PTX JIT-compiles for newer cards)",
-        rule="torch-build-covers-arch", sources=list(best.sources),
-    ))
+    ev.append(
+        Evidence(
+            "torch",
+            "predicted",
+            f"torch {best.latest}+{best.variant}: the newest build in the table whose kernels "
+            f"({', '.join('sm_' + a.replace('.', '') for a in best.archs)}) "
+            f"run on {gpu.arch} (a cubin runs on its major with an equal or higher minor; PTX JIT-compiles for "
+            "newer cards)",
+            rule="torch-build-covers-arch",
+            sources=list(best.sources),
+        )
+    )
     return str(best.latest), best.variant
 
 
@@ -369,21 +485,32 @@ def _pick_bnb(gpu: GpuModel, torch_version: str, variant: str, data: ResolverDat
                 measured.setdefault(v, []).append(r)
     if measured:
         best = max(measured, key=Version)
-        ev.append(_measured("packages.bitsandbytes", f"bitsandbytes {best} passed quantized cells on {gpu.arch}", measured[best]))
+        ev.append(
+            _measured(
+                "packages.bitsandbytes", f"bitsandbytes {best} passed quantized cells on {gpu.arch}", measured[best]
+            )
+        )
         return f"=={best}"
     cuda = (int(variant[2:-1]), int(variant[-1]))
     for b in sorted(data.bitsandbytes, key=lambda b: b.latest, reverse=True):
         targets = b.targets_for(cuda)
         runs = any(_cc(t)[0] == gpu.cc[0] and _cc(t)[1] <= gpu.cc[1] for t in targets)
         if gpu.cc >= b.min_cc_4bit and runs and Version(torch_version) in b.torch:
-            ev.append(Evidence(
-                "packages.bitsandbytes", "predicted",
-                f"bitsandbytes {b.latest}: 4-bit needs compute capability >= {b.min_cc_4bit[0]}.{b.min_cc_4bit[1]} "
-                f"(this card: {gpu.cc_text}); its CUDA {cuda[0]}.{cuda[1]} build targets {', '.join(targets)}; needs torch {b.torch}",
-                rule="bnb-4bit-covers-arch", sources=list(b.sources),
-            ))
+            ev.append(
+                Evidence(
+                    "packages.bitsandbytes",
+                    "predicted",
+                    f"bitsandbytes {b.latest}: 4-bit needs compute capability >= {b.min_cc_4bit[0]}.{b.min_cc_4bit[1]} "
+                    f"(this card: {gpu.cc_text}); its CUDA {cuda[0]}.{cuda[1]} build targets {', '.join(targets)}; "
+                    f"needs torch {b.torch}",
+                    rule="bnb-4bit-covers-arch",
+                    sources=list(b.sources),
+                )
+            )
             return f"=={b.latest}"
-    raise LookupError(f"no bitsandbytes in the build table supports 4-bit on {gpu.arch} with torch {torch_version}+{variant}")
+    raise LookupError(
+        f"no bitsandbytes in the build table supports 4-bit on {gpu.arch} with torch {torch_version}+{variant}"
+    )
 
 
 def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev) -> str:
@@ -395,14 +522,26 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
         others = [k for k in issue.when if k in PACKAGES and k not in ("torch", name)]
         if name in issue.pins and not others and issue.applies({"torch": torch_version}, gpu.cc_text, axes):
             spec &= issue.pins[name]
-            pins.append(Evidence(f"packages.{name}", "predicted", f"{issue.pins[name]}: avoids {issue.id} ({issue.title})",
-                                 rule=issue.id, sources=list(issue.sources[:3])))
+            pins.append(
+                Evidence(
+                    f"packages.{name}",
+                    "predicted",
+                    f"{issue.pins[name]}: avoids {issue.id} ({issue.title})",
+                    rule=issue.id,
+                    sources=list(issue.sources[:3]),
+                )
+            )
     # measured versions: this card's passing records first, else the same method on the CPU
     own = [r for r in arch_passes if record_packages(r).get(name)]
     method_axes = {"full": ("full", "none"), "lora": ("lora", "none"), "qlora": ("lora", "nf4")}[method]
-    cpu = [r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == "cpu"
-           and ((r.get("axes") or {}).get("method"), (r.get("axes") or {}).get("quantization")) == method_axes
-           and record_packages(r).get(name)]
+    cpu = [
+        r
+        for r in records
+        if r.get("outcome") == "pass"
+        and (r.get("axes") or {}).get("hardware") == "cpu"
+        and ((r.get("axes") or {}).get("method"), (r.get("axes") or {}).get("quantization")) == method_axes
+        and record_packages(r).get(name)
+    ]
     for pool, hardware in ((own, gpu.arch), (cpu, "cpu")):
         versions: dict[str, list[dict]] = {}
         for r in pool:
@@ -413,12 +552,24 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
             best = max(versions, key=Version)
             says = f"{name} {best} passed {method} cells on {hardware}"
             if hardware == "cpu":
-                says += f" (no record of {gpu.arch} yet: this shows the versions train together, not that {gpu.name} runs them)"
+                says += (
+                    f" (no record of {gpu.arch} yet: this shows the versions train together, not that "
+                    f"{gpu.name} runs them)"
+                )
             ev.append(_measured(f"packages.{name}", says, versions[best]))
             ev.extend(pins)
             return f"=={best}"
-    ev.extend(pins or [Evidence(f"packages.{name}", "predicted", f"no known issue constrains {name} for this card and method",
-                                rule="no-known-issue")])
+    ev.extend(
+        pins
+        or [
+            Evidence(
+                f"packages.{name}",
+                "predicted",
+                f"no known issue constrains {name} for this card and method",
+                rule="no-known-issue",
+            )
+        ]
+    )
     return str(spec) or ""
 
 
@@ -432,21 +583,43 @@ def choose_by_fit(gpu: GpuModel, gpus: int, methods: list[str], entry, cal, cont
 
     precision = precision_for(gpu)
     capacity = min(gpu.memory_gb) * fit.GIB
-    candidates = ([(m, s) for m in methods for s in strategies.recommendable(gpus, offload=False)]
-                  + [(m, s) for m in methods if m != "qlora" for s in strategies.recommendable(gpus, offload=True)])
+    candidates = [(m, s) for m in methods for s in strategies.recommendable(gpus, offload=False)] + [
+        (m, s) for m in methods if m != "qlora" for s in strategies.recommendable(gpus, offload=True)
+    ]
     tried = []
     for method, strategy in candidates:
-        run = fit.Run(method=method, precision=precision, quantization="nf4" if method == "qlora" else "none",
-                      strategy=strategy, cards=gpus, seq_len=seq_len, batch=1, grad_ckpt=True)
+        run = fit.Run(
+            method=method,
+            precision=precision,
+            quantization="nf4" if method == "qlora" else "none",
+            strategy=strategy,
+            cards=gpus,
+            seq_len=seq_len,
+            batch=1,
+            grad_ckpt=True,
+        )
         p = fit.predict(entry.shape, run, cal, capacity, context.bytes)
         tried.append(f"{method}/{strategy} {p.total / fit.GIB:,.1f} GiB")
         if p.verdict == "fits":
             host = f"; host memory per process {sum(p.host.values()) / fit.GIB:,.1f} GiB" if p.host else ""
-            says = (f"{entry.title} with {method} under {strategy} on {gpus} x {gpu.name}: predicted {p.total / fit.GIB:,.1f} "
-                    f"GiB per card of {capacity / fit.GIB:,.0f} (sequence {seq_len}, batch 1, gradient checkpointing on{host}); "
-                    f"tried first: {', '.join(tried[:-1]) or 'nothing'}. {p.why}")
-            return method, strategy, Evidence("strategy", "predicted", says, rule="compat-fit",
-                                              sources=list(context.sources[:1]) + list(entry.sources[:1]))
+            says = (
+                f"{entry.title} with {method} under {strategy} on {gpus} x {gpu.name}: predicted "
+                f"{p.total / fit.GIB:,.1f} "
+                f"GiB per card of {capacity / fit.GIB:,.0f} (sequence {seq_len}, batch 1, gradient checkpointing "
+                f"on{host}); "
+                f"tried first: {', '.join(tried[:-1]) or 'nothing'}. {p.why}"
+            )
+            return (
+                method,
+                strategy,
+                Evidence(
+                    "strategy",
+                    "predicted",
+                    says,
+                    rule="compat-fit",
+                    sources=list(context.sources[:1]) + list(entry.sources[:1]),
+                ),
+            )
     return None
 
 
@@ -459,7 +632,8 @@ def render_text(rec: Recommendation) -> str:
         f"  precision     {rec.precision}",
         f"  quantization  {rec.quantization}",
         f"  strategy      {rec.strategy}",
-        f"  torch         {rec.torch_version}+{rec.torch_variant}   (pip install torch=={rec.torch_version} --index-url {PYTORCH_INDEX}{rec.torch_variant})",
+        f"  torch         {rec.torch_version}+{rec.torch_variant}   (pip install torch=={rec.torch_version} "
+        f"--index-url {PYTORCH_INDEX}{rec.torch_variant})",
     ]
     for name, spec in rec.packages.items():
         if name != "torch":
@@ -502,11 +676,16 @@ def per_card(data: ResolverData, recs: list[dict]) -> list[dict]:
     out = []
     for gpu in data.gpus.gpus:
         rec = recommend(gpu, 1, "qlora", data, recs)
-        out.append({
-            "gpu": gpu.name, "cc": gpu.cc_text, "arch": gpu.arch,
-            "measured": sum(1 for r in recs if r["axes"]["hardware"] == gpu.arch),
-            "precision": rec.precision, "torch": f"{rec.torch_version}+{rec.torch_variant}",
-            "bitsandbytes": rec.packages.get("bitsandbytes"),
-            "evidence": [e.as_dict() for e in rec.evidence],
-        })
+        out.append(
+            {
+                "gpu": gpu.name,
+                "cc": gpu.cc_text,
+                "arch": gpu.arch,
+                "measured": sum(1 for r in recs if r["axes"]["hardware"] == gpu.arch),
+                "precision": rec.precision,
+                "torch": f"{rec.torch_version}+{rec.torch_variant}",
+                "bitsandbytes": rec.packages.get("bitsandbytes"),
+                "evidence": [e.as_dict() for e in rec.evidence],
+            }
+        )
     return out

@@ -49,10 +49,7 @@ class Cell:
         for axis in AXES:
             value = getattr(self, axis)
             if not isinstance(value, str) or not TOKEN.match(value):
-                raise ValueError(
-                    f"{axis} {value!r} is not a valid id field (lower-case letters, digits, "
-                    "'_' and '.')"
-                )
+                raise ValueError(f"{axis} {value!r} is not a valid id field (lower-case letters, digits, '_' and '.')")
         for option in ("grad_ckpt", "expandable_segments"):
             if not isinstance(getattr(self, option), bool):
                 raise ValueError(f"{option} must be true or false, not {getattr(self, option)!r}")
@@ -112,7 +109,9 @@ class Cell:
                     "'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order"
                 )
         try:
-            cell = cls(*parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks, expandable_segments=expandable, model=model)
+            cell = cls(
+                *parts[: len(AXES)], grad_ckpt=grad_ckpt, ranks=ranks, expandable_segments=expandable, model=model
+            )
         except ValueError as exc:
             raise UsageError(f"cell id {text!r}: {exc}") from None
         if cell.id != text:
@@ -170,9 +169,12 @@ class Selector:
     @functools.cached_property
     def _globs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The select and skip globs with their braces expanded, once (UsageError past the bound)."""
-        return tuple(p for pat in self.select for p in expand_braces(pat)), tuple(p for pat in self.skip for p in expand_braces(pat))
+        return tuple(p for pat in self.select for p in expand_braces(pat)), tuple(
+            p for pat in self.skip for p in expand_braces(pat)
+        )
 
     def __call__(self, cell_id: str) -> bool:
         select, skip = self._globs
         return (not select or any(fnmatch.fnmatchcase(cell_id, p) for p in select)) and not any(
-            fnmatch.fnmatchcase(cell_id, p) for p in skip)
+            fnmatch.fnmatchcase(cell_id, p) for p in skip
+        )

@@ -21,17 +21,38 @@ from harness.tomldata import CC, TEXT, URL, Key, Table, check, kind, load_data
 
 FLAGS = ("bf16", "fp16_tensor_cores", "tf32", "fp8")
 # a [gpu.KEY] table; every key is required
-GPU = Table({
-    "name": Key.of(TEXT, required=True),
-    "aliases": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(a, str) and a.strip() for a in v),
-                           "must be a non-empty list of names"), required=True),
-    "architecture": Key.of(TEXT, required=True),
-    "cc": Key.of(CC, required=True),
-    "memory_gb": Key.of(kind(lambda v: isinstance(v, list) and v and all(
-        isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 for m in v), "must be a non-empty list of sizes in GB"), required=True),
-    **{flag: Key.of(kind(lambda v: isinstance(v, bool), "must be true or false, not {r}"), required=True) for flag in FLAGS},
-    "sources": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one URL"), each=URL, required=True),
-})
+GPU = Table(
+    {
+        "name": Key.of(TEXT, required=True),
+        "aliases": Key.of(
+            kind(
+                lambda v: isinstance(v, list) and v and all(isinstance(a, str) and a.strip() for a in v),
+                "must be a non-empty list of names",
+            ),
+            required=True,
+        ),
+        "architecture": Key.of(TEXT, required=True),
+        "cc": Key.of(CC, required=True),
+        "memory_gb": Key.of(
+            kind(
+                lambda v: (
+                    isinstance(v, list)
+                    and v
+                    and all(isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 for m in v)
+                ),
+                "must be a non-empty list of sizes in GB",
+            ),
+            required=True,
+        ),
+        **{
+            flag: Key.of(kind(lambda v: isinstance(v, bool), "must be true or false, not {r}"), required=True)
+            for flag in FLAGS
+        },
+        "sources": Key.of(
+            kind(lambda v: isinstance(v, list) and v, "must list at least one URL"), each=URL, required=True
+        ),
+    }
+)
 KEYS = tuple(GPU.keys)
 _PREFIXES = ("nvidia", "geforce", "tesla")
 
@@ -44,7 +65,7 @@ def normalize(name: str) -> str:
         changed = False
         for prefix in _PREFIXES:
             if key.startswith(prefix) and len(key) > len(prefix):
-                key, changed = key[len(prefix):], True
+                key, changed = key[len(prefix) :], True
     return key
 
 
@@ -54,10 +75,20 @@ def normalize(name: str) -> str:
 # Volta, T Turing, A Ampere, L Ada, H Hopper, B and GB Blackwell). Matched against normalize()d
 # names; the first that matches wins. Used only to keep "did you mean" within an architecture.
 _NAMING = (
-    (r"^(gtx|rtx)?10[5-8]0", "Pascal"), (r"^(gtx|rtx)?(16[5-6]0|20[6-8]0)", "Turing"), (r"^(rtx)?30[5-9]0", "Ampere"),
-    (r"^(rtx)?40[5-9]0", "Ada"), (r"^(rtx)?50[5-9]0", "Blackwell"), (r"^rtxpro", "Blackwell"), (r"^rtx\d000ada", "Ada"),
-    (r"^(rtx)?a\d", "Ampere"), (r"^(quadro)?rtx[4-8]000$", "Turing"),
-    (r"^p\d", "Pascal"), (r"^v\d", "Volta"), (r"^t\d", "Turing"), (r"^l\d", "Ada"), (r"^([hd]gx)?h\d", "Hopper"),
+    (r"^(gtx|rtx)?10[5-8]0", "Pascal"),
+    (r"^(gtx|rtx)?(16[5-6]0|20[6-8]0)", "Turing"),
+    (r"^(rtx)?30[5-9]0", "Ampere"),
+    (r"^(rtx)?40[5-9]0", "Ada"),
+    (r"^(rtx)?50[5-9]0", "Blackwell"),
+    (r"^rtxpro", "Blackwell"),
+    (r"^rtx\d000ada", "Ada"),
+    (r"^(rtx)?a\d", "Ampere"),
+    (r"^(quadro)?rtx[4-8]000$", "Turing"),
+    (r"^p\d", "Pascal"),
+    (r"^v\d", "Volta"),
+    (r"^t\d", "Turing"),
+    (r"^l\d", "Ada"),
+    (r"^([hd]gx)?h\d", "Hopper"),
     (r"^([hd]gx)?g?b\d", "Blackwell"),
 )
 
@@ -115,20 +146,35 @@ class GpuDb:
                 problems.append(where(key, f"gpu.{key}", "must be a table"))
                 continue
             at_table = lambda msg: where(key, f"[gpu.{key}]", msg, table=f"gpu.{key}")  # noqa: E731
-            if not check(table, GPU, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"), problems, at_table):
+            if not check(
+                table, GPU, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"), problems, at_table
+            ):
                 continue
             for alias in [table["name"], *table["aliases"]]:
                 norm = normalize(alias)
                 if norm in seen_alias and seen_alias[norm] != key:
-                    problems.append(where("aliases", f"[gpu.{key}].aliases", f"{alias!r} already names gpu.{seen_alias[norm]}",
-                                          table=f"gpu.{key}"))
+                    problems.append(
+                        where(
+                            "aliases",
+                            f"[gpu.{key}].aliases",
+                            f"{alias!r} already names gpu.{seen_alias[norm]}",
+                            table=f"gpu.{key}",
+                        )
+                    )
                 seen_alias[norm] = key
             major, minor = table["cc"].split(".")
-            gpus.append(GpuModel(
-                key=key, name=table["name"], aliases=tuple(table["aliases"]), architecture=table["architecture"],
-                cc=(int(major), int(minor)), memory_gb=tuple(table["memory_gb"]), sources=tuple(table["sources"]),
-                **{flag: table[flag] for flag in FLAGS},
-            ))
+            gpus.append(
+                GpuModel(
+                    key=key,
+                    name=table["name"],
+                    aliases=tuple(table["aliases"]),
+                    architecture=table["architecture"],
+                    cc=(int(major), int(minor)),
+                    memory_gb=tuple(table["memory_gb"]),
+                    sources=tuple(table["sources"]),
+                    **{flag: table[flag] for flag in FLAGS},
+                )
+            )
         if not gpus and not problems:
             problems.append(f"{path}: no [gpu.KEY] tables")
         if problems:
@@ -146,8 +192,11 @@ class GpuDb:
         # a similar name of another architecture is another card, not a typo of this one: an
         # "RTX 5050" is no RTX 4050; where the name tells no architecture, nothing is suggested
         arch = architecture_of(wanted)
-        close = [c for c in difflib.get_close_matches(wanted, list(names), n=12, cutoff=0.5)
-                 if arch is not None and names[c].architecture.split()[0] == arch]
+        close = [
+            c
+            for c in difflib.get_close_matches(wanted, list(names), n=12, cutoff=0.5)
+            if arch is not None and names[c].architecture.split()[0] == arch
+        ]
         suggestions = list(dict.fromkeys(names[c].aliases[0] for c in close))[:3]
         hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
         raise UsageError(

@@ -47,25 +47,31 @@ from __future__ import annotations
 
 import dataclasses
 import re
-
-import re2
 from pathlib import Path
 
+import re2
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.catalog import outcome
-from harness.errors import MatrixError
 from harness.catalog.packages import TRACKED
+from harness.errors import MatrixError
 from harness.tomldata import NONEMPTY_TEXT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
 
 PACKAGES = TRACKED  # harness/catalog/packages.py
-CONDITION_AXES = ("precision", "quantization", "method", "strategy")  # the cell axes a known issue's conditions may name
+CONDITION_AXES = (
+    "precision",
+    "quantization",
+    "method",
+    "strategy",
+)  # the cell axes a known issue's conditions may name
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # what launchers put before each line of a worker's output: torchrun's "[rank3]:" (or "[default0]:"
 # with --tee), Ray's "(WorkerActor pid=6490, ip=10.0.0.2)"; signatures read the lines without it
-RANK_PREFIX = re.compile(r"(?m)^(?:\[(?:rank|default)\d{1,5}\]:[ \t]?|\(\w{1,60} pid=\d{1,10}(?:, ip=[\d.]{1,40})?\)[ \t]?)")
+RANK_PREFIX = re.compile(
+    r"(?m)^(?:\[(?:rank|default)\d{1,5}\]:[ \t]?|\(\w{1,60} pid=\d{1,10}(?:, ip=[\d.]{1,40})?\)[ \t]?)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +87,8 @@ class Issue:
     when: dict  # package -> SpecifierSet, "cc" -> SpecifierSet, axis -> tuple of values
     reports: int | None = None  # distinct public reports found (a lower bound); 0 for a finding of compat's own
     found_by: str = ""  # where reports is 0: how compat found it (its bisection, records, a reproduction)
-    wordings: tuple = ()  # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
+    # ({package, version, text, rendered?, source}, ...): the error as each range of releases prints it
+    wordings: tuple = ()
     related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
     shown: tuple = ()  # `when` keys that must be known (not just not contradicted) for this entry to answer
     settings: tuple = ()  # RE2 patterns: the option that leads to this failure, as a command line or config shows it
@@ -95,15 +102,22 @@ class Issue:
             if m and not any(m.start() < end and start < m.end() for start, end in spans):
                 spans.append(m.span())
             elif m:  # overlapping: keep the wider reading of that place
-                spans = [(min(a, m.start()), max(b, m.end())) if a < m.end() and m.start() < b else (a, b) for a, b in spans]
+                spans = [
+                    (min(a, m.start()), max(b, m.end())) if a < m.end() and m.start() < b else (a, b) for a, b in spans
+                ]
         return [text[a:b] for a, b in sorted(spans)]
 
     def verdict(self, packages: dict[str, str] | None, cc: str | None, axes: dict | None = None) -> str:
         """Whether the versions, compute capability and axes known (a strategy the log names)
         confirm this entry's conditions ("hold": at least one checked, none failed), contradict
         them, leave unknown a condition the entry needs shown ("unshown"), or say nothing."""
-        checkable = [k for k in self.when if (k in PACKAGES and (packages or {}).get(k)) or (k == "cc" and cc)
-                     or (k in CONDITION_AXES and (axes or {}).get(k))]
+        checkable = [
+            k
+            for k in self.when
+            if (k in PACKAGES and (packages or {}).get(k))
+            or (k == "cc" and cc)
+            or (k in CONDITION_AXES and (axes or {}).get(k))
+        ]
         if not self.applies(packages, cc, axes):
             return "contradicted"
         if any(k not in checkable for k in self.shown):
@@ -111,7 +125,9 @@ class Issue:
         return "hold" if checkable else "unknown"
 
     def conditions_text(self) -> str:
-        return ", ".join(f"{k} {v}" if k in (*PACKAGES, "cc") else f"{k} in {'/'.join(v)}" for k, v in self.when.items())
+        return ", ".join(
+            f"{k} {v}" if k in (*PACKAGES, "cc") else f"{k} in {'/'.join(v)}" for k, v in self.when.items()
+        )
 
     def applies(self, packages: dict[str, str] | None = None, cc: str | None = None, axes: dict | None = None) -> bool:
         """Whether every condition holds for what is known; an unknown value does not rule out."""
@@ -131,14 +147,19 @@ class Issue:
 
 
 VERDICT_RANK = {"hold": 3, "unknown": 2, "unshown": 1, "contradicted": 0}
-ANSWERS = ("hold", "unknown")  # the verdicts under which a match answers the log; below them the family answer comes first
+ANSWERS = (
+    "hold",
+    "unknown",
+)  # the verdicts under which a match answers the log; below them the family answer comes first
 
 
 @dataclasses.dataclass(frozen=True)
 class Match:
     issue: Issue
     hits: list[str]
-    verdict: str = "unknown"  # hold | unknown | unshown | contradicted: the entry's conditions against what the log shows
+    verdict: str = (
+        "unknown"  # hold | unknown | unshown | contradicted: the entry's conditions against what the log shows
+    )
 
     @property
     def answers(self) -> bool:
@@ -162,7 +183,9 @@ class KnownIssues:
         problems: list[str] = []
         issues, ids, whens = [], set(), 0
         for n, table in enumerate(doc.get("issue") or []):
-            label = f"[[issue]] #{n + 1}" + (f" ({table.get('id')})" if isinstance(table, dict) and table.get("id") else "")
+            label = f"[[issue]] #{n + 1}" + (
+                f" ({table.get('id')})" if isinstance(table, dict) and table.get("id") else ""
+            )
             at = lambda key, msg: where(key, f"{label}.{key}", msg, table="issue", nth=n)  # noqa: E731
             # conditions sit in this entry's [issue.when] table: the whens-th of the file
             at_when = lambda key, msg, w=whens: where(key, f"{label}.when.{key}", msg, table="issue.when", nth=w)  # noqa: E731
@@ -178,8 +201,15 @@ class KnownIssues:
         for n, issue in enumerate(issues if not problems else ()):  # every entry parsed: n is its place in the file
             for other in issue.related:
                 if other not in ids or other == issue.id:
-                    problems.append(where("related", f"[[issue]] ({issue.id}).related",
-                                          f"{other!r} is not another entry's id", table="issue", nth=n))
+                    problems.append(
+                        where(
+                            "related",
+                            f"[[issue]] ({issue.id}).related",
+                            f"{other!r} is not another entry's id",
+                            table="issue",
+                            nth=n,
+                        )
+                    )
         if not issues and not problems:
             problems.append(f"{path}: no [[issue]] entries")
         if problems:
@@ -189,8 +219,9 @@ class KnownIssues:
     def get(self, issue_id: str) -> Issue | None:
         return next((i for i in self.issues if i.id == issue_id), None)
 
-    def explain(self, text: str, packages: dict[str, str] | None = None, cc: str | None = None,
-                axes: dict | None = None) -> list[Match]:
+    def explain(
+        self, text: str, packages: dict[str, str] | None = None, cc: str | None = None, axes: dict | None = None
+    ) -> list[Match]:
         """Every issue whose signature is in the text, best first. With the versions, compute
         capability and strategy the log (or an env report) shows: entries whose conditions those
         contradict go last, and those whose conditions they confirm go first."""
@@ -198,8 +229,9 @@ class KnownIssues:
         found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text))]
         return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
 
-    def set_to_fail(self, text: str, packages: dict[str, str] | None, cc: str | None, axes: dict | None,
-                    besides: set[str]) -> list[tuple[Issue, str]]:
+    def set_to_fail(
+        self, text: str, packages: dict[str, str] | None, cc: str | None, axes: dict | None, besides: set[str]
+    ) -> list[tuple[Issue, str]]:
         """Entries (other than `besides`) whose `settings` the log shows, with conditions the log
         confirms ("hold"): an option this run sets that fails under what the log shows, whether or
         not the log has reached that error yet. Each with the setting as the log writes it."""
@@ -327,31 +359,64 @@ def _pins_problem(pins) -> str | None:
 
 
 # an [[issue]] entry of matrix/known_issues.toml, and its [issue.when] conditions
-ISSUE = Table({
-    "id": Key.of(kind(lambda v: isinstance(v, str) and ID.match(v), "{r}: an id is lower-case words joined by '-'"), required=True),
-    "title": Key.of(NONEMPTY_TEXT, required=True),
-    "cause": Key.of(NONEMPTY_TEXT, required=True),
-    "signatures": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem), required=True),
-    "example": Key.of(NONEMPTY_TEXT, required=True),
-    "fix": Key.of(TEXT_LIST, required=True),
-    "pins": Key.of(Kind(_pins_problem)),
-    "sources": Key.of(TEXT_LIST, each=URL, required=True),
-    "when": Key.of(TABLE),
-    "reports": Key.of(kind(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "{r} must be a whole number, 0 or more"),
-                      required=True),
-    "found_by": Key.of(NONEMPTY_TEXT),
-    "wordings": Key.of(Kind(lambda v: _wordings_problem(v))),
-    "related": Key.of(kind(lambda v: isinstance(v, dict) and v and all(isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip()
-                                                                      for k, w in v.items()),
-                           "must be a table of entry id = why the two share wording")),
-    "settings": Key.of(kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem)),
-    "shown": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(k, str) for k in v),
-                         "must list `when` keys, e.g. [\"strategy\"]")),
-})
-AXIS_VALUES = kind(lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                   "must be a value or a list of values")
-WHEN = Table({**{key: Key.of(SPECIFIER) for key in (*PACKAGES, "cc")}, **{axis: Key.of(AXIS_VALUES) for axis in CONDITION_AXES}},
-             unknown="unknown condition{hint}")
+ISSUE = Table(
+    {
+        "id": Key.of(
+            kind(lambda v: isinstance(v, str) and ID.match(v), "{r}: an id is lower-case words joined by '-'"),
+            required=True,
+        ),
+        "title": Key.of(NONEMPTY_TEXT, required=True),
+        "cause": Key.of(NONEMPTY_TEXT, required=True),
+        "signatures": Key.of(
+            kind(lambda v: isinstance(v, list) and v, "must list at least one regex"),
+            each=Kind(_signature_problem),
+            required=True,
+        ),
+        "example": Key.of(NONEMPTY_TEXT, required=True),
+        "fix": Key.of(TEXT_LIST, required=True),
+        "pins": Key.of(Kind(_pins_problem)),
+        "sources": Key.of(TEXT_LIST, each=URL, required=True),
+        "when": Key.of(TABLE),
+        "reports": Key.of(
+            kind(
+                lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                "{r} must be a whole number, 0 or more",
+            ),
+            required=True,
+        ),
+        "found_by": Key.of(NONEMPTY_TEXT),
+        "wordings": Key.of(Kind(lambda v: _wordings_problem(v))),
+        "related": Key.of(
+            kind(
+                lambda v: (
+                    isinstance(v, dict)
+                    and v
+                    and all(
+                        isinstance(k, str) and ID.match(k) and isinstance(w, str) and w.strip() for k, w in v.items()
+                    )
+                ),
+                "must be a table of entry id = why the two share wording",
+            )
+        ),
+        "settings": Key.of(
+            kind(lambda v: isinstance(v, list) and v, "must list at least one regex"), each=Kind(_signature_problem)
+        ),
+        "shown": Key.of(
+            kind(
+                lambda v: isinstance(v, list) and v and all(isinstance(k, str) for k in v),
+                'must list `when` keys, e.g. ["strategy"]',
+            )
+        ),
+    }
+)
+AXIS_VALUES = kind(
+    lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "must be a value or a list of values",
+)
+WHEN = Table(
+    {**{key: Key.of(SPECIFIER) for key in (*PACKAGES, "cc")}, **{axis: Key.of(AXIS_VALUES) for axis in CONDITION_AXES}},
+    unknown="unknown condition{hint}",
+)
 
 
 def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
@@ -363,23 +428,38 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     if not ok:
         return None
     if table["reports"] == 0 and not table.get("found_by"):
-        problems.append(at("reports", "0 public reports: say how compat found it (found_by: the bisection, records, reproduction)"))
+        problems.append(
+            at("reports", "0 public reports: say how compat found it (found_by: the bisection, records, reproduction)")
+        )
         return None
     signatures = tuple(compile_signature(s) for s in table["signatures"])
     if not any(s.search(clean(table["example"])) for s in signatures):
         problems.append(at("example", "no signature of this entry matches its own example"))
         return None
-    when = {key: SpecifierSet(value) if key not in CONDITION_AXES else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
-            for key, value in (table.get("when") or {}).items()}
+    when = {
+        key: SpecifierSet(value)
+        if key not in CONDITION_AXES
+        else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
+        for key, value in (table.get("when") or {}).items()
+    }
     missing = [k for k in table.get("shown") or () if k not in when]
     if missing:
         problems.append(at("shown", f"{missing[0]!r} is not one of this entry's `when` conditions"))
         return None
     return Issue(
-        id=table["id"], title=table["title"].strip(), cause=table["cause"].strip(), signatures=signatures,
-        example=table["example"], fix=tuple(table["fix"]), pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
-        sources=tuple(table["sources"]), when=when, reports=table.get("reports"), found_by=table.get("found_by", ""),
+        id=table["id"],
+        title=table["title"].strip(),
+        cause=table["cause"].strip(),
+        signatures=signatures,
+        example=table["example"],
+        fix=tuple(table["fix"]),
+        pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
+        sources=tuple(table["sources"]),
+        when=when,
+        reports=table.get("reports"),
+        found_by=table.get("found_by", ""),
         related=dict(table.get("related") or {}),
-        wordings=tuple(table.get("wordings") or ()), shown=tuple(table.get("shown") or ()),
+        wordings=tuple(table.get("wordings") or ()),
+        shown=tuple(table.get("shown") or ()),
         settings=tuple(compile_signature(p) for p in table.get("settings") or ()),
     )

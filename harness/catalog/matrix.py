@@ -29,7 +29,6 @@ import functools
 import itertools
 import math
 import re
-
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,19 @@ from harness.catalog import strategies
 from harness.catalog.cell import AXES, DEFAULT_MODEL, OPTIONS, TOKEN, Cell
 from harness.catalog.stacks import Stack, parse_stacks
 from harness.errors import MatrixError
-from harness.tomldata import TEXT, Key, Locator, Table, check, did_you_mean, kind, one_of, open_data, read_toml, toml_repr
+from harness.tomldata import (
+    TEXT,
+    Key,
+    Locator,
+    Table,
+    check,
+    did_you_mean,
+    kind,
+    one_of,
+    open_data,
+    read_toml,
+    toml_repr,
+)
 
 AXIS_KEYS = AXES + OPTIONS
 MAX_PRODUCT = 100_000  # cells a grid's product may expand to; the project's largest has under 1,000
@@ -49,7 +60,9 @@ class Matrix:
     description: str
     cells: tuple[Cell, ...]
     settings: dict  # defaults.toml merged with the file's [settings]
-    models: dict = dataclasses.field(default_factory=dict)  # matrix/models.toml: name -> {"model": {...}, "train": {...}}
+    models: dict = dataclasses.field(
+        default_factory=dict
+    )  # matrix/models.toml: name -> {"model": {...}, "train": {...}}
 
 
 def cell_settings(settings: dict, models: dict, model: str) -> dict:
@@ -108,13 +121,19 @@ def _regex(value) -> bool:
 
 
 # an axis of matrix/axes.toml: its description, and its values in one of three ways
-AXIS = Table({
-    "description": Key.of(TEXT, required=True, missing="missing: every axis says what it is"),
-    "values": Key.of(kind(lambda v: isinstance(v, list) and v and all(isinstance(x, (str, int, bool)) for x in v),
-                          "must be a non-empty list of values")),
-    "pattern": Key.of(kind(_regex, "{v} is not a regular expression")),
-    "from": Key.of(one_of("stacks", "models", "strategies")),
-})
+AXIS = Table(
+    {
+        "description": Key.of(TEXT, required=True, missing="missing: every axis says what it is"),
+        "values": Key.of(
+            kind(
+                lambda v: isinstance(v, list) and v and all(isinstance(x, (str, int, bool)) for x in v),
+                "must be a non-empty list of values",
+            )
+        ),
+        "pattern": Key.of(kind(_regex, "{v} is not a regular expression")),
+        "from": Key.of(one_of("stacks", "models", "strategies")),
+    }
+)
 
 
 def _check_axes(axes: dict, path: Path, problems: list[str]) -> None:
@@ -126,18 +145,30 @@ def _check_axes(axes: dict, path: Path, problems: list[str]) -> None:
     for axis, decl in axes.items():
         at = functools.partial(where, table=axis)
         if axis not in AXIS_KEYS:
-            problems.append(at(axis, f"[{axis}]", f"unknown axis{did_you_mean(axis, AXIS_KEYS)}; compat's cells have {', '.join(AXIS_KEYS)}"))
+            problems.append(
+                at(
+                    axis,
+                    f"[{axis}]",
+                    f"unknown axis{did_you_mean(axis, AXIS_KEYS)}; compat's cells have {', '.join(AXIS_KEYS)}",
+                )
+            )
         elif not isinstance(decl, dict):
             problems.append(at(axis, f"[{axis}]", "must be a table"))
-        elif check(decl, AXIS, lambda key, msg: at(key, f"[{axis}].{key}", msg), problems) and \
-                sum(k in decl for k in ("values", "pattern", "from")) != 1:
+        elif (
+            check(decl, AXIS, lambda key, msg: at(key, f"[{axis}].{key}", msg), problems)
+            and sum(k in decl for k in ("values", "pattern", "from")) != 1
+        ):
             problems.append(at(axis, f"[{axis}]", "needs exactly one of values, pattern or from"))
 
 
 def is_grid(path: Path) -> bool:
     """Whether a file is a grid (it has a [product] table), not one of matrix/'s data files."""
     try:
-        return path.is_file() and re.search(r"^\s*\[\s*product\s*\]", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE) is not None
+        return (
+            path.is_file()
+            and re.search(r"^\s*\[\s*product\s*\]", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+            is not None
+        )
     except OSError:
         return False
 
@@ -149,13 +180,17 @@ def grid_paths(directory: Path) -> list[Path]:
 
 # a grid file's top level
 _NO_PRODUCT = "missing; a matrix needs a [product] table"
-_EXCLUDES = kind(lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "must be an array of tables ([[exclude]])")
-GRID = Table({
-    "description": Key.of(TEXT),
-    "product": Key.of(kind(lambda v: isinstance(v, dict), _NO_PRODUCT), required=True, missing=_NO_PRODUCT),
-    "exclude": Key.of(_EXCLUDES),
-    "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
-})
+_EXCLUDES = kind(
+    lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "must be an array of tables ([[exclude]])"
+)
+GRID = Table(
+    {
+        "description": Key.of(TEXT),
+        "product": Key.of(kind(lambda v: isinstance(v, dict), _NO_PRODUCT), required=True, missing=_NO_PRODUCT),
+        "exclude": Key.of(_EXCLUDES),
+        "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
+    }
+)
 _GRID_LABELS = {"product": "[product]", "exclude": "[[exclude]]"}
 
 
@@ -231,8 +266,17 @@ def _expand(axes_values: dict[str, list], excludes: list[dict[str, list]], path:
     keys = [k for k in AXIS_KEYS if k in axes_values]
     size = math.prod(len(axes_values[k]) for k in keys)
     if size > MAX_PRODUCT:
-        raise MatrixError([where("product", "[product]", f"expands to {size:,} cells before excludes; a grid holds at most "
-                                 f"{MAX_PRODUCT:,} (split it into several grid files)", table="product")])
+        raise MatrixError(
+            [
+                where(
+                    "product",
+                    "[product]",
+                    f"expands to {size:,} cells before excludes; a grid holds at most "
+                    f"{MAX_PRODUCT:,} (split it into several grid files)",
+                    table="product",
+                )
+            ]
+        )
     cells = []
     for combo in itertools.product(*(axes_values[k] for k in keys)):
         fields = dict(zip(keys, combo))
@@ -253,12 +297,15 @@ def _check_ranks(cells: list[Cell], where, problems: list[str]) -> None:
             fix = f'strategy = "{strategy.name}", ranks = {ranks[0] if len(ranks) == 1 else ranks}'
             lo, hi = strategy.min_ranks, strategy.max_ranks
             allowed = f"exactly {lo}" if lo == hi else f"{lo} or more"
-            problems.append(where(
-                "product", "[product]",
-                f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {strategy.name} with "
-                f"{bad[0].ranks} rank(s); {strategy.name} takes {allowed}: add [[exclude]] {fix}",
-                table="product",
-            ))
+            problems.append(
+                where(
+                    "product",
+                    "[product]",
+                    f"{len(bad)} cell(s) such as {bad[0].id} pair strategy {strategy.name} with "
+                    f"{bad[0].ranks} rank(s); {strategy.name} takes {allowed}: add [[exclude]] {fix}",
+                    table="product",
+                )
+            )
 
 
 # a grid's [settings] may not change what its cells measure: a cell's id names what it measures
@@ -277,7 +324,13 @@ def parse_models(doc: dict, defaults: dict, path: Path, problems: list[str]) -> 
     for name, table in doc.items():
         at = functools.partial(where, table=name)
         if not TOKEN.match(name) or name == DEFAULT_MODEL:
-            problems.append(at(name, f"[{name}]", "a model name is lower-case letters, digits, '_' and '.' (it goes into cell ids), not \"default\""))
+            problems.append(
+                at(
+                    name,
+                    f"[{name}]",
+                    "a model name is lower-case letters, digits, '_' and '.' (it goes into cell ids), not \"default\"",
+                )
+            )
             continue
         if not isinstance(table, dict):
             problems.append(at(name, f"[{name}]", "must be a table"))
@@ -314,9 +367,7 @@ def check_axis_value(data: MatrixData, axis: str, value: Any, where, label: str,
     pattern = decl.get("pattern")
     if isinstance(value, str) and pattern and re.match(pattern, value):
         return True
-    problems.append(
-        where(axis, label, f"{toml_repr(value)} is not valid: {decl.get('description', pattern)}")
-    )
+    problems.append(where(axis, label, f"{toml_repr(value)} is not valid: {decl.get('description', pattern)}"))
     return False
 
 
@@ -330,7 +381,9 @@ def settings_over(base: dict, overrides, prefix: str, where, problems: list) -> 
     _merge_settings(settings, overrides, prefix, where, problems)
     train = settings.get("train", {})
     if train.get("seq_len_min", 1) > train.get("seq_len_max", 1):
-        problems.append(where("seq_len_min", f"[{prefix}.train].seq_len_min", "is larger than seq_len_max", table=f"{prefix}.train"))
+        problems.append(
+            where("seq_len_min", f"[{prefix}.train].seq_len_min", "is larger than seq_len_max", table=f"{prefix}.train")
+        )
     return settings
 
 
@@ -357,12 +410,20 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
         ok = type(value) is type(default) or (type(default) is float and type(value) is int)
         if not ok:
             problems.append(
-                where(key, label, f"{toml_repr(value)} must be {_TYPE_NAMES[type(default)]} like the default {toml_repr(default)}")
+                where(
+                    key,
+                    label,
+                    f"{toml_repr(value)} must be {_TYPE_NAMES[type(default)]} like the default {toml_repr(default)}",
+                )
             )
             continue
         if key in _SETTING_CHOICES and value not in _SETTING_CHOICES[key]:
             shown = ", ".join(toml_repr(c) for c in _SETTING_CHOICES[key])
-            problems.append(where(key, label, f"{toml_repr(value)} is not one of {shown}{did_you_mean(value, _SETTING_CHOICES[key])}"))
+            problems.append(
+                where(
+                    key, label, f"{toml_repr(value)} is not one of {shown}{did_you_mean(value, _SETTING_CHOICES[key])}"
+                )
+            )
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and key != "seed":
             problems.append(where(key, label, f"{value} must be greater than 0"))
@@ -370,5 +431,9 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
         into[key] = value
 
 
-_SETTING_CHOICES = {"order": ("shuffled", "ascending"), "padding": ("longest", "max_length"), "base_dtype": ("float32", "compute")}
+_SETTING_CHOICES = {
+    "order": ("shuffled", "ascending"),
+    "padding": ("longest", "max_length"),
+    "base_dtype": ("float32", "compute"),
+}
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list"}

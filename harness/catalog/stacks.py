@@ -1,13 +1,13 @@
 """matrix/stacks.toml: the named library stacks a cell runs on, each a table of pins.
 
-    [transformers_4_46]
-    description = "..."
-    torch = "inherit"              # the runner's own torch, or a specifier to install
-    transformers = "==4.46.3"      # each package of harness/catalog/packages.py's STACK: a specifier, "" = newest
-    python = "<3.13"               # the Pythons it installs on, and why not on the others
-    python_why = "..."
-    canary = true                  # takes the newest releases (ranges, not exact pins)
-    provider = "current"           # no env: the interpreter compat runs under (takes no pins)
+[transformers_4_46]
+description = "..."
+torch = "inherit"              # the runner's own torch, or a specifier to install
+transformers = "==4.46.3"      # each package of harness/catalog/packages.py's STACK: a specifier, "" = newest
+python = "<3.13"               # the Pythons it installs on, and why not on the others
+python_why = "..."
+canary = true                  # takes the newest releases (ranges, not exact pins)
+provider = "current"           # no env: the interpreter compat runs under (takes no pins)
 """
 
 from __future__ import annotations
@@ -53,27 +53,34 @@ def _specifier(like: str, also: str = "") -> Kind:
         try:
             SpecifierSet(value)
         except InvalidSpecifier:
-            return f"{toml_repr(value)} is not a version specifier like {like}" + (f" (or \"{also}\")" if also else "")
+            return f"{toml_repr(value)} is not a version specifier like {like}" + (f' (or "{also}")' if also else "")
         return None
+
     return Kind(problem)
 
 
 PACKAGE_SPEC = _specifier('"==4.33.0" or ">=4.40,<4.41"')
 # a [NAME] table of matrix/stacks.toml
-STACK_TABLE = Table({
-    "description": Key.of(TEXT),
-    "provider": Key.of(TEXT, one_of("env", "current")),
-    "canary": Key.of(BOOL),
-    "torch": Key.of(TEXT, _specifier('"==4.33.0" or ">=4.40,<4.41"', also="inherit")),
-    "python": Key.of(TEXT, _specifier('"<3.12"')),
-    "python_why": Key.of(TEXT),
-    **{package: Key.of(TEXT, PACKAGE_SPEC) for package in STACK_PACKAGES},
-})
+STACK_TABLE = Table(
+    {
+        "description": Key.of(TEXT),
+        "provider": Key.of(TEXT, one_of("env", "current")),
+        "canary": Key.of(BOOL),
+        "torch": Key.of(TEXT, _specifier('"==4.33.0" or ">=4.40,<4.41"', also="inherit")),
+        "python": Key.of(TEXT, _specifier('"<3.12"')),
+        "python_why": Key.of(TEXT),
+        **{package: Key.of(TEXT, PACKAGE_SPEC) for package in STACK_PACKAGES},
+    }
+)
 
 
 def _exact_pin(key: str, value: str) -> str | None:
-    if key in ("torch", *STACK_PACKAGES) and value != "inherit" and any(s.operator in ("==", "===") for s in SpecifierSet(value)):
-        return "a canary takes the newest release: give a range or \"\", not an exact pin"
+    if (
+        key in ("torch", *STACK_PACKAGES)
+        and value != "inherit"
+        and any(s.operator in ("==", "===") for s in SpecifierSet(value))
+    ):
+        return 'a canary takes the newest release: give a range or "", not an exact pin'
     return None
 
 
@@ -83,17 +90,32 @@ def parse_stacks(doc: dict, path: Path, where, problems: list[str]) -> dict[str,
     for name, table in doc.items():
         at_table = functools.partial(where, table=name)
         if not TOKEN.match(name):
-            problems.append(at_table(name, f"[{name}]", "a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)"))
+            problems.append(
+                at_table(
+                    name, f"[{name}]", "a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)"
+                )
+            )
             continue
         if not isinstance(table, dict):
             problems.append(at_table(name, f"[{name}]", "must be a table"))
             continue
         canary = table.get("canary") is True
-        ok = check(table, STACK_TABLE, lambda key, msg: at_table(key, f"[{name}].{key}", msg), problems,
-                   also=lambda key, value: _exact_pin(key, value) if canary else None)
+        ok = check(
+            table,
+            STACK_TABLE,
+            lambda key, msg: at_table(key, f"[{name}].{key}", msg),
+            problems,
+            also=lambda key, value: _exact_pin(key, value) if canary else None,
+        )
         current = table.get("provider") == "current"
         if current and any(k in table for k in ("torch", "canary", "python", *STACK_PACKAGES)):
-            problems.append(at_table(name, f"[{name}]", "provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary"))
+            problems.append(
+                at_table(
+                    name,
+                    f"[{name}]",
+                    'provider = "current" runs the interpreter as it is: it takes no packages, torch or canary',
+                )
+            )
             ok = False
         if ok:
             stacks[name] = Stack(

@@ -20,7 +20,7 @@ NATIVE = "native"  # harness/workloads/native.py: torch's own FSDP2 / DDP and a 
 NO_CPU_FSDP = (
     "accelerate has no FSDP on a CPU host: it turns FSDP on only for GPU-like devices, so the Trainer trains an FSDP "
     "config as DDP there (accelerate 1.15, state.py, AcceleratorState), and accelerate 1.6's FSDP plugin refuses "
-    "outright (\"There are currently no available devices found\"). The torch-native path, strategy fsdp2_native, "
+    'outright ("There are currently no available devices found"). The torch-native path, strategy fsdp2_native, '
     "shards on a CPU"
 )
 
@@ -70,25 +70,73 @@ class Strategy:
 
     def spec(self) -> dict:
         """What the workload needs to know of the strategy, written into a cell's spec."""
-        return {"workload": self.workload, "zero_stage": self.zero_stage, "offload": self.offload, "fsdp_version": self.fsdp_version}
+        return {
+            "workload": self.workload,
+            "zero_stage": self.zero_stage,
+            "offload": self.offload,
+            "fsdp_version": self.fsdp_version,
+        }
 
 
 TABLE = (
     Strategy("single", 1, 1, TRAINER, shards=(), fit_why="one card holds everything", recommend_rank=1),
-    Strategy("ddp", 2, None, TRAINER, buckets=True, recommend_rank=2,
-             fit_why="DDP keeps the whole model, its gradients and optimizer state on each of the {n} cards; more cards add "
-                     "throughput but never lower the per-card peak"),
-    Strategy("fsdp", 2, None, TRAINER, fsdp_version=1, cpu_unsupported=NO_CPU_FSDP, shards=("weights", "gradients", "optimizer"),
-             fit_why="FSDP full shard divides weights, gradients and optimizer state over {n} cards, gathering one layer at a time"),
-    Strategy("fsdp2", 2, None, TRAINER, fsdp_version=2, cpu_unsupported=NO_CPU_FSDP, fit_as="fsdp"),  # shards as FSDP1's full shard
-    Strategy("zero2", 1, None, TRAINER, zero_stage=2, shards=("gradients", "optimizer"), recommend_rank=3,
-             fit_why="ZeRO-2 divides gradients and optimizer state over {n} cards; every card still holds all weights"),
-    Strategy("zero3", 1, None, TRAINER, zero_stage=3, shards=("weights", "gradients", "optimizer"), recommend_rank=4,
-             fit_why="ZeRO-3 divides weights, gradients and optimizer state over {n} cards, gathering one layer at a time"),
-    Strategy("zero3_offload", 1, None, TRAINER, zero_stage=3, offload=True, shards=("weights", "gradients", "optimizer"),
-             recommend_rank=5,
-             fit_why="ZeRO-3 with offload keeps parameters, gradients and optimizer state in host memory and gathers one layer "
-                     "at a time onto the card: least card memory, slowest steps"),
+    Strategy(
+        "ddp",
+        2,
+        None,
+        TRAINER,
+        buckets=True,
+        recommend_rank=2,
+        fit_why="DDP keeps the whole model, its gradients and optimizer state on each of the {n} cards; more cards add "
+        "throughput but never lower the per-card peak",
+    ),
+    Strategy(
+        "fsdp",
+        2,
+        None,
+        TRAINER,
+        fsdp_version=1,
+        cpu_unsupported=NO_CPU_FSDP,
+        shards=("weights", "gradients", "optimizer"),
+        fit_why="FSDP full shard divides weights, gradients and optimizer state over {n} cards, gathering one "
+        "layer at a time",
+    ),
+    Strategy(
+        "fsdp2", 2, None, TRAINER, fsdp_version=2, cpu_unsupported=NO_CPU_FSDP, fit_as="fsdp"
+    ),  # shards as FSDP1's full shard
+    Strategy(
+        "zero2",
+        1,
+        None,
+        TRAINER,
+        zero_stage=2,
+        shards=("gradients", "optimizer"),
+        recommend_rank=3,
+        fit_why="ZeRO-2 divides gradients and optimizer state over {n} cards; every card still holds all weights",
+    ),
+    Strategy(
+        "zero3",
+        1,
+        None,
+        TRAINER,
+        zero_stage=3,
+        shards=("weights", "gradients", "optimizer"),
+        recommend_rank=4,
+        fit_why="ZeRO-3 divides weights, gradients and optimizer state over {n} cards, gathering one layer at a time",
+    ),
+    Strategy(
+        "zero3_offload",
+        1,
+        None,
+        TRAINER,
+        zero_stage=3,
+        offload=True,
+        shards=("weights", "gradients", "optimizer"),
+        recommend_rank=5,
+        fit_why="ZeRO-3 with offload keeps parameters, gradients and optimizer state in host memory and gathers "
+        "one layer "
+        "at a time onto the card: least card memory, slowest steps",
+    ),
     # fully_shard on a mesh of one shards nothing, and measures its cost; the native paths place
     # memory as the Trainer's strategies they mirror
     Strategy("fsdp2_native", 1, None, NATIVE, fsdp_version=2, fit_as="fsdp"),

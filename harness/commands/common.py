@@ -15,11 +15,11 @@ from pathlib import Path
 from harness import home
 from harness.answers import recommend
 from harness.catalog import known_issues
+from harness.errors import MatrixError, ResultsWriteError, UsageError
 from harness.evidence import lastgood, records, summary
+from harness.home import Home
 from harness.render import support, table
 from harness.run import hardware
-from harness.errors import MatrixError, ResultsWriteError, UsageError
-from harness.home import Home
 
 
 def find_home() -> Home:
@@ -45,7 +45,9 @@ def writable(folder: Path, flag: str) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise ResultsWriteError(f"{flag} {folder}: cannot be written ({exc.strerror}); nothing was run or written") from None
+        raise ResultsWriteError(
+            f"{flag} {folder}: cannot be written ({exc.strerror}); nothing was run or written"
+        ) from None
     return folder
 
 
@@ -66,7 +68,9 @@ def _number(text: str, least: float, strict: bool) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(x) or x < least or (strict and x == least):
-        raise argparse.ArgumentTypeError(f"{text}: must be a finite number {'above' if strict else 'of at least'} {least:g}")
+        raise argparse.ArgumentTypeError(
+            f"{text}: must be a finite number {'above' if strict else 'of at least'} {least:g}"
+        )
     return x
 
 
@@ -115,9 +119,9 @@ def load_plan(args, host: hardware.Host):
     """(home, grids, planned cells, matrix data, each cell's grid): the selected cells of every
     grid `--matrix` names, as one plan. A cell id names one experiment in every grid, so a cell
     that two of them list runs once; the same id with another time limit is an error."""
-    from harness.run import runner
     from harness.catalog.cell import Selector
     from harness.catalog.matrix import MatrixData, load_matrix
+    from harness.run import runner
 
     where = find_home()
     data = MatrixData.load(where.matrix)
@@ -139,8 +143,10 @@ def load_plan(args, host: hardware.Host):
             if first is grid:
                 cells.append(cell)
             elif first.settings != grid.settings:
-                problems.append(f"{grid.path}: cell {cell.id} is also in {first.path}, with other [settings]: one id is one "
-                                "experiment; give the grids the same timeout_s, or leave the cell out of one of them")
+                problems.append(
+                    f"{grid.path}: cell {cell.id} is also in {first.path}, with other [settings]: one id is one "
+                    "experiment; give the grids the same timeout_s, or leave the cell out of one of them"
+                )
     if problems:
         raise MatrixError(problems)
     names = ", ".join(str(g.path) for g in grids)
@@ -150,7 +156,10 @@ def load_plan(args, host: hardware.Host):
         selected = len(cells)
         cells = shard(cells, *args.shard)
         if not cells:
-            raise UsageError(f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({selected} cells selected, fewer than shares)")
+            raise UsageError(
+                f"--shard {args.shard[0]}/{args.shard[1]}: no cell in this share ({selected} cells selected, fewer "
+                "than shares)"
+            )
     return where, grids, runner.plan(cells, host), data, grid_of
 
 
@@ -188,8 +197,10 @@ def full_grids_text(host: hardware.Host) -> str:
     """Where to go after the default grid: the full grids of this kind of host, as a command."""
     grid, full, tox = DEFAULT_GRIDS["gpu" if host.gpus else "cpu"]
     flags = " ".join(f"--matrix {name}" for name in full)
-    return (f"That was {grid}, compat's short grid for this host. The full grids: `compat run {flags}` (or `{tox}`); "
-            "`compat list --grids` lists every grid.")
+    return (
+        f"That was {grid}, compat's short grid for this host. The full grids: `compat run {flags}` (or `{tox}`); "
+        "`compat list --grids` lists every grid."
+    )
 
 
 def _grids(text: str) -> list[Path] | None:
@@ -270,11 +281,30 @@ def render(results: Path, matrix_dir: Path, base):
 
 def selection(p: argparse.ArgumentParser) -> None:
     """The options that choose cells: --matrix, --select, --skip, --shard (list and run)."""
-    p.add_argument("--matrix", action="append", type=path_value, default=[], metavar="PATH",
-                   help="a grid file, a glob of them ('matrix/gpu*.toml'), or the name of one of compat's own grids "
-                        "('cpu', 'gpu*'; `compat list --grids` shows them); repeatable: the cells of every grid are "
-                        "one plan (default: the short grid of this host: matrix/gpu.toml's cells of its GPUs' architecture, "
-                        "else matrix/quick.toml)")
-    p.add_argument("--select", action="append", default=[], metavar="GLOB", help="take cells whose id matches (fnmatch, {a,b}); repeatable")
-    p.add_argument("--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable")
-    p.add_argument("--shard", type=parse_shard, metavar="I/N", help="take the I-th of N equal shares of the selected cells (1/2, 2/2: two runners split a grid)")
+    p.add_argument(
+        "--matrix",
+        action="append",
+        type=path_value,
+        default=[],
+        metavar="PATH",
+        help="a grid file, a glob of them ('matrix/gpu*.toml'), or the name of one of compat's own grids "
+        "('cpu', 'gpu*'; `compat list --grids` shows them); repeatable: the cells of every grid are "
+        "one plan (default: the short grid of this host: matrix/gpu.toml's cells of its GPUs' architecture, "
+        "else matrix/quick.toml)",
+    )
+    p.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="take cells whose id matches (fnmatch, {a,b}); repeatable",
+    )
+    p.add_argument(
+        "--skip", action="append", default=[], metavar="GLOB", help="leave out cells whose id matches; repeatable"
+    )
+    p.add_argument(
+        "--shard",
+        type=parse_shard,
+        metavar="I/N",
+        help="take the I-th of N equal shares of the selected cells (1/2, 2/2: two runners split a grid)",
+    )

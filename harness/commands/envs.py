@@ -12,10 +12,20 @@ NAME = "envs"
 
 def add(sub) -> None:
     p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
-    p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
+    p.add_argument(
+        "--env-dir",
+        type=common.path_value,
+        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON array of envs")
     p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
-    p.add_argument("--older-than", type=common.non_negative, default=30.0, metavar="DAYS", help="with --prune: age of last use in days (default 30; 0 deletes every env)")
+    p.add_argument(
+        "--older-than",
+        type=common.non_negative,
+        default=30.0,
+        metavar="DAYS",
+        help="with --prune: age of last use in days (default 30; 0 deletes every env)",
+    )
 
 
 def handle(args) -> int:
@@ -43,7 +53,9 @@ def handle(args) -> int:
     for e in found:
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_used"]))
         print(
-            f"  {Path(e['path']).name:<24} {e['size_bytes'] / 2**20:>6,.0f} MiB ({e['own_bytes'] / 2**20:,.0f} MiB its own)"
-            f"  last used {used}  torch {e['torch']}  {' '.join(e['requirements']) if e['complete'] else '(half-made: a run was stopped while making it)'}"
+            f"  {Path(e['path']).name:<24} {e['size_bytes'] / 2**20:>6,.0f} MiB ({e['own_bytes'] / 2**20:,.0f} MiB "
+            "its own)"
+            f"  last used {used}  torch {e['torch']}  "
+            f"{' '.join(e['requirements']) if e['complete'] else '(half-made: a run was stopped while making it)'}"
         )
     return 0

@@ -16,9 +16,13 @@ NAME = "explain"
 def add(sub) -> None:
     p = sub.add_parser("explain", help="match a log or traceback against the known issues")
     p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
-    p.add_argument("--env", metavar="FILE", help="a report of the environment beside the log (pip freeze, "
-                   "`transformers-cli env`, `accelerate env`, `ds_report`, `python -m torch.utils.collect_env`, "
-                   "nvidia-smi): its versions and GPUs rank the matches")
+    p.add_argument(
+        "--env",
+        metavar="FILE",
+        help="a report of the environment beside the log (pip freeze, "
+        "`transformers-cli env`, `accelerate env`, `ds_report`, `python -m torch.utils.collect_env`, "
+        "nvidia-smi): its versions and GPUs rank the matches",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -55,21 +59,7 @@ def handle(args) -> int:
     also = data.set_to_fail(text, facts.packages(), facts.cc, facts.axes(), {m.issue.id for m in matches if m.answers})
     signature = known_issues.error_signature(text)
     if args.format == "json":
-        print(json.dumps({
-            "log": name,
-            "signature": signature,
-            "facts": {"versions": facts.versions, "gpus": facts.gpus, "cc": facts.cc, "package": facts.package,
-                      "remote_model": facts.remote_model, "project_file": facts.project_file, "strategy": facts.strategy},
-            "family": {"name": answer.family, "matched": answer.matched, "cause": answer.cause, "next_step": answer.step},
-            "matches": [{
-                "id": m.issue.id, "title": m.issue.title, "cause": m.issue.cause, "fix": list(m.issue.fix),
-                "pins": {k: str(v) for k, v in m.issue.pins.items()}, "sources": list(m.issue.sources),
-                "reports": m.issue.reports, "found_by": m.issue.found_by or None,
-                "matched": m.hits, "score": list(m.score), "conditions": m.verdict,
-                "answers": m.answers,  # false: conditions unshown or contradicted; the family answer comes first
-            } for m in matches],
-            "settings": [{"id": i.id, "title": i.title, "set": setting, "fix": list(i.fix)} for i, setting in also],
-        }, indent=1))
+        print(json.dumps(_as_json(name, signature, facts, answer, matches, also), indent=1))
         return 0
     for line in facts.describe():
         print(line)
@@ -77,14 +67,62 @@ def handle(args) -> int:
         _family(name, answer, signature, data, facts)
     else:
         _matches(name, matches, answer)
-    if also:
-        print("The log also sets options that fail under what it shows (whether or not it reached that error):\n")
-        for i, setting in also:
-            print(f"- {i.id}: {i.title}")
-            print(f"   set:     {setting[:200]}")
-            print(f"   when:    {i.conditions_text()}: hold for what the log shows")
-            print(f"   fix:     {i.fix[0]}\n")
+    _settings(also)
     return 0
+
+
+def _as_json(name: str, signature: str, facts, answer, matches: list, also: list) -> dict:
+    """compat explain --format json."""
+    return {
+        "log": name,
+        "signature": signature,
+        "facts": {
+            "versions": facts.versions,
+            "gpus": facts.gpus,
+            "cc": facts.cc,
+            "package": facts.package,
+            "remote_model": facts.remote_model,
+            "project_file": facts.project_file,
+            "strategy": facts.strategy,
+        },
+        "family": {
+            "name": answer.family,
+            "matched": answer.matched,
+            "cause": answer.cause,
+            "next_step": answer.step,
+        },
+        "matches": [
+            {
+                "id": m.issue.id,
+                "title": m.issue.title,
+                "cause": m.issue.cause,
+                "fix": list(m.issue.fix),
+                "pins": {k: str(v) for k, v in m.issue.pins.items()},
+                "sources": list(m.issue.sources),
+                "reports": m.issue.reports,
+                "found_by": m.issue.found_by or None,
+                "matched": m.hits,
+                "score": list(m.score),
+                "conditions": m.verdict,
+                # false: conditions unshown or contradicted; the family answer comes first
+                "answers": m.answers,
+            }
+            for m in matches
+        ],
+        "settings": [{"id": i.id, "title": i.title, "set": setting, "fix": list(i.fix)} for i, setting in also],
+    }
+
+
+def _settings(also: list) -> None:
+    """The options the log sets that fail under what it shows."""
+    if not also:
+        return
+    print("The log also sets options that fail under what it shows (whether or not it reached that error):\n")
+    for i, setting in also:
+        print(f"- {i.id}: {i.title}")
+        print(f"   set:     {setting[:200]}")
+        print(f"   when:    {i.conditions_text()}: hold for what the log shows")
+        print(f"   fix:     {i.fix[0]}\n")
 
 
 def _matches(name: str, matches: list, answer) -> None:
@@ -93,9 +131,11 @@ def _matches(name: str, matches: list, answer) -> None:
     if not any(m.answers for m in matches):
         # every match needs a condition the log does not show, or the log contradicts one: the
         # family-level answer comes first, the matches after it
-        print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match the wording of {name}, but what the log "
-              "shows does not confirm their conditions, so first the family-level answer (not a matched known issue): "
-              f"{answer.family}")
+        print(
+            f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match the wording of {name}, but what "
+            "the log shows does not confirm their conditions, so first the family-level answer "
+            f"(not a matched known issue): {answer.family}"
+        )
         print(f"   cause:   {answer.cause}")
         print(f"   next:    {answer.step}\n")
         print("Known issues whose wording matches, if their conditions are yours:\n")
@@ -109,7 +149,10 @@ def _matches(name: str, matches: list, answer) -> None:
             said = "hold for what the log shows" if m.verdict == "hold" else "do NOT hold for what the log shows"
             print(f"   when:    {i.conditions_text()}: {said}")
         elif m.verdict == "unshown":
-            print(f"   when:    {i.conditions_text()}: the log does not show the {' or '.join(i.shown)}; this applies only if it is so")
+            print(
+                f"   when:    {i.conditions_text()}: the log does not show the {' or '.join(i.shown)}; this "
+                "applies only if it is so"
+            )
         print(f"   cause:   {i.cause}")
         for k, f in enumerate(i.fix):
             print(f"   {'fix:     ' if k == 0 else '         '}{f}")
@@ -137,8 +180,13 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
     packages = facts.packages()
     if not packages:
         return
-    near = [i for i in data.issues if any(k in packages for k in i.when) and i.verdict(packages, facts.cc, facts.axes()) == "hold"
-            and explain.classify(known_issues.clean(i.example), explain.Facts()).family == answer.family]
+    near = [
+        i
+        for i in data.issues
+        if any(k in packages for k in i.when)
+        and i.verdict(packages, facts.cc, facts.axes()) == "hold"
+        and explain.classify(known_issues.clean(i.example), explain.Facts()).family == answer.family
+    ]
     if near:
         print("   known issues of this family whose conditions your versions meet:")
         for i in near[:5]:

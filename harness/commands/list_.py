@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from harness.run import hardware
 from harness.commands import common
 from harness.commands.common import load_plan
+from harness.run import hardware
 
 NAME = "list"
 
@@ -15,8 +15,12 @@ def add(sub) -> None:
     p = sub.add_parser("list", help="print the plan without running anything")
     common.selection(p)
     p.add_argument("--json", action="store_true", help="one JSON array of cells")
-    p.add_argument("--grids", action="store_true", help="compat's own grids instead: each one's name, cells, how many run "
-                                                         "on this host, and what it covers (pass the name to --matrix)")
+    p.add_argument(
+        "--grids",
+        action="store_true",
+        help="compat's own grids instead: each one's name, cells, how many run "
+        "on this host, and what it covers (pass the name to --matrix)",
+    )
 
 
 def handle(args) -> int:
@@ -25,8 +29,22 @@ def handle(args) -> int:
         return list_grids(host)
     _, grids, planned, _, grid_of = load_plan(args, host)
     if args.json:
-        print(json.dumps([{"id": p.cell.id, "grid": str(grid_of[p.cell.id].path), "axes": p.cell.axes(), "runs_here": p.here,
-                           "unsupported": p.unsupported, "reason": p.reason} for p in planned], indent=1))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": p.cell.id,
+                        "grid": str(grid_of[p.cell.id].path),
+                        "axes": p.cell.axes(),
+                        "runs_here": p.here,
+                        "unsupported": p.unsupported,
+                        "reason": p.reason,
+                    }
+                    for p in planned
+                ],
+                indent=1,
+            )
+        )
         return 0
     width = max(len(p.cell.id) for p in planned)
     for grid in grids:
@@ -40,8 +58,8 @@ def handle(args) -> int:
 
 
 def list_grids(host: hardware.Host) -> int:
-    from harness.run import runner
     from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
+    from harness.run import runner
 
     where = common.find_home()
     data = MatrixData.load(where.matrix)

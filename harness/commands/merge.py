@@ -3,20 +3,35 @@
 from __future__ import annotations
 
 from harness.commands import common
-from harness.commands.common import known_issues_base, print_skipped, find_home, render, rules, writable
+from harness.commands.common import find_home, known_issues_base, print_skipped, render, rules, writable
 
 NAME = "merge"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("merge", help="add other runners' records to a results folder (validated, de-duplicated, with provenance)",
-                       description="Add the records of FILEs (other runners' records.jsonl) to DIR/records.jsonl: every line is "
-                       "validated (a bad one is reported with file:line and skipped), records already in DIR are left out, "
-                       "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "
-                       "Exit code 1 when a line was skipped (the valid ones are merged all the same), 2 for bad usage.")
-    p.add_argument("files", nargs="+", type=common.path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
-    p.add_argument("--into", type=common.path_value, help="results folder to merge into (default: results/ of the checkout; with compat installed, ./results)")
-    p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards")
+    p = sub.add_parser(
+        "merge",
+        help="add other runners' records to a results folder (validated, de-duplicated, with provenance)",
+        description="Add the records of FILEs (other runners' records.jsonl) to DIR/records.jsonl: every line is "
+        "validated (a bad one is reported with file:line and skipped), records already in DIR are left out, "
+        "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "
+        "Exit code 1 when a line was skipped (the valid ones are merged all the same), 2 for bad usage.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=common.path_value,
+        metavar="FILE",
+        help="a records .jsonl file from a runner or a contributor",
+    )
+    p.add_argument(
+        "--into",
+        type=common.path_value,
+        help="results folder to merge into (default: results/ of the checkout; with compat installed, ./results)",
+    )
+    p.add_argument(
+        "--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards"
+    )
 
 
 def handle(args) -> int:

@@ -5,23 +5,54 @@ from __future__ import annotations
 import json
 
 from harness.answers import recommend
-from harness.evidence import lastgood
 from harness.commands import common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import CompatError
+from harness.evidence import lastgood
 
 NAME = "recommend"
 
 
 def add(sub) -> None:
     p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
-    p.add_argument("--gpu", type=common.text_value, required=True, metavar="NAME", help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"')
+    p.add_argument(
+        "--gpu",
+        type=common.text_value,
+        required=True,
+        metavar="NAME",
+        help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"',
+    )
     p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards per node (default 1)")
-    p.add_argument("--method", choices=recommend.METHODS, help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)")
-    p.add_argument("--model-size", type=common.text_value, metavar="SIZE", help="choose method and strategy by `compat fit` for this model size (0.5B to 72B; an unknown size lists them)")
-    p.add_argument("--seq-len", type=common.count, default=2048, metavar="L", help="with --model-size: training sequence length (default 2048)")
-    p.add_argument("--format", choices=("text", "json", "constraints"), default="text", help="text (default), json, or a pip constraints file")
-    p.add_argument("--results", type=common.path_value, help="results folder whose records count as measurements (default: results/ of the checkout, or the records installed with compat and ./results)")
+    p.add_argument(
+        "--method",
+        choices=recommend.METHODS,
+        help="full, lora or qlora (default qlora; with --model-size, the most faithful that fits)",
+    )
+    p.add_argument(
+        "--model-size",
+        type=common.text_value,
+        metavar="SIZE",
+        help="choose method and strategy by `compat fit` for this model size (0.5B to 72B; an unknown size lists them)",
+    )
+    p.add_argument(
+        "--seq-len",
+        type=common.count,
+        default=2048,
+        metavar="L",
+        help="with --model-size: training sequence length (default 2048)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "constraints"),
+        default="text",
+        help="text (default), json, or a pip constraints file",
+    )
+    p.add_argument(
+        "--results",
+        type=common.path_value,
+        help="results folder whose records count as measurements (default: results/ of the checkout, or the "
+        "records installed with compat and ./results)",
+    )
 
 
 def handle(args) -> int:
@@ -36,13 +67,22 @@ def handle(args) -> int:
         configs = model_configs.ModelConfigs.load(matrix_dir)
         entry = configs.by_size(args.model_size)
         cal = configs.calibrate(recs, gpu=True)
-        picked = recommend.choose_by_fit(gpu, args.gpus, [args.method] if args.method else ["full", "lora", "qlora"],
-                                       entry, cal, configs.cuda_context(recs, gpu.arch), args.seq_len)
+        picked = recommend.choose_by_fit(
+            gpu,
+            args.gpus,
+            [args.method] if args.method else ["full", "lora", "qlora"],
+            entry,
+            cal,
+            configs.cuda_context(recs, gpu.arch),
+            args.seq_len,
+        )
         if picked is None:
-            raise CompatError(f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
-                              "method and strategy compat knows (QLoRA and ZeRO-3 with offload included); try a shorter "
-                              f"--seq-len or more cards. `compat fit --model-size {args.model_size} --gpu {args.gpu} "
-                              f"--gpus {args.gpus} --method qlora --grad-ckpt` shows the terms")
+            raise CompatError(
+                f"{entry.title} does not fit {args.gpus} x {gpu.name} at sequence {args.seq_len} with any "
+                "method and strategy compat knows (QLoRA and ZeRO-3 with offload included); try a shorter "
+                f"--seq-len or more cards. `compat fit --model-size {args.model_size} --gpu {args.gpu} "
+                f"--gpus {args.gpus} --method qlora --grad-ckpt` shows the terms"
+            )
         method, strategy, evidence = picked
         chosen = (strategy, evidence)
     edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence))

@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
-from harness.evidence import records, summary
-from harness.render import support, table
 from harness.commands import common
 from harness.commands.common import find_home, known_issues_base, rules
 from harness.errors import UsageError
+from harness.evidence import records, summary
+from harness.render import support, table
 
 NAME = "review"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("review", help="what merging contributed records would do: each refused line named, each table row that would change; writes nothing",
-                       description="Check contributed record files as `compat merge` would (schema, axis values, hardware "
-                       "against fingerprint, dates, ids already merged) without writing anything: every line that would be "
-                       "refused is named with file:line and why, and every line of the published COMPATIBILITY.md that "
-                       "would change is shown. Exit code 1 when a line would be refused, 0 when every record would be "
-                       "merged or is already there, 2 for bad usage. .ci/github-actions/review-records.yml runs it on pull "
-                       "requests that touch results/.")
-    p.add_argument("files", nargs="+", type=common.path_value, metavar="FILE", help="a records .jsonl file from a runner or a contributor")
-    p.add_argument("--results", type=common.path_value, help="the results folder they would be merged into (default: results/ of the checkout; with compat installed, ./results)")
+    p = sub.add_parser(
+        "review",
+        help="what merging contributed records would do: each refused line named, each table row that would "
+        "change; writes nothing",
+        description="Check contributed record files as `compat merge` would (schema, axis values, hardware "
+        "against fingerprint, dates, ids already merged) without writing anything: every line that would be "
+        "refused is named with file:line and why, and every line of the published COMPATIBILITY.md that "
+        "would change is shown. Exit code 1 when a line would be refused, 0 when every record would be "
+        "merged or is already there, 2 for bad usage. .ci/github-actions/review-records.yml runs it on pull "
+        "requests that touch results/.",
+    )
+    p.add_argument(
+        "files",
+        nargs="+",
+        type=common.path_value,
+        metavar="FILE",
+        help="a records .jsonl file from a runner or a contributor",
+    )
+    p.add_argument(
+        "--results",
+        type=common.path_value,
+        help="the results folder they would be merged into (default: results/ of the checkout; with compat "
+        "installed, ./results)",
+    )
 
 
 def handle(args) -> int:
@@ -37,20 +52,27 @@ def handle(args) -> int:
     tag = base.tag if base else None
     layout = support.Layout.load(matrix_dir)
     trust = rules()
-    shown, stored_bad = records.reduce_records(records.record_files(results), summary.Summary, trust.check, records.reader_view)
+    shown, stored_bad = records.reduce_records(
+        records.record_files(results), summary.Summary, trust.check, records.reader_view
+    )
     before = table.render(shown, "compat table", len(stored_bad), tag, layout).splitlines()
     reports = merge.merge(args.files, results, check=trust.check, dry_run=True)
     print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
     refused = 0
     for r in reports:
-        print(f"{r.path}: {len(r.accepted)} record(s) would be added, {r.duplicates} already in {results}, {len(r.bad)} refused")
+        print(
+            f"{r.path}: {len(r.accepted)} record(s) would be added, {r.duplicates} already in {results}, "
+            f"{len(r.bad)} refused"
+        )
         for b in r.bad:
             print(f"  refused {b}")
         refused += len(r.bad)
         for rec in r.accepted:
             shown.add(records.slim(rec))
     after = table.render(shown, "compat table", len(stored_bad), tag, layout).splitlines()
-    changes = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"]
+    changes = [
+        op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"
+    ]
     if not changes:
         print(f"{results / 'COMPATIBILITY.md'} would not change.")
     else:
@@ -58,7 +80,7 @@ def handle(args) -> int:
         for _, i1, i2, j1, j2 in changes:
             above = before[:i1]
             section = next((n for n in range(len(above) - 1, -1, -1) if above[n].startswith(("# ", "## "))), None)
-            sub = next((line for line in reversed(above[section or 0:]) if line.startswith("### ")), None)
+            sub = next((line for line in reversed(above[section or 0 :]) if line.startswith("### ")), None)
             print(f"  under {above[section] if section is not None else '(the top)'}{' / ' + sub if sub else ''}")
             for line in before[i1:i2]:
                 print(f"  - {line}")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.evidence import records
-from harness.run import hardware, progress, resume
 from harness.commands import common
 from harness.commands.common import known_issues_base, load_plan, read_results, render, writable
 from harness.errors import NoHardwareError, UsageError
+from harness.evidence import records
+from harness.run import hardware, progress, resume
 
 NAME = "run"
 
@@ -17,34 +17,111 @@ NAME = "run"
 def add(sub) -> None:
     p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
     common.selection(p)
-    p.add_argument("--results", type=common.path_value, help="results folder (default: results/ of the checkout; with compat installed, ./results)")
-    p.add_argument("--python", type=common.text_value, default=sys.executable, help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = \"inherit\" (default: this one)")
-    p.add_argument("--env-dir", type=common.path_value, help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)")
-    p.add_argument("--offline", action="store_true", help="install stacks only from --find-links folders, never from an index")
-    p.add_argument("--find-links", action="append", type=common.text_value, default=[], metavar="DIR", help="a folder of wheels to install stacks from; repeatable")
-    p.add_argument("--timeout", type=common.positive, metavar="S", help="per-cell time limit in seconds (default: the matrix's timeout_s)")
+    p.add_argument(
+        "--results",
+        type=common.path_value,
+        help="results folder (default: results/ of the checkout; with compat installed, ./results)",
+    )
+    _add_stack_options(p)
     p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
-    p.add_argument("--fail-on", type=common.text_value, default="infra", metavar="OUTCOMES", help="comma-separated outcomes that make the exit code 1 (default: infra)")
-    p.add_argument("--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)")
-    p.add_argument("--junit", type=common.path_value, metavar="FILE", help="also write JUnit XML, one test case per cell, for CI dashboards")
-    p.add_argument("--resume", action="store_true", help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under its run id")
-    p.add_argument("--progress", choices=("auto", "live", "plain"), default="auto",
-                   help="live: a display redrawn in place; plain: one line per cell, as in CI logs (default auto: live on a terminal)")
-    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
-                   help="run the cells on a Ray cluster, each on a node of its kind, records back here: ADDRESS of its head "
-                        "(ray://host:10001, host:6379, auto); without one, $RAY_ADDRESS or a local cluster (needs "
-                        "pip install 'compat[ray]'; docs/ray.md)")
-    p.add_argument("--warm", action="store_true",
-                   help="with --ray: run one-process cells as forks of a warm worker per (stack, card) that imported "
-                        "the stack's libraries once, each cell still in a process of its own (records say runner.warm)")
-    p.add_argument("--bisect-canary", action="store_true",
-                   help="after the run, bisect each canary cell that failed where a control stack's same cell passed, against "
-                        "each package whose version differs; reports, records and a draft known-issue entry in RESULTS/bisect "
-                        "(docs/bisect.md)")
-    p.add_argument("--stop-after", type=common.non_negative, metavar="S", help="start no cell once S seconds have passed; the running ones finish. "
-                   "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
-                   "S = N*60 less the largest cell time limit)")
+    p.add_argument(
+        "--fail-on",
+        type=common.text_value,
+        default="infra",
+        metavar="OUTCOMES",
+        help="comma-separated outcomes that make the exit code 1 (default: infra)",
+    )
+    p.add_argument(
+        "--keep-workdirs", action="store_true", help="keep each cell's temporary folder (saved models, spec, result)"
+    )
+    p.add_argument(
+        "--junit",
+        type=common.path_value,
+        metavar="FILE",
+        help="also write JUnit XML, one test case per cell, for CI dashboards",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue this runner's latest run of these cells: run only the cells it has no record of yet, under "
+        "its run id",
+    )
+    _add_how_options(p)
+
+
+def _add_stack_options(p) -> None:
+    """Where the stacks come from: the base interpreter, their environments, wheel folders; and the time limit."""
+    p.add_argument(
+        "--python",
+        type=common.text_value,
+        default=sys.executable,
+        help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = "
+        '"inherit" (default: this one)',
+    )
+    p.add_argument(
+        "--env-dir",
+        type=common.path_value,
+        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
+    )
+    p.add_argument(
+        "--offline", action="store_true", help="install stacks only from --find-links folders, never from an index"
+    )
+    p.add_argument(
+        "--find-links",
+        action="append",
+        type=common.text_value,
+        default=[],
+        metavar="DIR",
+        help="a folder of wheels to install stacks from; repeatable",
+    )
+    p.add_argument(
+        "--timeout",
+        type=common.positive,
+        metavar="S",
+        help="per-cell time limit in seconds (default: the matrix's timeout_s)",
+    )
+
+
+def _add_how_options(p) -> None:
+    """How the run goes: resumed, displayed, on a Ray cluster, warm, the canary bisected, within a time budget."""
+    p.add_argument(
+        "--progress",
+        choices=("auto", "live", "plain"),
+        default="auto",
+        help="live: a display redrawn in place; plain: one line per cell, as in CI logs (default auto: live on a "
+        "terminal)",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the cells on a Ray cluster, each on a node of its kind, records back here: ADDRESS of its head "
+        "(ray://host:10001, host:6379, auto); without one, $RAY_ADDRESS or a local cluster (needs "
+        "pip install 'compat[ray]'; docs/ray.md)",
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="with --ray: run one-process cells as forks of a warm worker per (stack, card) that imported "
+        "the stack's libraries once, each cell still in a process of its own (records say runner.warm)",
+    )
+    p.add_argument(
+        "--bisect-canary",
+        action="store_true",
+        help="after the run, bisect each canary cell that failed where a control stack's same cell passed, against "
+        "each package whose version differs; reports, records and a draft known-issue entry in RESULTS/bisect "
+        "(docs/bisect.md)",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=common.non_negative,
+        metavar="S",
+        help="start no cell once S seconds have passed; the running ones finish. "
+        "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
+        "S = N*60 less the largest cell time limit)",
+    )
 
 
 def handle(args) -> int:
@@ -61,12 +138,14 @@ def handle(args) -> int:
 
 def _run(args, host, cluster) -> int:
     """The run on this host, or on the Ray cluster `cluster` (ray, its nodes) where given."""
-    from harness.run import junit, raydispatch, runner
+    from harness.run import raydispatch, runner
 
     fail_on = _check_options(args, host, cluster)
     where, grids, planned, data, grid_of = load_plan(args, host)
     names = ", ".join(str(g.path) for g in grids)
-    nodes, planned, on, archs = _on_cluster(cluster, planned, data) if cluster else ([], planned, "this host", sorted(host.archs))
+    nodes, planned, on, archs = (
+        _on_cluster(cluster, planned, data) if cluster else ([], planned, "this host", sorted(host.archs))
+    )
     cells = [p.cell for p in planned if p.here or p.unsupported]
     if not cells:
         raise NoHardwareError(
@@ -86,7 +165,11 @@ def _run(args, host, cluster) -> int:
             return 0
     show = progress.reporter(len(cells), {"auto": None, "live": True, "plain": False}[args.progress])
     ctx = _context(args, results, grids, grid_of, data, host, base, resumed, show.env)
-    print(f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {on} ({', '.join(archs)}); records → {ctx.records_path}", flush=True)
+    print(
+        f"compat run {ctx.run_id}: {len(cells)} cells of {names} on {on} ({', '.join(archs)}); records → "
+        f"{ctx.records_path}",
+        flush=True,
+    )
     resume.write_journal(ctx, cells)
     others = [p for p in planned if not p.here and not p.unsupported]
     if others:
@@ -94,12 +177,28 @@ def _run(args, host, cluster) -> int:
         print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
     try:
         if cluster:
-            done = raydispatch.run_all(planned, ctx, _worker_spec(args, ctx), nodes, report=show.finished, started=show.started,
-                                       warm=args.warm)
+            done = raydispatch.run_all(
+                planned, ctx, _worker_spec(args, ctx), nodes, report=show.finished, started=show.started, warm=args.warm
+            )
         else:
             done = runner.run_all(planned, ctx, report=show.finished, started=show.started)
     finally:
         show.close()
+    counts = _finish(args, ctx, done, grids, results, data, base, show, host)
+    left = [c for c in cells if c.id not in {rec["cell"] for rec in done}]
+    if args.bisect_canary and not left:
+        _bisect_canaries(args, done, results, data, host, base)
+    if left:
+        print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
+        return STOPPED_EARLY
+    return 1 if fail_on & set(counts) else 0
+
+
+def _finish(args, ctx, done: list[dict], grids, results, data, base, show, host) -> dict[str, int]:
+    """After the cells: the outcomes counted, the JUnit file, the table rendered, where things are;
+    the counts by outcome."""
+    from harness.run import junit
+
     counts = progress.outcome_counts(done)
     print("done: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) + f"; logs in {ctx.log_dir}")
     if args.junit:
@@ -112,20 +211,13 @@ def _run(args, host, cluster) -> int:
     show.summary(where_things)
     if not args.matrix:
         print(common.full_grids_text(host))
-    left = [c for c in cells if c.id not in {rec["cell"] for rec in done}]
-    if args.bisect_canary and not left:
-        _bisect_canaries(args, done, results, data, host, base)
-    if left:
-        print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
-        return STOPPED_EARLY
-    return 1 if fail_on & set(counts) else 0
-
+    return counts
 
 
 def _on_cluster(cluster, planned, data):
     """The Ray cluster's nodes, the plan on them, and how to name them: where, and which archs."""
-    from harness.run import raydispatch
     from harness.catalog.gpus import GpuDb
+    from harness.run import raydispatch
 
     nodes = raydispatch.cluster_nodes(cluster[1], GpuDb.load(data.dir))
     archs = sorted({"cpu"} | {n.arch for n in nodes if n.gpus and n.arch})
@@ -143,13 +235,20 @@ def _bisect_canaries(args, done: list[dict], results, data, host, issues) -> Non
     if not pairs:
         print("--bisect-canary: no canary cell of this run failed where a control stack's same cell passed")
         return
-    options = bisect_run.Options(package="", timeout=args.timeout, offline=args.offline,
-                                find_links=tuple(common.path_value(f) for f in args.find_links), env_dir=args.env_dir)
+    options = bisect_run.Options(
+        package="",
+        timeout=args.timeout,
+        offline=args.offline,
+        find_links=tuple(common.path_value(f) for f in args.find_links),
+        env_dir=args.env_dir,
+    )
     folder = writable(results / "bisect", "--results")
     reports = bisect_run.bisect_canaries(everything, data, host, folder, issues, options, only=pairs)
     named = [r for r in reports if r["boundary"] and r["boundary"]["last_good"]]
-    print(f"--bisect-canary: {len(pairs)} canary cell(s), {len(reports)} bisection(s), {len(named)} boundary(ies) named; "
-          f"in {folder}")
+    print(
+        f"--bisect-canary: {len(pairs)} canary cell(s), {len(reports)} bisection(s), {len(named)} boundary(ies) named; "
+        f"in {folder}"
+    )
 
 
 def _worker_spec(args, ctx):
@@ -159,9 +258,16 @@ def _worker_spec(args, ctx):
     from harness.run import raydispatch
 
     return raydispatch.WorkerSpec(
-        run_id=ctx.run_id, settings=ctx.settings, timeouts=ctx.timeouts, timeout_s=ctx.timeout_s, stacks=ctx.stacks,
-        models=ctx.models, env_dir=str(args.env_dir) if args.env_dir else None, offline=args.offline,
-        find_links=tuple(args.find_links), runner_name=os.environ.get("COMPAT_RUNNER_NAME") or None,
+        run_id=ctx.run_id,
+        settings=ctx.settings,
+        timeouts=ctx.timeouts,
+        timeout_s=ctx.timeout_s,
+        stacks=ctx.stacks,
+        models=ctx.models,
+        env_dir=str(args.env_dir) if args.env_dir else None,
+        offline=args.offline,
+        find_links=tuple(args.find_links),
+        runner_name=os.environ.get("COMPAT_RUNNER_NAME") or None,
     )
 
 
@@ -181,7 +287,9 @@ def _check_options(args, host, cluster=None) -> set[str]:
     fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
     unknown = fail_on - set(records.OUTCOMES)
     if unknown:
-        raise UsageError(f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}")
+        raise UsageError(
+            f"--fail-on: unknown outcome(s) {', '.join(sorted(unknown))}; outcomes are {', '.join(records.OUTCOMES)}"
+        )
     if args.stop_after is not None and not args.stop_after > 0:
         raise UsageError(f"--stop-after must be a number of seconds greater than 0, not {args.stop_after}")
     if args.warm and cluster is None:

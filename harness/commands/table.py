@@ -11,7 +11,11 @@ NAME = "table"
 
 def add(sub) -> None:
     p = sub.add_parser("table", help="render results/COMPATIBILITY.md and results/index.html from the records")
-    p.add_argument("--results", type=common.path_value, help="results folder (default: results/ of the checkout; with compat installed, ./results)")
+    p.add_argument(
+        "--results",
+        type=common.path_value,
+        help="results folder (default: results/ of the checkout; with compat installed, ./results)",
+    )
 
 
 def handle(args) -> int:

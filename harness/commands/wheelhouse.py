@@ -11,24 +11,45 @@ NAME = "wheelhouse"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("wheelhouse", help="fill a folder with every wheel a GPU host needs to run the grids with no network",
-                       description="Download (or, for source-only packages such as DeepSpeed, build as pure wheels) every "
-                       "wheel the chosen stacks, the requirements files and compat itself need on a target interpreter and "
-                       "platform, torch left out (the runner's is inherited). On the host: pip install --no-index "
-                       "--find-links DIR compat -r requirements/gpu-stack.txt, then compat run --offline --find-links DIR.")
-    p.add_argument("dir", type=common.path_value, metavar="DIR", help="the folder to fill (made if missing; wheels in it are kept)")
-    p.add_argument("--stacks", type=common.text_value, metavar="A,B", help="stacks of matrix/stacks.toml (default: every stack the GPU grids use)")
-    p.add_argument("-r", "--requirement", action="append", type=common.path_value, metavar="FILE",
-                   help="a requirements file to include; repeatable (default: requirements/gpu-stack.txt, the local stack's)")
+    p = sub.add_parser(
+        "wheelhouse",
+        help="fill a folder with every wheel a GPU host needs to run the grids with no network",
+        description="Download (or, for source-only packages such as DeepSpeed, build as pure wheels) every "
+        "wheel the chosen stacks, the requirements files and compat itself need on a target interpreter and "
+        "platform, torch left out (the runner's is inherited). On the host: pip install --no-index "
+        "--find-links DIR compat -r requirements/gpu-stack.txt, then compat run --offline --find-links DIR.",
+    )
+    p.add_argument(
+        "dir", type=common.path_value, metavar="DIR", help="the folder to fill (made if missing; wheels in it are kept)"
+    )
+    p.add_argument(
+        "--stacks",
+        type=common.text_value,
+        metavar="A,B",
+        help="stacks of matrix/stacks.toml (default: every stack the GPU grids use)",
+    )
+    p.add_argument(
+        "-r",
+        "--requirement",
+        action="append",
+        type=common.path_value,
+        metavar="FILE",
+        help="a requirements file to include; repeatable (default: requirements/gpu-stack.txt, the local stack's)",
+    )
     p.add_argument("--python", type=common.text_value, metavar="X.Y", help="the target's Python (default: this one's)")
-    p.add_argument("--platform", type=common.text_value, metavar="ARCH-manylinux_X_Y", help="the target's platform, as uv names it (default: this "
-                   "machine's architecture, x86_64-manylinux_2_28 on most)")
+    p.add_argument(
+        "--platform",
+        type=common.text_value,
+        metavar="ARCH-manylinux_X_Y",
+        help="the target's platform, as uv names it (default: this "
+        "machine's architecture, x86_64-manylinux_2_28 on most)",
+    )
     p.add_argument("--no-compat", action="store_true", help="leave out compat's own wheel and what it needs to run")
 
 
 def handle(args) -> int:
-    from harness.run import wheelhouse
     from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
+    from harness.run import wheelhouse
 
     where = find_home()
     data = MatrixData.load(where.matrix)
@@ -37,21 +58,35 @@ def handle(args) -> int:
         names = [n.strip() for n in args.stacks.split(",") if n.strip()]
         unknown = [n for n in names if n not in data.stacks]
         if unknown:
-            raise UsageError(f"--stacks: unknown stack {unknown[0]!r}{did_you_mean(unknown[0], list(data.stacks))}; "
-                             f"matrix/stacks.toml has {', '.join(data.stacks)}")
+            raise UsageError(
+                f"--stacks: unknown stack {unknown[0]!r}{did_you_mean(unknown[0], list(data.stacks))}; "
+                f"matrix/stacks.toml has {', '.join(data.stacks)}"
+            )
     else:  # the stacks the GPU grids run that have an env of their own
-        names = sorted({c.stack for p in grid_paths(where.matrix) if p.name.startswith("gpu")
-                        for c in load_matrix(p, data).cells})
+        names = sorted(
+            {c.stack for p in grid_paths(where.matrix) if p.name.startswith("gpu") for c in load_matrix(p, data).cells}
+        )
     stacks = [data.stacks[n] for n in names if not data.stacks[n].current]
     root = where.checkout  # requirements/ and compat's own project: a checkout's (an installed compat has neither)
-    files = args.requirement if args.requirement is not None else [p for p in [root / "requirements" / "gpu-stack.txt"] if root and p.is_file()]
+    files = (
+        args.requirement
+        if args.requirement is not None
+        else [p for p in [root / "requirements" / "gpu-stack.txt"] if root and p.is_file()]
+    )
     project = None if args.no_compat or not (root and (root / "pyproject.toml").is_file()) else root
-    print(f"compat wheelhouse {args.dir}: Python {target.python} on {target.platform}; stacks {', '.join(s.name for s in stacks) or 'none'}; "
-          f"requirements {', '.join(map(str, files)) or 'none'}; compat {'included' if project else 'left out'}", flush=True)
+    print(
+        f"compat wheelhouse {args.dir}: Python {target.python} on {target.platform}; stacks "
+        f"{', '.join(s.name for s in stacks) or 'none'}; "
+        f"requirements {', '.join(map(str, files)) or 'none'}; compat {'included' if project else 'left out'}",
+        flush=True,
+    )
     made = wheelhouse.make(args.dir, stacks, files, project, target, log=lambda line: print(line, flush=True))
     for name, why in made.skipped.items():
         print(f"left out: stack {name}: {why}")
-    print(f"{len(made.files)} wheels, {made.total_bytes / 2**20:,.1f} MiB in {args.dir} (listed in {args.dir / wheelhouse.MANIFEST})")
+    print(
+        f"{len(made.files)} wheels, {made.total_bytes / 2**20:,.1f} MiB in {args.dir} (listed in "
+        f"{args.dir / wheelhouse.MANIFEST})"
+    )
     install = (["compat"] if project else []) + [f"-r {f}" for f in files]
     if install:
         print(f"On the host: pip install --no-index --find-links {args.dir} {' '.join(install)}")

@@ -25,14 +25,17 @@ import json
 import math
 from pathlib import Path
 
-from harness.evidence import records
 from harness.errors import MatrixError
+from harness.evidence import records
 from harness.tomldata import Key, Table, check, kind, load_data
 
 FLAG = "trains_differently"
 PRECISIONS = ("fp32", "bf16", "fp16")
 
-_NUMBER = kind(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, "{r} must be a number from 0 up to 1")
+_NUMBER = kind(
+    lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
+    "{r} must be a number from 0 up to 1",
+)
 _TOLERANCE = Table({name: Key.of(_NUMBER, required=True) for name in ("abs", "first_rel", "band_rel")})
 
 
@@ -59,20 +62,39 @@ class Config:
         problems: list[str] = []
         head = doc.get("agreement", {})
         reference = head.get("reference")
-        check(head, Table({"reference": Key.of(kind(lambda v: v in stacks, "{v} is not a stack of matrix/stacks.toml"), required=True)}),
-              lambda k, m: where(k, f"[agreement].{k}", m, table="agreement"), problems,
-              lambda m: where("agreement", "[agreement]", m))
+        check(
+            head,
+            Table(
+                {
+                    "reference": Key.of(
+                        kind(lambda v: v in stacks, "{v} is not a stack of matrix/stacks.toml"), required=True
+                    )
+                }
+            ),
+            lambda k, m: where(k, f"[agreement].{k}", m, table="agreement"),
+            problems,
+            lambda m: where("agreement", "[agreement]", m),
+        )
         given = doc.get("tolerance", {})
         for name in PRECISIONS:
             if name not in given:
-                problems.append(where("tolerance", f"[tolerance.{name}]", "missing: every precision needs its tolerance"))
+                problems.append(
+                    where("tolerance", f"[tolerance.{name}]", "missing: every precision needs its tolerance")
+                )
             elif not isinstance(given[name], dict):
                 problems.append(where(name, f"tolerance.{name}", "must be a table"))
             else:
-                check(given[name], _TOLERANCE, lambda k, m, n=name: where(k, f"[tolerance.{n}].{k}", m, table=f"tolerance.{n}"), problems,
-                      lambda m, n=name: where(n, f"[tolerance.{n}]", m, table=f"tolerance.{n}"))
+                check(
+                    given[name],
+                    _TOLERANCE,
+                    lambda k, m, n=name: where(k, f"[tolerance.{n}].{k}", m, table=f"tolerance.{n}"),
+                    problems,
+                    lambda m, n=name: where(n, f"[tolerance.{n}]", m, table=f"tolerance.{n}"),
+                )
         for name in sorted(set(given) - set(PRECISIONS)):
-            problems.append(where(name, f"[tolerance.{name}]", f"unknown precision; the precisions are {', '.join(PRECISIONS)}"))
+            problems.append(
+                where(name, f"[tolerance.{name}]", f"unknown precision; the precisions are {', '.join(PRECISIONS)}")
+            )
         if problems:
             raise MatrixError(problems)
         return cls(reference, {name: Tolerance(**given[name]) for name in PRECISIONS})
@@ -83,12 +105,15 @@ def comparable(record: dict) -> str:
     its time limit, the hardware and the torch build."""
     fp = record.get("fingerprint") or {}
     hw = fp.get("hardware") or {}
-    return json.dumps([
-        {k: v for k, v in (record.get("axes") or {}).items() if k != "stack"},
-        {k: v for k, v in (record.get("settings") or {}).items() if k != "timeout_s"},
-        [hw.get("cpu"), hw.get("cpu_flags"), [g.get("name") for g in hw.get("gpus") or []]],
-        (fp.get("torch") or {}).get("version"),
-    ], sort_keys=True)
+    return json.dumps(
+        [
+            {k: v for k, v in (record.get("axes") or {}).items() if k != "stack"},
+            {k: v for k, v in (record.get("settings") or {}).items() if k != "timeout_s"},
+            [hw.get("cpu"), hw.get("cpu_flags"), [g.get("name") for g in hw.get("gpus") or []]],
+            (fp.get("torch") or {}).get("version"),
+        ],
+        sort_keys=True,
+    )
 
 
 def curve(record: dict) -> list[float] | None:
@@ -109,17 +134,38 @@ def compare(record: dict, reference: dict, tolerance: Tolerance) -> dict:
     out = {"reference_record": reference["id"], "reference_outcome": reference["outcome"]}
     init, ref_init = (record.get("agreement") or {}).get("init"), (reference.get("agreement") or {}).get("init")
     if not init or not ref_init:
-        return {**out, "status": "not-compared", "why": "the initial weights of " + ("this run" if not init else "the reference's run") + " are not known (a record from before compat hashed them)"}
+        return {
+            **out,
+            "status": "not-compared",
+            "why": "the initial weights of "
+            + ("this run" if not init else "the reference's run")
+            + " are not known (a record from before compat hashed them)",
+        }
     if init != ref_init:
-        return {**out, "status": "not-compared", "why": "the two runs started from different initial weights (agreement.init differs)"}
+        return {
+            **out,
+            "status": "not-compared",
+            "why": "the two runs started from different initial weights (agreement.init differs)",
+        }
     if len(mine) != len(theirs):
-        return {**out, "status": "not-compared", "why": f"{len(mine) - 1} logged steps here, {len(theirs) - 1} in the reference's run"}
+        return {
+            **out,
+            "status": "not-compared",
+            "why": f"{len(mine) - 1} logged steps here, {len(theirs) - 1} in the reference's run",
+        }
     worst = 0.0
     for step, (a, b) in enumerate(zip(mine, theirs)):
         allowed = tolerance.allowed(b, first=step <= 1)
         gap = abs(a - b)
         if gap > allowed:
-            return {**out, "status": "differs", "parted_at_step": step, "loss": a, "reference_loss": b, "allowed": allowed}
+            return {
+                **out,
+                "status": "differs",
+                "parted_at_step": step,
+                "loss": a,
+                "reference_loss": b,
+                "allowed": allowed,
+            }
         if allowed:
             worst = max(worst, gap / allowed)
     return {**out, "status": "agrees", "worst": round(worst, 4)}
@@ -185,33 +231,55 @@ def table_lines(rows: list[dict], label) -> list[str]:
     judged = [r for r in rows if (r.get("agreement") or {}).get("status") in ("agrees", "differs", "not-compared")]
     if not judged:
         return []
-    out = ["", "## Losses across stacks", "",
-           "Each stack's losses against the reference stack's same cell (matrix/agreement.toml), run on the same "
-           "hardware with the same torch, from the same initial weights (their hash is in each record) and the same "
-           "batches: the eval loss before training and the first step within the `first` tolerance, every later "
-           "step within the `band`. **Measured**: each row counts the newest records. A cell that differs still "
-           "passed or failed on its own checks; it trained differently, from the step given (0: the eval loss "
-           "before training; 1: the same weights and batch gave another loss; later: the updates differed).", "",
-           "| hardware | stack | against | agree | differ | not compared | parts at step |", "|---|---|---|---|---|---|---|"]
+    out = [
+        "",
+        "## Losses across stacks",
+        "",
+        "Each stack's losses against the reference stack's same cell (matrix/agreement.toml), run on the same "
+        "hardware with the same torch, from the same initial weights (their hash is in each record) and the same "
+        "batches: the eval loss before training and the first step within the `first` tolerance, every later "
+        "step within the `band`. **Measured**: each row counts the newest records. A cell that differs still "
+        "passed or failed on its own checks; it trained differently, from the step given (0: the eval loss "
+        "before training; 1: the same weights and batch gave another loss; later: the updates differed).",
+        "",
+        "| hardware | stack | against | agree | differ | not compared | parts at step |",
+        "|---|---|---|---|---|---|---|",
+    ]
     counts: dict[tuple[str, str], dict] = {}
     for r in judged:
         a = r["agreement"]
-        c = counts.setdefault((label(r), r["axes"]["stack"]), {"ref": a.get("reference"), "agrees": 0, "differs": 0, "not-compared": 0, "steps": {}})
+        c = counts.setdefault(
+            (label(r), r["axes"]["stack"]),
+            {"ref": a.get("reference"), "agrees": 0, "differs": 0, "not-compared": 0, "steps": {}},
+        )
         c[a["status"]] += 1
         if a["status"] == "differs":
             c["steps"][a.get("parted_at_step")] = c["steps"].get(a.get("parted_at_step"), 0) + 1
     for (hw, stack), c in sorted(counts.items()):
-        steps = ", ".join(f"{s} ({n} cell{'s' if n != 1 else ''})" for s, n in sorted(c["steps"].items(), key=lambda kv: str(kv[0])))
-        out.append(f"| {hw} | `{stack}` | `{c['ref']}` | {c['agrees']} | {c['differs']} | {c['not-compared']} | {steps} |")
+        steps = ", ".join(
+            f"{s} ({n} cell{'s' if n != 1 else ''})" for s, n in sorted(c["steps"].items(), key=lambda kv: str(kv[0]))
+        )
+        out.append(
+            f"| {hw} | `{stack}` | `{c['ref']}` | {c['agrees']} | {c['differs']} | {c['not-compared']} | {steps} |"
+        )
     differ = sorted((r for r in judged if r["agreement"]["status"] == "differs"), key=lambda r: (label(r), r["cell"]))
     if differ:
-        out += ["", "Cells that train differently:", "",
-                "| hardware | cell | parts at step | its loss | the reference's | allowed gap | record | reference record | date |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            "Cells that train differently:",
+            "",
+            "| hardware | cell | parts at step | its loss | the reference's | allowed gap | record | reference "
+            "record | date |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in differ:
             a = r["agreement"]
-            out.append(f"| {label(r)} | `{r['cell']}` | {a.get('parted_at_step')} | {_num(a.get('loss'))} | {_num(a.get('reference_loss'))} | "
-                       f"{_num(a.get('allowed'))} | `{r['id'][:12]}` | `{str(a.get('reference_record'))[:12]}` | {r.get('finished_at', '')[:10]} |")
+            out.append(
+                f"| {label(r)} | `{r['cell']}` | {a.get('parted_at_step')} | {_num(a.get('loss'))} | "
+                f"{_num(a.get('reference_loss'))} | "
+                f"{_num(a.get('allowed'))} | `{r['id'][:12]}` | `{str(a.get('reference_record'))[:12]}` | "
+                f"{r.get('finished_at', '')[:10]} |"
+            )
     return out
 
 

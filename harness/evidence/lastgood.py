@@ -48,30 +48,54 @@ class Edge:
     @property
     def settings_text(self) -> str:
         """The settings as matrix/defaults.toml's keys: "train.load_in_kbit_kwarg = true"; "" for none."""
+
         def flat(table: dict, prefix: str = "") -> list[str]:
-            return [line for k, v in table.items()
-                    for line in (flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k} = {json.dumps(v)}"])]
+            return [
+                line
+                for k, v in table.items()
+                for line in (flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k} = {json.dumps(v)}"])
+            ]
+
         return ", ".join(flat(json.loads(self.settings)))
 
     def says(self) -> str:
         """One line: what was bisected and where the boundary lies."""
-        where = f"{self.package} {self.first_bad} is the first release that breaks {self.configuration} on {self.hardware}"
+        where = (
+            f"{self.package} {self.first_bad} is the first release that breaks {self.configuration} on {self.hardware}"
+        )
         if self.between:
-            where = f"{self.package} breaks {self.configuration} on {self.hardware} from one of {', '.join([*self.between, self.first_bad])}"
+            where = (
+                f"{self.package} breaks {self.configuration} on {self.hardware} from one of "
+                f"{', '.join([*self.between, self.first_bad])}"
+            )
         extra = f" with {self.settings_text}" if self.settings_text else ""
-        return (f"{where}{extra} (base stack {self.base_stack}; last good {self.last_good}; bisection "
-                f"{', '.join(self.bisections)}; records {self.good_record[:8]} good, {self.bad_record[:8]} bad)")
+        return (
+            f"{where}{extra} (base stack {self.base_stack}; last good {self.last_good}; bisection "
+            f"{', '.join(self.bisections)}; records {self.good_record[:8]} good, {self.bad_record[:8]} bad)"
+        )
 
 
 def _report(doc: dict) -> tuple[tuple, dict]:
     """One report as (its group's key, {probes: {version: (verdict, record, signature)}, releases, id})."""
     cell = Cell.parse(str(doc["cell"]))
     settings = json.dumps(doc.get("settings") or {}, sort_keys=True)
-    key = (cell.hardware, cell.id.split("-", 2)[2], cell.method, cell.quantization, str(doc["base_stack"]), str(doc["package"]), settings)
+    key = (
+        cell.hardware,
+        cell.id.split("-", 2)[2],
+        cell.method,
+        cell.quantization,
+        str(doc["base_stack"]),
+        str(doc["package"]),
+        settings,
+    )
     probes = {}
     for p in doc.get("probes") or []:
         Version(str(p["version"]))  # InvalidVersion: a report this cannot read
-        probes[str(p["version"])] = (str(p["verdict"]), str(p["record"]), str(p.get("signature") or p.get("outcome") or ""))
+        probes[str(p["version"])] = (
+            str(p["verdict"]),
+            str(p["record"]),
+            str(p.get("signature") or p.get("outcome") or ""),
+        )
     return key, {"probes": probes, "releases": [str(v) for v in doc.get("releases") or []], "id": str(doc["id"])}
 
 
@@ -94,7 +118,9 @@ def load(folders: list[Path]) -> tuple[list[Edge], list[str]]:
                 groups.setdefault(key, []).append(part)
                 seen.add(str(doc["id"]))
             except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, UsageError, InvalidVersion) as exc:
-                problems.append(f"{path}: not a bisection report compat can read ({type(exc).__name__}: {exc}); left out")
+                problems.append(
+                    f"{path}: not a bisection report compat can read ({type(exc).__name__}: {exc}); left out"
+                )
     edges = [e for key, parts in sorted(groups.items()) if (e := _edge(key, parts))]
     return edges, problems
 
@@ -116,11 +142,28 @@ def _edge(key: tuple, parts: list[dict]) -> Edge | None:
     if not bads:
         return None
     first_bad = min(bads, key=Version)
-    between = sorted((v for v in releases | set(verdicts) if Version(last_good) < Version(v) < Version(first_bad)), key=Version)
+    between = sorted(
+        (v for v in releases | set(verdicts) if Version(last_good) < Version(v) < Version(first_bad)), key=Version
+    )
     hardware, configuration, method, quantization, base, package, settings = key
     ids = tuple(sorted({p["id"] for p in parts}))
-    return Edge(hardware, configuration, method, quantization, base, package, last_good, first_bad, tuple(between), settings, ids,
-                verdicts[last_good][1], verdicts[first_bad][1], verdicts[first_bad][2], _day(ids[-1]))
+    return Edge(
+        hardware,
+        configuration,
+        method,
+        quantization,
+        base,
+        package,
+        last_good,
+        first_bad,
+        tuple(between),
+        settings,
+        ids,
+        verdicts[last_good][1],
+        verdicts[first_bad][1],
+        verdicts[first_bad][2],
+        _day(ids[-1]),
+    )
 
 
 def _day(bisection_id: str) -> str:
@@ -133,19 +176,30 @@ def table_lines(edges: list[Edge]) -> list[str]:
     """COMPATIBILITY.md's "Last known good" section: a row per edge, measured by compat bisect."""
     if not edges:
         return []
-    out = ["", "## Last known good (bisected)", "",
-           "For each configuration `compat bisect` searched on a base stack, the newest release of the package judged good "
-           "and the oldest above it judged bad; every probe is a record in [bisect/records.jsonl](bisect/records.jsonl) and "
-           "each bisection's report is `bisect/<id>.json`. Settings: what the probes ran with beside the defaults "
-           "(a paired bisection judges the difference they make). **Measured** on the hardware named, on the date given.",
-           "", "| hardware | configuration | base stack | settings | package | last good | first bad | the bad side's error | bisection | date |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "",
+        "## Last known good (bisected)",
+        "",
+        "For each configuration `compat bisect` searched on a base stack, the newest release of the package judged "
+        "good "
+        "and the oldest above it judged bad; every probe is a record in "
+        "[bisect/records.jsonl](bisect/records.jsonl) and "
+        "each bisection's report is `bisect/<id>.json`. Settings: what the probes ran with beside the defaults "
+        "(a paired bisection judges the difference they make). **Measured** on the hardware named, on the date given.",
+        "",
+        "| hardware | configuration | base stack | settings | package | last good | first bad | the bad side's "
+        "error | bisection | date |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for e in edges:
         first = e.first_bad if e.exact else f"one of {', '.join([*e.between, e.first_bad])}"
         sig = e.bad_signature.replace("|", "\\|")
         if len(sig) > 120:
             sig = sig[:117] + "..."
         settings = f"`{e.settings_text}`" if e.settings_text else ""
-        out.append(f"| {e.hardware} | `{e.configuration}` | {e.base_stack} | {settings} | {e.package} | {e.last_good} "
-                   f"(`{e.good_record[:12]}`) | **{first}** (`{e.bad_record[:12]}`) | {sig} | {', '.join(e.bisections)} | {e.date} |")
+        out.append(
+            f"| {e.hardware} | `{e.configuration}` | {e.base_stack} | {settings} | {e.package} | {e.last_good} "
+            f"(`{e.good_record[:12]}`) | **{first}** (`{e.bad_record[:12]}`) | {sig} | {', '.join(e.bisections)} | "
+            f"{e.date} |"
+        )
     return out

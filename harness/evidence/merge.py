@@ -21,8 +21,8 @@ import json
 import re
 from pathlib import Path
 
-from harness.evidence import records
 from harness.errors import UsageError
+from harness.evidence import records
 
 
 @dataclasses.dataclass
@@ -55,7 +55,9 @@ def check_sources(sources: list[Path]) -> None:
             raise UsageError(f"{path}: {'is a folder, not a records file' if path.is_dir() else 'no such file'}")
 
 
-def merge(sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False) -> list[FileReport]:
+def merge(
+    sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False
+) -> list[FileReport]:
     """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
     `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
     record is refused like a malformed line. A record's provenance is compat's to write: what a
@@ -148,5 +150,8 @@ def _same_or_refused(report: FileReport, path: Path, number: int, rec_id: str, s
     if same:
         report.duplicates += 1
     else:
-        report.bad.append(records.BadLine(
-            path, number, f"record id {rec_id} is already merged with different content; the merged copy is kept"))
+        report.bad.append(
+            records.BadLine(
+                path, number, f"record id {rec_id} is already merged with different content; the merged copy is kept"
+            )
+        )

@@ -18,8 +18,8 @@ import dataclasses
 import fcntl
 import functools
 import json
-import multiprocessing
 import math
+import multiprocessing
 import os
 import tempfile
 from pathlib import Path
@@ -27,9 +27,9 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
-from harness.errors import ResultsWriteError
 from harness.catalog.outcome import Outcome
 from harness.catalog.packages import TRACKED as TRACKED_PACKAGES
+from harness.errors import ResultsWriteError
 
 SCHEMA_VERSION = 1
 # Names that go into paths, table cells and lookups: strict patterns, the same for what compat
@@ -60,7 +60,7 @@ def append(path: Path, record: dict) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]  # a short write is followed by one that raises
+                view = view[os.write(fd, view) :]  # a short write is followed by one that raises
             os.fsync(fd)
         except OSError as exc:
             try:
@@ -68,7 +68,10 @@ def append(path: Path, record: dict) -> None:
                 os.fsync(fd)
                 kept = f"the file is as it was before this write ({size:,} bytes)"
             except OSError as again:
-                kept = f"and it could not be cut back to its {size:,} bytes ({again.strerror}): its last line may be partial, and is then reported and skipped when read"
+                kept = (
+                    f"and it could not be cut back to its {size:,} bytes ({again.strerror}): its last line may "
+                    "be partial, and is then reported and skipped when read"
+                )
             raise ResultsWriteError(f"{path}: a record could not be appended ({exc.strerror}); {kept}") from None
     finally:
         os.close(fd)
@@ -279,15 +282,20 @@ def reader_view(raw: bytes) -> dict:
     return rec
 
 
+# the JSON schema keywords _msgspec_type knows: any other is an error, never skipped
+_SCHEMA_KEYWORDS = frozenset(
+    "type properties required items maxItems pattern maxLength minLength minimum maximum exclusiveMinimum enum "
+    "const additionalProperties description title $schema $id".split()
+)
+
+
 def _msgspec_type(node: dict, name: str = "record"):
     """The msgspec type of a JSON schema node, for the keywords record.schema.json uses: a value
     it takes is one the schema takes. An object with properties is a Struct (unknown keys skipped,
     as the view leaves them out; refused where the schema types them, as for axes). Any other
     keyword is an error here, so a schema change this does not know cannot make it laxer."""
-    known = {"type", "properties", "required", "items", "maxItems", "pattern", "maxLength", "minLength", "minimum",
-             "maximum", "exclusiveMinimum", "enum", "const", "additionalProperties", "description", "title", "$schema", "$id"}
-    if set(node) - known:
-        raise ValueError(f"record schema at {name}: {sorted(set(node) - known)} has no msgspec type here")
+    if set(node) - _SCHEMA_KEYWORDS:
+        raise ValueError(f"record schema at {name}: {sorted(set(node) - _SCHEMA_KEYWORDS)} has no msgspec type here")
     if "const" in node or "enum" in node:
         values = [node["const"]] if "const" in node else node["enum"]
         return Literal[tuple(values)]
@@ -297,19 +305,8 @@ def _msgspec_type(node: dict, name: str = "record"):
         return Any
     out = []
     for t in types:
-        if t == "string":
-            pattern = node.get("pattern")
-            if pattern and pattern.endswith("$"):
-                pattern = pattern[:-1] + r"\Z"  # as the schema's validator reads $: the end, no newline before it
-            out.append(Annotated[str, msgspec.Meta(pattern=pattern, max_length=node.get("maxLength"),
-                                                    min_length=node.get("minLength"))])
-        elif t in ("integer", "number"):
-            low, high = node.get("minimum"), node.get("maximum")
-            out.append(Annotated[int, msgspec.Meta(ge=None if low is None else math.ceil(low),
-                                                    le=None if high is None else math.floor(high),
-                                                    gt=None if "exclusiveMinimum" not in node else math.floor(node["exclusiveMinimum"]))])
-            if t == "number":
-                out.append(Annotated[float, msgspec.Meta(ge=low, le=high, gt=node.get("exclusiveMinimum"))])
+        if t in ("string", "integer", "number"):
+            out.extend(_msgspec_scalars(t, node))
         elif t == "boolean":
             out.append(bool)
         elif t == "null":
@@ -318,16 +315,43 @@ def _msgspec_type(node: dict, name: str = "record"):
             item = _msgspec_type(node["items"], f"{name}[]") if isinstance(node.get("items"), dict) else Any
             out.append(Annotated[list[item], msgspec.Meta(max_length=node.get("maxItems"))])
         elif t == "object":
-            if "properties" not in node:
-                raise ValueError(f"record schema at {name}: an object without properties has no msgspec type here")
-            required = set(node.get("required", ()))
-            fields = [(k, _msgspec_type(v, f"{name}.{k}")) + (() if k in required else (msgspec.UNSET,))
-                      for k, v in node["properties"].items()]
-            fields.sort(key=len)  # required fields first, as a Struct wants them
-            out.append(msgspec.defstruct(f"view_{name}", fields, forbid_unknown_fields="additionalProperties" in node))
+            out.append(_msgspec_struct(node, name))
         else:
             raise ValueError(f"record schema at {name}: type {t!r} has no msgspec type here")
     return out[0] if len(out) == 1 else Union[tuple(out)]
+
+
+def _msgspec_scalars(t: str, node: dict) -> list:
+    """The msgspec types of a string, integer or number node, with its bounds and pattern."""
+    if t == "string":
+        pattern = node.get("pattern")
+        if pattern and pattern.endswith("$"):
+            pattern = pattern[:-1] + r"\Z"  # as the schema's validator reads $: the end, no newline before it
+        meta = msgspec.Meta(pattern=pattern, max_length=node.get("maxLength"), min_length=node.get("minLength"))
+        return [Annotated[str, meta]]
+    low, high = node.get("minimum"), node.get("maximum")
+    whole = msgspec.Meta(
+        ge=None if low is None else math.ceil(low),
+        le=None if high is None else math.floor(high),
+        gt=None if "exclusiveMinimum" not in node else math.floor(node["exclusiveMinimum"]),
+    )
+    out = [Annotated[int, whole]]
+    if t == "number":
+        out.append(Annotated[float, msgspec.Meta(ge=low, le=high, gt=node.get("exclusiveMinimum"))])
+    return out
+
+
+def _msgspec_struct(node: dict, name: str):
+    """The Struct of an object node with properties: required fields first, the others UNSET."""
+    if "properties" not in node:
+        raise ValueError(f"record schema at {name}: an object without properties has no msgspec type here")
+    required = set(node.get("required", ()))
+    fields = [
+        (k, _msgspec_type(v, f"{name}.{k}")) + (() if k in required else (msgspec.UNSET,))
+        for k, v in node["properties"].items()
+    ]
+    fields.sort(key=len)  # required fields first, as a Struct wants them
+    return msgspec.defstruct(f"view_{name}", fields, forbid_unknown_fields="additionalProperties" in node)
 
 
 _validator = None

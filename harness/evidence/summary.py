@@ -11,8 +11,8 @@ import functools
 import html
 import re
 
-from harness.evidence import records
 from harness.catalog.packages import TRACKED
+from harness.evidence import records
 
 
 def outcome_counts(recs: list[dict]) -> dict[str, int]:
@@ -106,7 +106,10 @@ def peak_memory(rec: dict) -> str:
         if not isinstance(m, dict):
             continue
         if "torch_max_allocated_bytes" in m:
-            parts.append(f"{cell_text(m.get('device', '?'))}: {mib(m['torch_max_allocated_bytes'])} alloc / {mib(m.get('torch_max_reserved_bytes'))} reserved")
+            parts.append(
+                f"{cell_text(m.get('device', '?'))}: {mib(m['torch_max_allocated_bytes'])} alloc / "
+                f"{mib(m.get('torch_max_reserved_bytes'))} reserved"
+            )
         else:
             parts.append(f"rank {cell_text(m.get('rank', 0))}: {mib(m.get('peak_rss_bytes'))} RSS")
     return "<br>".join(parts) or "—"
@@ -187,8 +190,15 @@ def card_peaks(rec: dict) -> list[dict]:
             peak, peak_what = None, None
         dev = str(m.get("device") or "?")
         label = f"rank {m.get('rank', 0)}" if dev == "cpu" else dev
-        out.append({"card": label, **figures, "peak": peak, "peak_what": peak_what,
-                    **({"processes": m["nvml_processes_max"]} if isinstance(m.get("nvml_processes_max"), int) else {})})
+        out.append(
+            {
+                "card": label,
+                **figures,
+                "peak": peak,
+                "peak_what": peak_what,
+                **({"processes": m["nvml_processes_max"]} if isinstance(m.get("nvml_processes_max"), int) else {}),
+            }
+        )
     return out
 
 

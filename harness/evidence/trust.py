@@ -35,8 +35,11 @@ class Rules:
         from harness.catalog.matrix import MatrixData
 
         data = MatrixData.load(matrix_dir)
-        values = {axis: tuple(data.allowed(axis)) for axis in (*AXES, "ranks", "grad_ckpt", "expandable_segments", "model")
-                  if data.allowed(axis) is not None}
+        values = {
+            axis: tuple(data.allowed(axis))
+            for axis in (*AXES, "ranks", "grad_ckpt", "expandable_segments", "model")
+            if data.allowed(axis) is not None
+        }
         issues = None
         if (matrix_dir / "known_issues.toml").exists():
             from harness.catalog.known_issues import KnownIssues
@@ -69,7 +72,10 @@ class Rules:
         if rec["outcome"] == "pass":
             lo = rec.get("losses") or {}
             if not all(isinstance(lo.get(k), (int, float)) for k in ("first", "last", "eval_before", "eval_after")):
-                return "a pass without its losses (first, last, eval_before, eval_after): it says it trained and shows nothing"
+                return (
+                    "a pass without its losses (first, last, eval_before, eval_after): it says it trained and "
+                    "shows nothing"
+                )
         if rec["outcome"] in RAN and rec["axes"]["hardware"] != "cpu":
             return self._gpu_evidence(rec)
         return None
@@ -77,9 +83,14 @@ class Rules:
     def _cell(self, cell: str, axes: dict) -> str | None:
         """Why axes are not this compat's, or not the cell id's, or None."""
         for axis, allowed in self.values.items():
-            value = axes.get(axis, Cell.__dataclass_fields__[axis].default if axis in Cell.__dataclass_fields__ else None)
+            value = axes.get(
+                axis, Cell.__dataclass_fields__[axis].default if axis in Cell.__dataclass_fields__ else None
+            )
             if not any(type(value) is type(a) and value == a for a in allowed):
-                return f"axes.{axis} {str(value)[:60]!r} is not one of this compat's (matrix/axes.toml, stacks.toml, models.toml)"
+                return (
+                    f"axes.{axis} {str(value)[:60]!r} is not one of this compat's (matrix/axes.toml, "
+                    "stacks.toml, models.toml)"
+                )
         if not re.match(self.hardware, str(axes["hardware"])):
             return f"axes.hardware {str(axes['hardware'])[:60]!r} is not cpu or sm_XY"
         try:
@@ -103,8 +114,10 @@ class Rules:
         if not torch.get("cuda") or "+cpu" in str(torch.get("version") or ""):
             return f"a {arch} cell that ran on a torch without CUDA ({torch.get('version')})"
         if rec["outcome"] == "pass" and not any(
-                str(m.get("device", "")).startswith("cuda:") and isinstance(m.get("torch_max_allocated_bytes"), (int, float))
-                for m in rec.get("memory") or []):
+            str(m.get("device", "")).startswith("cuda:")
+            and isinstance(m.get("torch_max_allocated_bytes"), (int, float))
+            for m in rec.get("memory") or []
+        ):
             return f"a {arch} pass with no CUDA memory figures per card"
         return None
 

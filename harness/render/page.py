@@ -20,9 +20,9 @@ import math
 import string
 from pathlib import Path
 
+from harness.catalog.packages import TRACKED
 from harness.evidence import records, summary
 from harness.render import support
-from harness.catalog.packages import TRACKED
 
 PAGE_DIR = Path(__file__).with_name("static")
 EXCERPT_CHARS = 2500  # the end of a log excerpt is where the error is
@@ -55,9 +55,14 @@ def row(rec: dict, conflict, tag) -> dict:
         "python": rec["fingerprint"].get("python") or "—",
         "cards": cards,
         "peak": summary.peak_per_card(rec),
-        "loss": [lo["first"], lo["last"]] if isinstance(lo.get("first"), (int, float)) and isinstance(lo.get("last"), (int, float)) else None,
-        "eval": ([lo["eval_before"], lo["eval_after"]]
-                 if isinstance(lo.get("eval_before"), (int, float)) and isinstance(lo.get("eval_after"), (int, float)) else None),
+        "loss": [lo["first"], lo["last"]]
+        if isinstance(lo.get("first"), (int, float)) and isinstance(lo.get("last"), (int, float))
+        else None,
+        "eval": (
+            [lo["eval_before"], lo["eval_after"]]
+            if isinstance(lo.get("eval_before"), (int, float)) and isinstance(lo.get("eval_after"), (int, float))
+            else None
+        ),
         "error": err.get("signature") or "",
         "message": err.get("message") or "",
         "excerpt": (err.get("excerpt") or "")[-EXCERPT_CHARS:],
@@ -65,8 +70,12 @@ def row(rec: dict, conflict, tag) -> dict:
         "known_issues": summary.known_issues_of(rec, tag),
         "log": rec.get("log") or "",
         "agreement": _agreement(rec),
-        "conflict": [{"runner": conflict.who(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
-                     for r in conflict.records] if conflict else None,
+        "conflict": [
+            {"runner": conflict.who(r), "outcome": r["outcome"], "date": r.get("finished_at", ""), "id": r["id"]}
+            for r in conflict.records
+        ]
+        if conflict
+        else None,
     }
 
 
@@ -80,8 +89,9 @@ def _agreement(rec: dict) -> dict | None:
     return {k: a[k] for k in keep if k in a}
 
 
-def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None,
-              layout: support.Layout | None = None) -> dict:
+def page_data(
+    recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None, layout: support.Layout | None = None
+) -> dict:
     """The page's data from a summary.Summary (or a list of records)."""
     layout = layout or support.Layout()
     shown = recs if isinstance(recs, summary.Summary) else summary.Summary(recs)
@@ -93,7 +103,12 @@ def page_data(recs, bad_lines: int = 0, issues=None, predicted: list[dict] | Non
         for k in r["known_issues"]:
             issue = issues.get(k) if issues else None
             if issue:
-                known[k] = {"title": issue.title, "cause": issue.cause, "fix": list(issue.fix), "sources": list(issue.sources)}
+                known[k] = {
+                    "title": issue.title,
+                    "cause": issue.cause,
+                    "fix": list(issue.fix),
+                    "sources": list(issue.sources),
+                }
     return {
         "rows": rows,
         "record_count": shown.count,
@@ -120,12 +135,20 @@ def _finite(obj):
 def render(data: dict, command: str) -> str:
     script = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
     style = (PAGE_DIR / "style.css").read_text(encoding="utf-8")
-    payload = (json.dumps(_finite(data), sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-               .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+    payload = (
+        json.dumps(_finite(data), sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
     template = string.Template((PAGE_DIR / "template.html").read_text(encoding="utf-8"))
     return template.substitute(
-        command=html.escape(command), style=style, script=script, data=payload,
-        script_hash=_csp_hash(script), style_hash=_csp_hash(style),
+        command=html.escape(command),
+        style=style,
+        script=script,
+        data=payload,
+        script_hash=_csp_hash(script),
+        style_hash=_csp_hash(style),
     )
 
 

@@ -14,9 +14,9 @@ precision's or strategy's.
 
 Each statement has the date it was last tested and its evidence: measured here (a record `compat
 run` wrote into this results folder) or measured by a named runner (a record `compat merge` took
-in: a CI runner's or a contributor's, named by the runner that ran it). Statements are computed from the rows the table shows (summary.Summary.rows()), never
-stored. A cell's newest record counts once; a runner's own trouble (outcome infra) says nothing
-about the stack and is left out.
+in: a CI runner's or a contributor's, named by the runner that ran it). Statements are computed
+from the rows the table shows (summary.Summary.rows()), never stored. A cell's newest record
+counts once; a runner's own trouble (outcome infra) says nothing about the stack and is left out.
 
 Measurement runs (size sweeps, fit calibration, experiments: the cells of a model with its own
 [NAME.train] in matrix/models.toml, whose run is shaped to measure memory, not to check a
@@ -43,6 +43,7 @@ CELLS_NAMED = 3  # cells a note names before "and N more"
 class Layout:
     """What matrix/ says about the summary's shape: the models whose cells are measurement runs,
     and the order of each feature's values (matrix/axes.toml, strategies.py)."""
+
     measurement_models: frozenset[str] = frozenset()
     order: dict = dataclasses.field(default_factory=dict)
 
@@ -54,7 +55,9 @@ class Layout:
             return cls(frozenset(), order)
         try:
             axes = tomllib.loads((matrix_dir / "axes.toml").read_text(encoding="utf-8"))
-            order.update({f: list(axes[f]["values"]) for f in FEATURES if isinstance(axes.get(f, {}).get("values"), list)})
+            order.update(
+                {f: list(axes[f]["values"]) for f in FEATURES if isinstance(axes.get(f, {}).get("values"), list)}
+            )
         except (OSError, tomllib.TOMLDecodeError):
             pass  # an unreadable axes.toml only changes the order: values then sort by name
         try:
@@ -75,6 +78,7 @@ class Layout:
 @dataclasses.dataclass
 class Reason:
     """Why some cells did not pass: their outcome and the known issue, error or reason they share."""
+
     outcome: str
     why: str
     cells: list[str]  # their configurations (summary.configuration)
@@ -82,7 +86,9 @@ class Reason:
     evidence: list[str]
 
     def text(self, named: int = CELLS_NAMED) -> str:
-        listed = ", ".join(self.cells[:named]) + (f" and {len(self.cells) - named} more" if len(self.cells) > named else "")
+        listed = ", ".join(self.cells[:named]) + (
+            f" and {len(self.cells) - named} more" if len(self.cells) > named else ""
+        )
         return f"{self.outcome} in {len(self.cells)} cell(s) ({listed}): {self.why}"
 
 
@@ -116,11 +122,16 @@ class HardwareSupport:
 
     def as_dict(self) -> dict:
         return {
-            "label": self.label, "arch": self.arch, "stacks": self.stacks,
+            "label": self.label,
+            "arch": self.arch,
+            "stacks": self.stacks,
             "features": [list(f) for f in self.features],
             "grid": [[self.grid[f][s].as_dict() for s in self.stacks] for f in self.features],
-            "first_tested": self.first_tested, "last_tested": self.last_tested, "evidence": self.evidence,
-            "stack_versions": self.stack_versions, "host": self.host,
+            "first_tested": self.first_tested,
+            "last_tested": self.last_tested,
+            "evidence": self.evidence,
+            "stack_versions": self.stack_versions,
+            "host": self.host,
         }
 
 
@@ -154,7 +165,7 @@ def _why(rec: dict, tag) -> str:
         return "known issue " + ", ".join(issues)
     err = rec.get("error") or {}
     text = " ".join(str(err.get("signature") or rec.get("reason") or "no error recorded").split())
-    return text if len(text) <= WHY_CHARS else text[:WHY_CHARS - 1] + "…"
+    return text if len(text) <= WHY_CHARS else text[: WHY_CHARS - 1] + "…"
 
 
 def _reasons(failed: list[dict], tag) -> list[Reason]:
@@ -162,9 +173,16 @@ def _reasons(failed: list[dict], tag) -> list[Reason]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for rec in sorted(failed, key=lambda r: r["cell"]):
         groups.setdefault((rec["outcome"], _why(rec, tag)), []).append(rec)
-    return [Reason(outcome, why, [configuration(r) for r in recs], max(r.get("finished_at", "")[:10] for r in recs),
-                   sorted({evidence_of(r) for r in recs}))
-            for (outcome, why), recs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    return [
+        Reason(
+            outcome,
+            why,
+            [configuration(r) for r in recs],
+            max(r.get("finished_at", "")[:10] for r in recs),
+            sorted({evidence_of(r) for r in recs}),
+        )
+        for (outcome, why), recs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
 
 
 def statement(recs: list[dict], tag=None, conflicted: set[str] = frozenset()) -> Statement:
@@ -177,8 +195,16 @@ def statement(recs: list[dict], tag=None, conflicted: set[str] = frozenset()) ->
     disputed = sorted(r["cell"] for r in recs if r["cell"] in conflicted)
     state = "fails" if not passed else ("note" if reasons or disputed else "works")
     newest = sorted(recs, key=lambda r: r.get("finished_at", ""), reverse=True)
-    return Statement(state, len(passed), len(recs), reasons, disputed, newest[0].get("finished_at", "")[:10],
-                     sorted({evidence_of(r) for r in recs}), [r["id"] for r in newest])
+    return Statement(
+        state,
+        len(passed),
+        len(recs),
+        reasons,
+        disputed,
+        newest[0].get("finished_at", "")[:10],
+        sorted({evidence_of(r) for r in recs}),
+        [r["id"] for r in newest],
+    )
 
 
 def by_hardware(rows: list[dict], layout: Layout, tag=None, conflicted_keys=()) -> list[HardwareSupport]:
@@ -208,9 +234,20 @@ def _hardware(label: str, recs: list[dict], layout: Layout, tag, conflicted: set
     stack_versions = {}
     for s in stacks:
         newest = max((r for r in recs if r["axes"]["stack"] == s), key=lambda r: r.get("finished_at", ""))
-        stack_versions[s] = ", ".join(f"{n} {v}" for n, v in zip(TRACKED, versions(newest)) if v != "—") or "no versions recorded"
+        stack_versions[s] = (
+            ", ".join(f"{n} {v}" for n, v in zip(TRACKED, versions(newest)) if v != "—") or "no versions recorded"
+        )
     hw = recs[0]["fingerprint"].get("hardware") or {}
     host = ", ".join(f"{k} {hw[k]}" for k in ("driver", "cuda_driver") if hw.get(k))
-    return HardwareSupport(label, recs[0]["axes"]["hardware"], stacks, features, grid, dates[0], dates[-1],
-                           sorted({evidence_of(r) for r in recs}), stack_versions,
-                           host.replace("cuda_driver", "CUDA driver API"))
+    return HardwareSupport(
+        label,
+        recs[0]["axes"]["hardware"],
+        stacks,
+        features,
+        grid,
+        dates[0],
+        dates[-1],
+        sorted({evidence_of(r) for r in recs}),
+        stack_versions,
+        host.replace("cuda_driver", "CUDA driver API"),
+    )

@@ -12,12 +12,12 @@ import uuid
 from pathlib import Path
 
 import harness
-from harness.evidence import records
 from harness.catalog.cell import Cell
-from harness.run.envs import InstallError, StackEnv
 from harness.catalog.outcome import Outcome
+from harness.evidence import records
 from harness.run.classify import error, last_lines
 from harness.run.context import RunContext
+from harness.run.envs import InstallError, StackEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +160,8 @@ for d in md.distributions():
     # the site-packages it inherits torch from
     if n and n.lower().replace("_", "-") not in pk:
         pk[n.lower().replace("_", "-")] = d.version
-print(json.dumps({"python": platform.python_version(), "os": platform.platform(), "packages": dict(sorted(pk.items()))}))
+print(json.dumps({"python": platform.python_version(), "os": platform.platform(),
+                  "packages": dict(sorted(pk.items()))}))
 """
 _probe_cache: dict[str, dict] = {}
 

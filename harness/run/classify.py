@@ -23,6 +23,7 @@ class Ended:
     start_error: str
     child_maxrss_bytes: int
 
+
 def signal_name(returncode: int) -> str:
     try:
         return signal.Signals(-returncode).name
@@ -87,7 +88,11 @@ def decide(ended: Ended, result: dict | None, log_path: Path) -> tuple[Outcome, 
     if ended.returncode is None:
         return Outcome.INFRA, ended.start_error, None
     if ended.timed_out:
-        return Outcome.TIMEOUT, "killed at the cell's time limit", error("Timeout", "the cell did not finish within its time limit", log_tail)
+        return (
+            Outcome.TIMEOUT,
+            "killed at the cell's time limit",
+            error("Timeout", "the cell did not finish within its time limit", log_tail),
+        )
     if ended.returncode < 0:
         name = signal_name(ended.returncode)
         message = f"the cell's process was killed by {name}"
@@ -112,13 +117,21 @@ def decide(ended: Ended, result: dict | None, log_path: Path) -> tuple[Outcome, 
             # the launcher, or the stack's libraries as it imported them, raised before the
             # workload ran: the stack said no, as surely as if the workload had raised it
             etype, message = raised
-            return _raised(etype, message), f"the launcher raised before any rank reported (exit code {ended.returncode})", error(etype, message, log_tail)
+            return (
+                _raised(etype, message),
+                f"the launcher raised before any rank reported (exit code {ended.returncode})",
+                error(etype, message, log_tail),
+            )
         message = f"the cell's process exited with code {ended.returncode} without a result"
         return Outcome.CRASH, message, error("ExitCode", message, log_tail)
     if status == "incomplete":
         message = "the launcher exited 0 but a rank left no result file"
         return Outcome.INFRA, message, error("NoResult", message, log_tail)
-    return Outcome.INFRA, "the workload exited 0 but left no readable result file", error("NoResult", "no result file", log_tail)
+    return (
+        Outcome.INFRA,
+        "the workload exited 0 but left no readable result file",
+        error("NoResult", "no result file", log_tail),
+    )
 
 
 def _raised(etype: str, message: str) -> Outcome:

@@ -30,15 +30,23 @@ class RunContext:
     envs: EnvManager
     matrix_dir: Path = MATRIX_DIR  # where matrix/deepspeed/<strategy>.json are read from
     known_issues: KnownIssues | None = None  # failed cells are tagged with the entries they match
-    models: dict = dataclasses.field(default_factory=dict)  # matrix/models.toml, for cells with a model other than "default"
-    run_id: str = dataclasses.field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6])
+    models: dict = dataclasses.field(
+        default_factory=dict
+    )  # matrix/models.toml, for cells with a model other than "default"
+    run_id: str = dataclasses.field(
+        default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    )
     timeout_s: float | None = None  # overrides every other time limit (compat run --timeout)
     timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # cell id -> its grid's timeout_s
     keep_workdirs: bool = False
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
     stop_at: float | None = None  # time.monotonic() after which no cell starts (compat run --stop-after)
-    warm: object | None = None  # a harness.run.warm_cells.Warm: one-process cells start as forks of a warm worker (--warm)
-    agreement: object | None = None  # a harness.evidence.agreement.Book: each record's losses held to the reference stack's
+    warm: object | None = (
+        None  # a harness.run.warm_cells.Warm: one-process cells start as forks of a warm worker (--warm)
+    )
+    agreement: object | None = (
+        None  # a harness.evidence.agreement.Book: each record's losses held to the reference stack's
+    )
 
     @property
     def log_dir(self) -> Path:
@@ -53,7 +61,9 @@ class Override:
 
     deepspeed_config: Path | None = None  # a user's own, used as given, instead of matrix/deepspeed/
     fsdp_args: dict | None = None  # a user's own TrainingArguments fsdp / fsdp_config, as given
-    record_extra: dict = dataclasses.field(default_factory=dict)  # fields its record carries (compat preflight's "preflight")
+    record_extra: dict = dataclasses.field(
+        default_factory=dict
+    )  # fields its record carries (compat preflight's "preflight")
 
 
 NO_OVERRIDE = Override()

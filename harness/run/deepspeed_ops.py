@@ -9,8 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.run import cellrecord, classify, launch
 from harness.catalog.cell import Cell
+from harness.run import cellrecord, classify, launch
 from harness.run.envs import EnvManager, StackEnv
 from harness.run.hardware import Host
 
@@ -57,7 +57,9 @@ print("COMPAT-OPS " + json.dumps(out), flush=True)
 BUILD_TIMEOUT_S = 1800.0
 
 
-def build(cell: Cell, host: Host, envs: EnvManager, stack_env: StackEnv, ops: list[str], log_dir: Path, results_dir: Path) -> dict:
+def build(
+    cell: Cell, host: Host, envs: EnvManager, stack_env: StackEnv, ops: list[str], log_dir: Path, results_dir: Path
+) -> dict:
     """Build the DeepSpeed ops a stack's DeepSpeed cells need on this hardware, once, before the
     first of them starts: a JIT build with nvcc (or the host compiler on CPU) takes minutes, which
     no cell's time or time limit should pay. Where they go is where the cells look (the stack
@@ -69,17 +71,30 @@ def build(cell: Cell, host: Host, envs: EnvManager, stack_env: StackEnv, ops: li
     log_path = log_dir / f"deepspeed-ops-{cell.stack}-{cell.hardware}.log"
     workdir = Path(tempfile.mkdtemp(prefix="compat-ops-"))
     t0 = time.perf_counter()
-    ended = launch.launch([stack_env.python, "-c", _BUILD_OPS, *ops], launch.cell_environment(cell, cards, stack_env), workdir,
-                          log_path, BUILD_TIMEOUT_S, workdir)
+    ended = launch.launch(
+        [stack_env.python, "-c", _BUILD_OPS, *ops],
+        launch.cell_environment(cell, cards, stack_env),
+        workdir,
+        log_path,
+        BUILD_TIMEOUT_S,
+        workdir,
+    )
     shutil.rmtree(workdir, ignore_errors=True)
     log = classify.read_text(log_path)
     said = next((line.removeprefix("COMPAT-OPS ") for line in log.splitlines() if line.startswith("COMPAT-OPS ")), None)
-    info = {"ops": ops, "hardware": cell.hardware, "seconds": round(time.perf_counter() - t0, 1),
-            "ok": ended.returncode == 0 and said is not None, "log": cellrecord.relative(log_path, results_dir)}
+    info = {
+        "ops": ops,
+        "hardware": cell.hardware,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "ok": ended.returncode == 0 and said is not None,
+        "log": cellrecord.relative(log_path, results_dir),
+    }
     if said is not None:
         info["built"] = json.loads(said)
     if not info["ok"]:
         info["error"] = classify.last_lines(log, lines=8) or ended.start_error or f"exit code {ended.returncode}"
-    envs.log(f"  DeepSpeed ops {', '.join(ops)} for {cell.stack} on {cell.hardware}: "
-             f"{'built' if info['ok'] else 'FAILED'} in {info['seconds']:.1f} s, before any cell ran (log {info['log']})")
+    envs.log(
+        f"  DeepSpeed ops {', '.join(ops)} for {cell.stack} on {cell.hardware}: "
+        f"{'built' if info['ok'] else 'FAILED'} in {info['seconds']:.1f} s, before any cell ran (log {info['log']})"
+    )
     return info

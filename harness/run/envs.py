@@ -49,9 +49,9 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from harness.run import classify, guard
 from harness.catalog.stacks import Stack
 from harness.errors import CompatError
+from harness.run import classify, guard
 
 ENV_FORMAT = 2  # 2: the base's site folders and torch version are part of the key
 INHERIT_PTH = "compat-inherit.pth"
@@ -81,12 +81,16 @@ def _check_base(stack: Stack, base: dict) -> None:
     """The base interpreter can carry `stack`: a Python it installs on, and torch where the stack
     takes torch from it."""
     if stack.python and not SpecifierSet(stack.python).contains(base["version"], prereleases=True):
-        raise StackUnsupported(f"stack {stack.name} installs on Python {stack.python}"
-                               + (f" ({stack.python_why})" if stack.python_why else "")
-                               + f"; this runner's Python is {base['version']} ({base['executable']})")
+        raise StackUnsupported(
+            f"stack {stack.name} installs on Python {stack.python}"
+            + (f" ({stack.python_why})" if stack.python_why else "")
+            + f"; this runner's Python is {base['version']} ({base['executable']})"
+        )
     if stack.torch == "inherit" and not base.get("torch"):
-        raise InstallError(f"stack {stack.name} takes torch from the base interpreter {base['executable']}, which has "
-                           "none: install the runner's torch there, or name an interpreter that has it (compat run --python)")
+        raise InstallError(
+            f"stack {stack.name} takes torch from the base interpreter {base['executable']}, which has "
+            "none: install the runner's torch there, or name an interpreter that has it (compat run --python)"
+        )
 
 
 @dataclasses.dataclass
@@ -106,9 +110,18 @@ class EnvManager:
 
     def ensure(self, stack: Stack) -> StackEnv:
         if stack.current:
-            return StackEnv(stack.name, self.base_python, None, "current", {
-                "name": stack.name, "provider": "current", "python": self.base_python, "canary": False,
-            })
+            return StackEnv(
+                stack.name,
+                self.base_python,
+                None,
+                "current",
+                {
+                    "name": stack.name,
+                    "provider": "current",
+                    "python": self.base_python,
+                    "canary": False,
+                },
+            )
         t0 = time.perf_counter()
         base = self.base()
         _check_base(stack, base)
@@ -205,7 +218,9 @@ class EnvManager:
         python = path / "bin" / "python"
         site = subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         if stack.torch == "inherit":
             Path(site, INHERIT_PTH).write_text(inherit_pth(base["site_dirs"]), encoding="utf-8")
@@ -213,10 +228,18 @@ class EnvManager:
             self._install(python, requirements, base if stack.torch == "inherit" else None)
         if stack.torch == "inherit":
             self._check_torch_requirements(stack, python, site, base)
-        (path / MARKER).write_text(json.dumps({
-            "stack": stack.name, "key_source": key_src, "requirements": requirements,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }, indent=1), encoding="utf-8")
+        (path / MARKER).write_text(
+            json.dumps(
+                {
+                    "stack": stack.name,
+                    "key_source": key_src,
+                    "requirements": requirements,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
 
     def _install(self, python: Path, requirements: list[str], inherit: dict | None) -> None:
         """Install `requirements`; with `inherit` (the base), torch is never installed."""
@@ -245,7 +268,9 @@ class EnvManager:
         from packaging.requirements import InvalidRequirement, Requirement
 
         try:
-            out = subprocess.run([str(python), "-c", _REQUIRES_PROBE, site], capture_output=True, text=True, timeout=120, check=True)
+            out = subprocess.run(
+                [str(python), "-c", _REQUIRES_PROBE, site], capture_output=True, text=True, timeout=120, check=True
+            )
             found = json.loads(out.stdout)
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
             raise InstallError(f"reading the installed packages' requirements in {python}: {exc}") from None
@@ -261,8 +286,10 @@ class EnvManager:
             if not req.specifier.contains(have, prereleases=True):
                 unmet.append(f"{name} {version} requires torch{req.specifier}")
         if unmet:
-            raise StackUnsupported(f"stack {stack.name} needs another torch than this runner's: {'; '.join(sorted(set(unmet)))}. "
-                                   f"The runner's torch is {have} ({base['executable']}), and a stack env never replaces it")
+            raise StackUnsupported(
+                f"stack {stack.name} needs another torch than this runner's: {'; '.join(sorted(set(unmet)))}. "
+                f"The runner's torch is {have} ({base['executable']}), and a stack env never replaces it"
+            )
 
     def _excludes(self) -> Path:
         """uv's --excludes file: torch stays out of the resolution; the base provides it."""
@@ -279,8 +306,15 @@ class EnvManager:
         env = {**os.environ, "UV_COMPILE_BYTECODE": "1", "PIP_NO_INPUT": "1", "DS_BUILD_OPS": "0"}
         with tempfile.TemporaryDirectory(prefix="compat-install-") as tmp:
             start_error = Path(tmp) / "start-error"
-            proc = subprocess.Popen(guard.command(cmd, start_error), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                guard.command(cmd, start_error),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
             try:
                 out, err = proc.communicate(timeout=INSTALL_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -295,7 +329,11 @@ class EnvManager:
             raise InstallError(f"{what}: {why}")
         if proc.returncode != 0:
             message = (err.strip() or out.strip())[-3000:]
-            how = f"was killed by {classify.signal_name(proc.returncode)}" if proc.returncode < 0 else f"failed (exit {proc.returncode})"
+            how = (
+                f"was killed by {classify.signal_name(proc.returncode)}"
+                if proc.returncode < 0
+                else f"failed (exit {proc.returncode})"
+            )
             raise InstallError(f"{what} {how}" + (f": {message}" if message else f": {' '.join(cmd)}"))
 
     def _resolve_canary(self, stack: Stack, base: dict) -> dict[str, str]:
@@ -303,8 +341,17 @@ class EnvManager:
         names = [n for n, _ in stack.packages]
         if not self._uv:
             raise InstallError("a canary stack needs uv to resolve the newest releases (pip install uv)")
-        cmd = [self._uv, "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-               "--python", base["executable"], "-"]
+        cmd = [
+            self._uv,
+            "pip",
+            "compile",
+            "--quiet",
+            "--no-header",
+            "--no-annotate",
+            "--python",
+            base["executable"],
+            "-",
+        ]
         if stack.torch == "inherit":
             cmd += ["--excludes", str(self._excludes())]
         if self.offline:
@@ -312,8 +359,9 @@ class EnvManager:
         for folder in self.find_links:
             cmd += ["--find-links", folder]
         try:
-            out = subprocess.run(cmd, input="\n".join(stack.requirements()) + "\n", capture_output=True,
-                                 text=True, timeout=600)
+            out = subprocess.run(
+                cmd, input="\n".join(stack.requirements()) + "\n", capture_output=True, text=True, timeout=600
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InstallError(f"resolving canary {stack.name}: {exc}") from None
         if out.returncode != 0:
@@ -364,7 +412,8 @@ def fmt(v):
 env = {"implementation_name": sys.implementation.name, "implementation_version": fmt(sys.implementation.version),
        "os_name": os.name, "platform_machine": platform.machine(), "platform_release": platform.release(),
        "platform_system": platform.system(), "platform_version": platform.version(),
-       "python_full_version": platform.python_version(), "platform_python_implementation": platform.python_implementation(),
+       "python_full_version": platform.python_version(),
+       "platform_python_implementation": platform.python_implementation(),
        "python_version": ".".join(platform.python_version_tuple()[:2]), "sys_platform": sys.platform}
 own = os.path.realpath(sys.argv[1])
 requires = [[d.metadata["Name"], d.version, r] for d in md.distributions(path=[own]) for r in (d.requires or [])]
@@ -443,15 +492,17 @@ def list_envs(root: Path) -> list[dict]:
             meta = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
         except (OSError, ValueError):
             meta = {}
-        out.append({
-            "path": str(path),
-            "complete": marker.is_file(),
-            "stack": meta.get("stack", path.name.rsplit("-", 1)[0]),
-            "requirements": meta.get("requirements", []),
-            "torch": meta.get("key_source", {}).get("torch", "?"),
-            **tree_size(path),
-            "last_used": (marker if marker.is_file() else path).stat().st_mtime,
-        })
+        out.append(
+            {
+                "path": str(path),
+                "complete": marker.is_file(),
+                "stack": meta.get("stack", path.name.rsplit("-", 1)[0]),
+                "requirements": meta.get("requirements", []),
+                "torch": meta.get("key_source", {}).get("torch", "?"),
+                **tree_size(path),
+                "last_used": (marker if marker.is_file() else path).stat().st_mtime,
+            }
+        )
     return out
 
 

@@ -59,8 +59,11 @@ def command(cmd: list[str], start_error: Path, cleanup: Path | None = None, shm:
 
 
 def _options(start_error: Path, cleanup: Path | None, shm: str | None) -> list[str]:
-    return (["--start-error", str(start_error)] + (["--cleanup", str(cleanup)] if cleanup is not None else [])
-            + (["--shm", shm] if shm is not None else []))
+    return (
+        ["--start-error", str(start_error)]
+        + (["--cleanup", str(cleanup)] if cleanup is not None else [])
+        + (["--shm", shm] if shm is not None else [])
+    )
 
 
 SHM = Path("/dev/shm")
@@ -112,7 +115,7 @@ def _descendants() -> list[int]:
                 stat = f.read()
         except OSError:
             continue  # it ended while we looked
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         if fields and fields[0] != b"Z":  # a zombie is dead already; the reaper collects it
             children.setdefault(int(fields[1]), []).append(int(entry))
     out, todo = [], [me]
@@ -157,7 +160,7 @@ def _reap_all() -> None:
 
 def main(argv: list[str]) -> int:
     sep = argv.index("--")
-    opts, cmd = argv[:sep], argv[sep + 1:]
+    opts, cmd = argv[:sep], argv[sep + 1 :]
     parent = int(opts[opts.index("--parent") + 1])
     error_file = Path(opts[opts.index("--start-error") + 1])
     cleanup = Path(opts[opts.index("--cleanup") + 1]) if "--cleanup" in opts else None
@@ -173,7 +176,16 @@ def main(argv: list[str]) -> int:
         pass  # not Linux: the process group is what we have
 
     if "--stand-in" in opts:  # the guard that runs COMMAND is our child, and we are its parent
-        cmd = [sys.executable, "-I", __file__, "--parent", str(os.getpid()), *_options(error_file, cleanup, shm), "--", *cmd]
+        cmd = [
+            sys.executable,
+            "-I",
+            __file__,
+            "--parent",
+            str(os.getpid()),
+            *_options(error_file, cleanup, shm),
+            "--",
+            *cmd,
+        ]
     # What compat signals is handled here and passed on. Handlers, not SIG_IGN: an ignored signal
     # stays ignored across exec, and COMMAND must keep the default actions.
     child = None

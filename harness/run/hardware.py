@@ -23,8 +23,10 @@ import subprocess
 
 from harness.errors import UsageError
 
-MIG_REFUSAL = ("compat runs cells on whole cards only: a MIG slice has a fraction of the card's memory and compute, so "
-               "its records would misstate the card")
+MIG_REFUSAL = (
+    "compat runs cells on whole cards only: a MIG slice has a fraction of the card's memory and compute, so "
+    "its records would misstate the card"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +89,10 @@ def runner_identity(environ=os.environ) -> dict:
     name = environ[source] if source else (platform.node() or "unnamed")
     if not re.match(RUNNER_NAME, name):
         where = f"${source}" if source else "this host's name (set COMPAT_RUNNER_NAME to another)"
-        raise UsageError(f"{where} = {name.encode('utf-8', 'backslashreplace').decode()!r} is not a runner name compat "
-                         "records: 1 to 100 letters, digits, spaces and ._@+()-, starting with a letter or digit")
+        raise UsageError(
+            f"{where} = {name.encode('utf-8', 'backslashreplace').decode()!r} is not a runner name compat "
+            "records: 1 to 100 letters, digits, spaces and ._@+()-, starting with a letter or digit"
+        )
     out = {"name": name}
     server, repo, run = (environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     ci_run = f"{server}/{repo}/actions/runs/{run}"
@@ -117,15 +121,19 @@ def probe(environ, nvml=None) -> Host:
     gpus, refused = visible(cards, environ.get("CUDA_VISIBLE_DEVICES"), environ.get("CUDA_DEVICE_ORDER"))
     for gpu, mig in list(gpus):
         if mig:
-            refused.append(f"GPU {gpu.index} ({gpu.name}) is in MIG mode: {MIG_REFUSAL}; turn MIG off on it "
-                           f"(nvidia-smi -i {gpu.index} -mig 0) or leave it out with CUDA_VISIBLE_DEVICES")
+            refused.append(
+                f"GPU {gpu.index} ({gpu.name}) is in MIG mode: {MIG_REFUSAL}; turn MIG off on it "
+                f"(nvidia-smi -i {gpu.index} -mig 0) or leave it out with CUDA_VISIBLE_DEVICES"
+            )
     usable = tuple(g for g, mig in gpus if not mig)
     if refused:
         how += "; " + "; ".join(refused)
     return Host(cpu_name(), usable, driver, cuda, how, tuple(refused), cpu_flags())
 
 
-def visible(cards: list[tuple[Gpu, bool]], value: str | None, order: str | None) -> tuple[list[tuple[Gpu, bool]], list[str]]:
+def visible(
+    cards: list[tuple[Gpu, bool]], value: str | None, order: str | None
+) -> tuple[list[tuple[Gpu, bool]], list[str]]:
     """The (card, in MIG mode) pairs CUDA_VISIBLE_DEVICES `value` lets this process use, in its
     order, and why any named card is not used. Unset: every card. CUDA reads the list up to its
     first entry that names no card (the ones after it are hidden too); an entry is an index, a
@@ -147,17 +155,21 @@ def visible(cards: list[tuple[Gpu, bool]], value: str | None, order: str | None)
         else:
             found = [c for c in cards if entry.startswith("GPU-") and c[0].uuid.startswith(entry)] if entry else []
         if len(found) != 1:
-            refused.append(f"CUDA_VISIBLE_DEVICES={value}: {entry!r} names no card of this host, and CUDA uses no "
-                               "card listed after it")
+            refused.append(
+                f"CUDA_VISIBLE_DEVICES={value}: {entry!r} names no card of this host, and CUDA uses no "
+                "card listed after it"
+            )
             break
         if found[0] not in chosen:
             chosen.append(found[0])
     names = {c[0].name for c in cards}
     if by_index and len(names) > 1 and (order or "FASTEST_FIRST") != "PCI_BUS_ID":
         raise UsageError(
-            f"CUDA_VISIBLE_DEVICES={value} names cards by index on a host of different cards ({', '.join(sorted(names))}): "
+            f"CUDA_VISIBLE_DEVICES={value} names cards by index on a host of different cards "
+            f"({', '.join(sorted(names))}): "
             "CUDA numbers them fastest first and NVML by PCI bus, so an index may mean two cards. Set "
-            "CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the cards by UUID (nvidia-smi -L lists them)")
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the cards by UUID (nvidia-smi -L lists them)"
+        )
     return chosen, refused
 
 
@@ -218,7 +230,14 @@ def _nvml(nvml=None):
                 mig = nvml.nvmlDeviceGetMigMode(h)[0] == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
             except Exception:  # NVMLError_NotSupported: a card without MIG
                 mig = False
-            gpu = Gpu(i, _text(nvml.nvmlDeviceGetName(h)), f"{major}.{minor}", int(nvml.nvmlDeviceGetMemoryInfo(h).total), uuid, bus)
+            gpu = Gpu(
+                i,
+                _text(nvml.nvmlDeviceGetName(h)),
+                f"{major}.{minor}",
+                int(nvml.nvmlDeviceGetMemoryInfo(h).total),
+                uuid,
+                bus,
+            )
             cards.append((gpu, mig))
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         cuda = nvml.nvmlSystemGetCudaDriverVersion_v2()
@@ -238,9 +257,15 @@ def _nvidia_smi():
         return [], None, None, "nvidia-smi: not found"
     try:
         out = subprocess.run(
-            [exe, "--query-gpu=index,name,compute_cap,memory.total,driver_version,uuid,pci.bus_id,mig.mode.current",
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=True,
+            [
+                exe,
+                "--query-gpu=index,name,compute_cap,memory.total,driver_version,uuid,pci.bus_id,mig.mode.current",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError) as exc:
         return [], None, None, f"nvidia-smi: {exc}"
@@ -291,8 +316,12 @@ class NvmlSampler:
             self.problem = f"NVML: {exc}"
             return self
         for i, used in baseline.items():
-            self._stats[i] = {"nvml_baseline_used_bytes": used, "nvml_peak_used_bytes": used,
-                              "nvml_processes_max": 0, "nvml_samples": 0}
+            self._stats[i] = {
+                "nvml_baseline_used_bytes": used,
+                "nvml_peak_used_bytes": used,
+                "nvml_processes_max": 0,
+                "nvml_samples": 0,
+            }
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, args=(handles,), daemon=True)
         self._thread.start()

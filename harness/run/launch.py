@@ -16,11 +16,11 @@ import threading
 from pathlib import Path
 
 from harness.catalog import strategies
-from harness.run import guard
 from harness.catalog.cell import Cell
+from harness.run import guard
+from harness.run.classify import Ended
 from harness.run.envs import StackEnv
 from harness.run.hardware import Gpu
-from harness.run.classify import Ended
 
 WORKLOAD = Path(__file__).parents[1] / "workloads" / "finetune.py"  # the Trainer path
 NATIVE_WORKLOAD = Path(__file__).parents[1] / "workloads" / "native.py"  # the torch-native path
@@ -49,7 +49,11 @@ def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -
     strategies (any rank count), torchrun for other multi-rank cells and for the torch-native
     path (native.py, which makes its process group even for one rank), plain python for one."""
     strategy = strategies.get(cell.strategy)
-    script = [str(NATIVE_WORKLOAD if strategy.workload == strategies.NATIVE else WORKLOAD), str(spec_path), str(result_dir)]
+    script = [
+        str(NATIVE_WORKLOAD if strategy.workload == strategies.NATIVE else WORKLOAD),
+        str(spec_path),
+        str(result_dir),
+    ]
     launcher = strategy.launcher(cell.ranks)
     if launcher == "deepspeed":
         # `deepspeed` is this module's console script. On GPU it takes its cards from
@@ -58,7 +62,14 @@ def launch_command(cell: Cell, python: str, spec_path: Path, result_dir: Path) -
         count = ["--num_gpus", str(cell.ranks)] if cell.hardware == "cpu" else []
         return launcher, [python, "-m", "deepspeed.launcher.runner", "--master_port", str(free_port()), *count, *script]
     if launcher == "torchrun":
-        return launcher, [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={cell.ranks}", *script]
+        return launcher, [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={cell.ranks}",
+            *script,
+        ]
     return launcher, [python, *script]
 
 
@@ -75,7 +86,11 @@ def cell_environment(cell: Cell, cards: list[Gpu], stack_env: StackEnv) -> dict:
         # the deepspeed launcher reads CUDA_VISIBLE_DEVICES as integers, unsets it and counts every
         # card (deepspeed/launcher/runner.py: parse_node_config, main): it gets indices, which
         # PCI bus order makes NVML's and CUDA's alike
-        ids = [str(card.index) for card in cards] if strategies.get(cell.strategy).deepspeed else [card.cuda_id for card in cards]
+        ids = (
+            [str(card.index) for card in cards]
+            if strategies.get(cell.strategy).deepspeed
+            else [card.cuda_id for card in cards]
+        )
         env["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     # the runner's own allocator setting, under either name, must not leak into a cell
@@ -121,8 +136,13 @@ def launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: fl
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(
-                guard.command(command, start_error, cleanup, shm_left_by(command)), stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True,
+                guard.command(command, start_error, cleanup, shm_left_by(command)),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
             )
         except OSError as exc:
             return Ended(None, False, f"could not start {sys.executable}: {exc}", 0)

@@ -37,13 +37,13 @@ def staircase(timeline: list[dict]) -> dict | None:
         new_longest = cur.get("seq_len", 0) > longest
         longest = max(longest, cur.get("seq_len", 0))
         if delta > max(MIN_RISE_BYTES, MIN_RISE_FRACTION * prev[metric]):
-            rises.append({"step": cur["step"], "seq_len": cur.get("seq_len"), "delta_bytes": delta, "new_longest": new_longest})
+            rises.append(
+                {"step": cur["step"], "seq_len": cur.get("seq_len"), "delta_bytes": delta, "new_longest": new_longest}
+            )
     first, last = points[0][metric], points[-1][metric]
     with_length = sum(r["new_longest"] for r in rises)
     flag = (
-        len(rises) >= MIN_RISES
-        and with_length >= MIN_WITH_LENGTH * len(rises)
-        and last - first >= MIN_GROWTH * first
+        len(rises) >= MIN_RISES and with_length >= MIN_WITH_LENGTH * len(rises) and last - first >= MIN_GROWTH * first
     )
     return {
         "metric": metric,

@@ -36,9 +36,15 @@ def hint(rec: dict) -> str | None:
     a CPU ran bitsandbytes' CPU backend, not the CUDA kernels a GPU user's run takes (compat found
     one such failure, bitsandbytes 0.49+ changing a 4-bit model in memory as it saves on CPU)."""
     axes = rec.get("axes") or {}
-    if rec["outcome"] in ("fail", "crash", "oom") and axes.get("hardware") == "cpu" and axes.get("quantization", "none") != "none":
-        return ("  on a CPU: bitsandbytes ran its CPU backend, not the CUDA kernels GPU users run; this result is the "
-                "CPU's, and matrix/gpu-quant.toml runs the same quantization on a GPU")
+    if (
+        rec["outcome"] in ("fail", "crash", "oom")
+        and axes.get("hardware") == "cpu"
+        and axes.get("quantization", "none") != "none"
+    ):
+        return (
+            "  on a CPU: bitsandbytes ran its CPU backend, not the CUDA kernels GPU users run; this result is the "
+            "CPU's, and matrix/gpu-quant.toml runs the same quantization on a GPU"
+        )
     return None
 
 
@@ -132,8 +138,10 @@ class Live(Lines):
         filled = int(width * done / self.total) if self.total else width
         so_far = "  ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing finished yet"
         bar = escape(f"[{'#' * filled}{'.' * (width - filled)}]")  # brackets: text, not markup
-        grid.add_row(f"[bold]{done}/{self.total} cells[/]  {bar}  {escape(so_far)}  "
-                     f"elapsed {clock(now - self.t0)}" + (f"  ETA about {clock(eta)}" if eta is not None else ""))
+        grid.add_row(
+            f"[bold]{done}/{self.total} cells[/]  {bar}  {escape(so_far)}  "
+            f"elapsed {clock(now - self.t0)}" + (f"  ETA about {clock(eta)}" if eta is not None else "")
+        )
         if step:
             grid.add_row(f"  [yellow]{escape(step[0])}[/]  {clock(now - step[1])}")
         for cell, since in sorted(running.items(), key=lambda kv: kv[1]):
@@ -150,15 +158,22 @@ def reporter(total: int, live: bool | None = None) -> Lines:
 
 def clock(seconds: float) -> str:
     seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 def summary_lines(recs: list[dict], wall_s: float, where: list[tuple[str, str]], slowest: int = 5) -> list[str]:
     """The run in a few lines: outcomes by stack, the slowest cells, where things are."""
     if not recs:
         return []
-    out = ["", f"Summary: {len(recs)} cells in {clock(wall_s)}: "
-           + ", ".join(f"{n} {o}" for o, n in sorted(outcome_counts(recs).items()))]
+    out = [
+        "",
+        f"Summary: {len(recs)} cells in {clock(wall_s)}: "
+        + ", ".join(f"{n} {o}" for o, n in sorted(outcome_counts(recs).items())),
+    ]
     stacks: dict[str, list[dict]] = {}
     for rec in recs:
         stacks.setdefault(rec["axes"]["stack"], []).append(rec)

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.run import cellrecord, context, runner
 from harness.catalog.cell import Cell
 from harness.errors import UsageError
+from harness.run import cellrecord, context, runner
 from harness.run.hardware import Host
 
 LABEL = "compat-arch"  # the node label naming its cards' architecture (sm_75)
@@ -44,8 +44,9 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise UsageError("--ray needs Ray here and on every node of the cluster: pip install 'compat[ray]' "
-                         "(ray 2.60.0; docs/ray.md)") from None
+        raise UsageError(
+            "--ray needs Ray here and on every node of the cluster: pip install 'compat[ray]' (ray 2.60.0; docs/ray.md)"
+        ) from None
     return ray
 
 
@@ -64,8 +65,10 @@ def check_reachable(address: str, timeout_s: float = 10.0) -> None:
     try:
         socket.create_connection((found[1], int(found[2])), timeout=timeout_s).close()
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--ray {address}: no Ray head answers there ({exc.strerror or exc}); start one with "
-                         "`ray start --head`, or give its address") from None
+        raise UsageError(
+            f"--ray {address}: no Ray head answers there ({exc.strerror or exc}); start one with "
+            "`ray start --head`, or give its address"
+        ) from None
 
 
 def connect(address: str):
@@ -79,7 +82,9 @@ def connect(address: str):
         else:
             ray.init(logging_level="WARNING", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(f"--ray {address or '(local)'}: could not reach a Ray cluster: {str(exc).splitlines()[0][:300]}") from None
+        raise UsageError(
+            f"--ray {address or '(local)'}: could not reach a Ray cluster: {str(exc).splitlines()[0][:300]}"
+        ) from None
     return ray, ray.nodes()
 
 
@@ -106,8 +111,17 @@ def cluster_nodes(raw: list[dict], gpudb) -> list[Node]:
         arch = labels.get(LABEL)
         if not arch and gpus and types:
             arch = _arch_of(types[0], gpudb)
-        out.append(Node(n["NodeID"], n.get("NodeManagerHostname") or n.get("NodeManagerAddress", "?"), arch or None,
-                        gpus, types[0] if types else None, bool(labels.get(LABEL)), int(resources.get("CPU", 0))))
+        out.append(
+            Node(
+                n["NodeID"],
+                n.get("NodeManagerHostname") or n.get("NodeManagerAddress", "?"),
+                arch or None,
+                gpus,
+                types[0] if types else None,
+                bool(labels.get(LABEL)),
+                int(resources.get("CPU", 0)),
+            )
+        )
     return out
 
 
@@ -139,11 +153,20 @@ def plan(cells: list[Cell], nodes: list[Node]) -> list[runner.PlannedCell]:
         if any(n.gpus >= cell.ranks for n in fits):
             out.append(runner.PlannedCell(cell, True))
         elif fits:
-            out.append(runner.PlannedCell(cell, False, True, f"needs {need}; the Ray cluster's largest {cell.hardware} "
-                                                             f"node has {max(n.gpus for n in fits)}"))
+            out.append(
+                runner.PlannedCell(
+                    cell,
+                    False,
+                    True,
+                    f"needs {need}; the Ray cluster's largest {cell.hardware} node has {max(n.gpus for n in fits)}",
+                )
+            )
         elif not gpu_nodes:
-            out.append(runner.PlannedCell(cell, False, True, f"needs {need}; the Ray cluster has no GPU compat can name"
-                                                             + _unnamed(nodes)))
+            out.append(
+                runner.PlannedCell(
+                    cell, False, True, f"needs {need}; the Ray cluster has no GPU compat can name" + _unnamed(nodes)
+                )
+            )
         else:
             have = ", ".join(sorted({n.arch for n in gpu_nodes}))
             out.append(runner.PlannedCell(cell, False, False, f"needs {need}; the Ray cluster has {have}"))
@@ -192,8 +215,11 @@ def ship(override: context.Override) -> dict:
     """What a node needs of a cell's override (compat preflight: a user's configs), picklable and
     without the driver's files: the DeepSpeed config's text rather than its path."""
     ds = override.deepspeed_config
-    return {"deepspeed": ds.read_text(encoding="utf-8") if ds else None, "fsdp_args": override.fsdp_args,
-            "record_extra": override.record_extra}
+    return {
+        "deepspeed": ds.read_text(encoding="utf-8") if ds else None,
+        "fsdp_args": override.fsdp_args,
+        "record_extra": override.record_extra,
+    }
 
 
 def _unship(shipped: dict | None, folder: Path) -> context.Override:
@@ -203,7 +229,9 @@ def _unship(shipped: dict | None, folder: Path) -> context.Override:
     if shipped.get("deepspeed") is not None:
         ds = folder / "deepspeed.json"
         ds.write_text(shipped["deepspeed"], encoding="utf-8")
-    return context.Override(deepspeed_config=ds, fsdp_args=shipped.get("fsdp_args"), record_extra=shipped.get("record_extra") or {})
+    return context.Override(
+        deepspeed_config=ds, fsdp_args=shipped.get("fsdp_args"), record_extra=shipped.get("record_extra") or {}
+    )
 
 
 def run_on_node(spec: WorkerSpec, cell: Cell, warm=None, shipped: dict | None = None) -> dict:
@@ -212,25 +240,38 @@ def run_on_node(spec: WorkerSpec, cell: Cell, warm=None, shipped: dict | None = 
     driver, where given); its record and log text."""
     import ray
 
-    from harness.run import envs, guard, hardware
     from harness import home
+    from harness.run import envs, guard, hardware
 
     guard.STAND_IN = True  # this worker SIGKILLs its children when it ends: their guards must not be them
     node = ray.get_runtime_context().get_node_id()
     key = (spec.env_dir, spec.offline, spec.find_links)
     if key not in _ENV_MANAGERS:
-        _ENV_MANAGERS[key] = envs.EnvManager(root=Path(spec.env_dir) if spec.env_dir else envs.default_root(),
-                                             base_python=sys.executable, offline=spec.offline,
-                                             find_links=spec.find_links, log=lambda line: None)
+        _ENV_MANAGERS[key] = envs.EnvManager(
+            root=Path(spec.env_dir) if spec.env_dir else envs.default_root(),
+            base_python=sys.executable,
+            offline=spec.offline,
+            find_links=spec.find_links,
+            log=lambda line: None,
+        )
     environ = dict(os.environ, **({"COMPAT_RUNNER_NAME": spec.runner_name} if spec.runner_name else {}))
     results = Path(tempfile.mkdtemp(prefix="compat-ray-"))
     try:
         host = hardware.detect()  # the cards Ray gave this task (it sets CUDA_VISIBLE_DEVICES)
         ctx = context.RunContext(
-            results_dir=results, records_path=results / "records.jsonl", settings=spec.settings, host=host,
-            stacks=spec.stacks, envs=_ENV_MANAGERS[key], matrix_dir=home.find().matrix, models=spec.models,
-            run_id=spec.run_id, timeout_s=spec.timeout_s, timeouts=spec.timeouts,
-            runner=dict(hardware.runner_identity(environ), ray_node=node), warm=warm,
+            results_dir=results,
+            records_path=results / "records.jsonl",
+            settings=spec.settings,
+            host=host,
+            stacks=spec.stacks,
+            envs=_ENV_MANAGERS[key],
+            matrix_dir=home.find().matrix,
+            models=spec.models,
+            run_id=spec.run_id,
+            timeout_s=spec.timeout_s,
+            timeouts=spec.timeouts,
+            runner=dict(hardware.runner_identity(environ), ray_node=node),
+            warm=warm,
         )
         cells = runner._Cells(ctx, {cell.id: _unship(shipped, results)}, lambda c: None)
         cells.prepare(cell)
@@ -264,10 +305,17 @@ def can_run_warm(cell: Cell) -> bool:
     return strategies.get(cell.strategy).launcher(cell.ranks) == "python"
 
 
-def run_all(planned: list[runner.PlannedCell], ctx: context.RunContext, spec: WorkerSpec, nodes: list[Node],
-            report: Callable[[int, int, dict], None] = lambda i, n, r: None,
-            started: Callable[[Cell], None] = lambda cell: None, in_flight: int | None = None,
-            warm: bool = False, overrides: dict[str, context.Override] | None = None) -> list[dict]:
+def run_all(
+    planned: list[runner.PlannedCell],
+    ctx: context.RunContext,
+    spec: WorkerSpec,
+    nodes: list[Node],
+    report: Callable[[int, int, dict], None] = lambda i, n, r: None,
+    started: Callable[[Cell], None] = lambda cell: None,
+    in_flight: int | None = None,
+    warm: bool = False,
+    overrides: dict[str, context.Override] | None = None,
+) -> list[dict]:
     """Run every cell on the cluster, appending each record on this host the moment it comes back
     (as runner.run_all does). At most `in_flight` tasks are submitted at once (default: a CPU cell
     per node plus a cell per card), so --stop-after can still hold the rest back. With `warm`, the
@@ -276,7 +324,9 @@ def run_all(planned: list[runner.PlannedCell], ctx: context.RunContext, spec: Wo
     `overrides`: cell id -> what it runs with in place of the grid's own (compat preflight)."""
     ray = import_ray()
     overrides = overrides or {}
-    waiting, out, finish = runner.recorder(planned, ctx, report, lambda c: overrides.get(c.id, context.NO_OVERRIDE).record_extra)
+    waiting, out, finish = runner.recorder(
+        planned, ctx, report, lambda c: overrides.get(c.id, context.NO_OVERRIDE).record_extra
+    )
     run = _Dispatch(ray, ctx, spec, nodes, started, in_flight, warm)
     run.shipped = {cell_id: ship(o) for cell_id, o in overrides.items()}
     if warm:  # a kind's cells together: fewer warm workers alive at once
@@ -334,7 +384,9 @@ class _Dispatch:
             died = self.retry.pop(cell.id, ())
             if actor is None:
                 cold += 1
-                ref = self.task.options(**placement(cell, self.nodes)).remote(self.spec, cell, None, self.shipped.get(cell.id))
+                ref = self.task.options(**placement(cell, self.nodes)).remote(
+                    self.spec, cell, None, self.shipped.get(cell.id)
+                )
                 self.pending[ref] = (cell, died, None)
             else:
                 self.busy.add(actor)
@@ -395,15 +447,22 @@ def _outcome(ray, ref, cell: Cell, died: tuple, ctx: context.RunContext) -> tupl
     except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError, ray.exceptions.ActorDiedError) as exc:
         died = died + (_node_of(exc),)
         if len(died) <= RETRIES:
-            print(f"{cell.id}: its Ray node {died[-1]} died under it ({type(exc).__name__}); running it once more", flush=True)
+            print(
+                f"{cell.id}: its Ray node {died[-1]} died under it ({type(exc).__name__}); running it once more",
+                flush=True,
+            )
             return None, died
         return _lost(cell, ctx, died, exc), ()
     except ray.exceptions.RayTaskError as exc:  # compat itself failed on that node: said, the rest go on
         last = [line for line in str(exc).splitlines() if line.strip()][-1:] or [type(exc).__name__]
-        return cellrecord.lost(cell, ctx, {}, "RayTaskError", f"compat could not run the cell on its Ray node: {last[0].strip()[:300]}"), ()
+        return cellrecord.lost(
+            cell, ctx, {}, "RayTaskError", f"compat could not run the cell on its Ray node: {last[0].strip()[:300]}"
+        ), ()
     problem = _refused(got, cell, ctx)
     if problem:
-        return cellrecord.lost(cell, ctx, {}, "BadNodeResult", f"its Ray node sent back a result compat refuses: {problem}"), ()
+        return cellrecord.lost(
+            cell, ctx, {}, "BadNodeResult", f"its Ray node sent back a result compat refuses: {problem}"
+        ), ()
     _write_log(ctx, got)
     return got["record"], ()
 
@@ -418,8 +477,10 @@ def _node_of(exc) -> str:
 
 def _lost(cell: Cell, ctx: context.RunContext, died: tuple, exc) -> dict:
     """The `infra` record of a cell whose node died under it each time it ran."""
-    reason = (f"the Ray node running this cell died under it each of the {len(died)} times it ran (nodes "
-              f"{', '.join(died)}): {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}")
+    reason = (
+        f"the Ray node running this cell died under it each of the {len(died)} times it ran (nodes "
+        f"{', '.join(died)}): {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}"
+    )
     return cellrecord.lost(cell, ctx, {}, type(exc).__name__, reason)
 
 
@@ -448,4 +509,3 @@ def _write_log(ctx: context.RunContext, got: dict) -> None:
         path = ctx.results_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(got["log"], encoding="utf-8")
-

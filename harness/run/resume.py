@@ -13,9 +13,10 @@ from harness.run import hardware
 
 def latest_run(results: Path, planned: list, recs: list[dict]) -> tuple[str, set[str]] | None:
     """(run id, cells with a record in it) of this runner's latest run of any of the planned
-    cells (`recs`: the folder's evidence), or None when it has none (then every cell runs). A run is known by its records and by
-    the journal it wrote when it started (logs/RUN/run.json), so a run that was stopped before
-    its first record was written (the harness killed, a full disk) is the one resumed."""
+    cells (`recs`: the folder's evidence), or None when it has none (then every cell runs). A run
+    is known by its records and by the journal it wrote when it started (logs/RUN/run.json), so a
+    run that was stopped before its first record was written (the harness killed, a full disk) is
+    the one resumed."""
     name = hardware.runner_identity()["name"]
     wanted = {p.cell.id for p in planned}
     last: dict[str, str] = {}  # run id -> when it was last heard of
@@ -51,7 +52,16 @@ def write_journal(ctx, cells: list) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         before = set()
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
-    records.write_atomic(path, json.dumps({
-        "run_id": ctx.run_id, "runner": ctx.runner["name"], "cells": sorted(before | {c.id for c in cells}),
-        "started_at": cellrecord.now(),
-    }, indent=1) + "\n")
+    records.write_atomic(
+        path,
+        json.dumps(
+            {
+                "run_id": ctx.run_id,
+                "runner": ctx.runner["name"],
+                "cells": sorted(before | {c.id for c in cells}),
+                "started_at": cellrecord.now(),
+            },
+            indent=1,
+        )
+        + "\n",
+    )

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Callable
 
 from harness.catalog import strategies
+from harness.catalog.cell import Cell
+from harness.catalog.matrix import cell_settings
+from harness.errors import ResultsWriteError
 from harness.evidence import records, summary
 from harness.run import cellrecord, classify, deepspeed_ops, launch, schedule
-from harness.catalog.cell import Cell
-from harness.run.envs import InstallError, StackEnv, StackUnsupported
-from harness.errors import ResultsWriteError
-from harness.run.hardware import Host, NvmlSampler
-from harness.catalog.matrix import cell_settings
 from harness.run.context import NO_OVERRIDE, Override, RunContext
+from harness.run.envs import InstallError, StackEnv, StackUnsupported
+from harness.run.hardware import Host, NvmlSampler
+
 
 @dataclasses.dataclass(frozen=True)
 class PlannedCell:
@@ -53,7 +54,15 @@ def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
     for cell in cells:
         if cell.hardware == "cpu":
             if cell.expandable_segments:
-                out.append(PlannedCell(cell, False, True, "needs CUDA: expandable_segments is a setting of the CUDA caching allocator (PYTORCH_CUDA_ALLOC_CONF), which a CPU cell does not use"))
+                out.append(
+                    PlannedCell(
+                        cell,
+                        False,
+                        True,
+                        "needs CUDA: expandable_segments is a setting of the CUDA caching allocator "
+                        "(PYTORCH_CUDA_ALLOC_CONF), which a CPU cell does not use",
+                    )
+                )
             elif strategies.get(cell.strategy).cpu_unsupported:
                 out.append(PlannedCell(cell, False, True, strategies.get(cell.strategy).cpu_unsupported))
             else:
@@ -74,8 +83,11 @@ def plan(cells: list[Cell], host: Host) -> list[PlannedCell]:
 
 
 def run_all(
-    planned: list[PlannedCell], ctx: RunContext, report: Callable[[int, int, dict], None] = lambda i, n, r: None,
-    overrides: dict[str, Override] | None = None, started: Callable[[Cell], None] = lambda cell: None,
+    planned: list[PlannedCell],
+    ctx: RunContext,
+    report: Callable[[int, int, dict], None] = lambda i, n, r: None,
+    overrides: dict[str, Override] | None = None,
+    started: Callable[[Cell], None] = lambda cell: None,
 ) -> list[dict]:
     """Run every cell, appending each record the moment its cell ends. Cells run side by side
     where the host has the cards for them (harness/run/schedule.py): each GPU cell on `ranks` cards of
@@ -88,8 +100,12 @@ def run_all(
     here, out, finish = recorder(planned, ctx, report, lambda cell: cells.override(cell).record_extra)
     try:
         schedule.run_jobs(
-            here, device_pools(ctx.host), cell_need,
-            cells.execute, lambda cell, record: finish(record), cells.prepare,
+            here,
+            device_pools(ctx.host),
+            cell_need,
+            cells.execute,
+            lambda cell, record: finish(record),
+            cells.prepare,
             may_start=lambda: ctx.stop_at is None or time.monotonic() < ctx.stop_at,
         )
     except BaseException:
@@ -98,8 +114,12 @@ def run_all(
     return out
 
 
-def recorder(planned: list[PlannedCell], ctx: RunContext, report: Callable[[int, int, dict], None],
-             extra: Callable[[Cell], dict] = lambda cell: {}) -> tuple[list[Cell], list[dict], Callable[[dict], None]]:
+def recorder(
+    planned: list[PlannedCell],
+    ctx: RunContext,
+    report: Callable[[int, int, dict], None],
+    extra: Callable[[Cell], dict] = lambda cell: {},
+) -> tuple[list[Cell], list[dict], Callable[[dict], None]]:
     """A run's bookkeeping, wherever its cells run (here, or on a Ray cluster): the cells to run,
     the list their records go into, and `finish(record)`, which appends a record and reports it
     the moment its cell ends. The unsupported cells are recorded at once (`extra(cell)`: fields
@@ -166,7 +186,9 @@ class _Cells:
         if ops:
             key = (cell.stack, cell.hardware, tuple(ops))
             if key not in self.ops_built:
-                self.ops_built[key] = deepspeed_ops.build(cell, ctx.host, ctx.envs, env, ops, ctx.log_dir, ctx.results_dir)
+                self.ops_built[key] = deepspeed_ops.build(
+                    cell, ctx.host, ctx.envs, env, ops, ctx.log_dir, ctx.results_dir
+                )
             self.ops_of[cell.id] = self.ops_built[key]
 
     def execute(self, cell: Cell, slots: tuple) -> dict:
@@ -176,8 +198,14 @@ class _Cells:
             return cellrecord.unsupported(cell, self.ctx, override.record_extra, str(got))
         if isinstance(got, InstallError):
             return cellrecord.install_error(cell, self.ctx, override.record_extra, got)
-        return run_cell(cell, self.ctx, got, gpus=[] if cell.hardware == "cpu" else list(slots),
-                        ops=self.ops_of.get(cell.id), override=override)
+        return run_cell(
+            cell,
+            self.ctx,
+            got,
+            gpus=[] if cell.hardware == "cpu" else list(slots),
+            ops=self.ops_of.get(cell.id),
+            override=override,
+        )
 
 
 def device_pools(host: Host) -> dict[str, list[int]]:
@@ -194,14 +222,14 @@ def cell_need(cell: Cell) -> schedule.Need:
     return schedule.Need(cell.hardware, cell.ranks)
 
 
-
-
 def deepspeed_config_path(cell: Cell, ctx: RunContext, override: Override = NO_OVERRIDE) -> Path:
     """The DeepSpeed config a cell passes to the Trainer: the user's own, else matrix/deepspeed/."""
     return override.deepspeed_config or ctx.matrix_dir / "deepspeed" / f"{cell.strategy}.json"
 
 
-def cell_spec(cell: Cell, ctx: RunContext, workdir: Path, timeout: float, override: Override = NO_OVERRIDE) -> tuple[dict, dict]:
+def cell_spec(
+    cell: Cell, ctx: RunContext, workdir: Path, timeout: float, override: Override = NO_OVERRIDE
+) -> tuple[dict, dict]:
     """What the workload is told (the spec: the cell's axes, its model and run, the strategy's
     facts from harness/catalog/strategies.py, its DeepSpeed config or FSDP settings) and what the record
     keeps of it (settings)."""
@@ -229,12 +257,20 @@ def cell_spec(cell: Cell, ctx: RunContext, workdir: Path, timeout: float, overri
     return spec, settings
 
 
-def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] | None = None, ops: dict | None = None,
-             override: Override = NO_OVERRIDE) -> dict:
+def run_cell(
+    cell: Cell,
+    ctx: RunContext,
+    stack_env: StackEnv,
+    gpus: list[int] | None = None,
+    ops: dict | None = None,
+    override: Override = NO_OVERRIDE,
+) -> dict:
     """Launch one cell, wait for it, and build its record."""
     started = cellrecord.now()
     t0 = time.perf_counter()
-    timeout = ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
+    timeout = (
+        ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
+    )
     workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     log_path = ctx.log_dir / f"{cell.id}.log"
@@ -260,9 +296,18 @@ def run_cell(cell: Cell, ctx: RunContext, stack_env: StackEnv, gpus: list[int] |
     if not ctx.keep_workdirs:
         shutil.rmtree(workdir, ignore_errors=True)
     run = cellrecord.Ran(
-        outcome=decided, reason=reason, error=error, result=result, memory=cellrecord.merge_nvml(peaks, cards, sampler.report()),
-        started_at=started, duration_s=round(time.perf_counter() - t0, 3), launcher=launcher, command=command,
-        returncode=ended.returncode, settings=settings, log=cellrecord.relative(log_path, ctx.results_dir),
+        outcome=decided,
+        reason=reason,
+        error=error,
+        result=result,
+        memory=cellrecord.merge_nvml(peaks, cards, sampler.report()),
+        started_at=started,
+        duration_s=round(time.perf_counter() - t0, 3),
+        launcher=launcher,
+        command=command,
+        returncode=ended.returncode,
+        settings=settings,
+        log=cellrecord.relative(log_path, ctx.results_dir),
         nvml_problem="; ".join(x for x in (sampler.problem, sampler.process_problem) if x),
     )
     record = cellrecord.ran(cell, ctx, override.record_extra, stack_env, run, ops)

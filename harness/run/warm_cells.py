@@ -33,8 +33,16 @@ from harness.run.classify import Ended
 WORKER = Path(__file__).parents[1] / "workloads" / "warm.py"
 READY_S = 300.0  # the imports of a cold disk, a slow network file system
 # what a worker's interpreter reads at import time: a worker is made per distinct set of them
-IMPORT_TIME = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
-               "TOKENIZERS_PARALLELISM", "TORCH_EXTENSIONS_DIR", "PYTHONPATH", "LD_LIBRARY_PATH")
+IMPORT_TIME = (
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "TOKENIZERS_PARALLELISM",
+    "TORCH_EXTENSIONS_DIR",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+)
 
 
 class WorkerGone(Exception):
@@ -52,8 +60,14 @@ class Worker:
         os.close(handle)
         self.start_error = Path(name)
         try:
-            self.proc = subprocess.Popen(guard.command([python, str(WORKER)], self.start_error), stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=self.stderr, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                guard.command([python, str(WORKER)], self.start_error),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                env=env,
+                start_new_session=True,
+            )
         finally:
             self.start_error.unlink(missing_ok=True)  # the guard writes it afresh where it cannot start the worker
         self.buffer = b""
@@ -75,7 +89,7 @@ class Worker:
                 line, self.buffer = self.buffer.split(b"\n", 1)
                 text = line.decode("utf-8", "replace")
                 if text.startswith(_MARK):
-                    return json.loads(text[len(_MARK):])
+                    return json.loads(text[len(_MARK) :])
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise TimeoutError
@@ -84,8 +98,10 @@ class Worker:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                raise WorkerGone(guard.start_error(self.start_error) or f"the warm worker ended (exit code "
-                                 f"{self.proc.poll()}): {self.last_words()}")
+                raise WorkerGone(
+                    guard.start_error(self.start_error)
+                    or f"the warm worker ended (exit code {self.proc.poll()}): {self.last_words()}"
+                )
             self.buffer += chunk
 
     def take(self, request: dict) -> int:

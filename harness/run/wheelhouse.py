@@ -39,9 +39,9 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from harness.run.envs import find_uv, parse_pins
 from harness.catalog.stacks import Stack
 from harness.errors import CompatError, UsageError
+from harness.run.envs import find_uv, parse_pins
 
 MANIFEST = "compat-wheelhouse.json"
 PLATFORM = re.compile(r"^(x86_64|aarch64)-manylinux_(\d+)_(\d+)$")
@@ -73,8 +73,10 @@ class Target:
             raise UsageError(f"--python {python!r}: give the target's Python as MAJOR.MINOR, e.g. 3.12")
         platform = platform or f"{host_platform.machine()}-manylinux_2_28"
         if not PLATFORM.match(platform):
-            raise UsageError(f"--platform {platform!r}: give a Linux target as ARCH-manylinux_X_Y, e.g. "
-                             "x86_64-manylinux_2_28 or aarch64-manylinux_2_28 (GPU runners are Linux)")
+            raise UsageError(
+                f"--platform {platform!r}: give a Linux target as ARCH-manylinux_X_Y, e.g. "
+                "x86_64-manylinux_2_28 or aarch64-manylinux_2_28 (GPU runners are Linux)"
+            )
         return cls(python, platform)
 
 
@@ -91,8 +93,9 @@ class Made:
         return sum(f["size_bytes"] for f in self.files)
 
 
-def make(directory: Path, stacks: list[Stack], requirement_files: list[Path], project: Path | None, target: Target,
-         log=print) -> Made:
+def make(
+    directory: Path, stacks: list[Stack], requirement_files: list[Path], project: Path | None, target: Target, log=print
+) -> Made:
     """Fill `directory` (made if missing; wheels already there are kept) for `target`."""
     uv = find_uv()
     if uv is None:
@@ -105,7 +108,9 @@ def make(directory: Path, stacks: list[Stack], requirement_files: list[Path], pr
             skipped[stack.name] = f"it installs its own torch ({stack.torch}); a wheelhouse leaves torch to the runner"
             continue
         if stack.python and not SpecifierSet(stack.python).contains(f"{target.python}.0", prereleases=True):
-            skipped[stack.name] = f"it installs on Python {stack.python}" + (f" ({stack.python_why})" if stack.python_why else "")
+            skipped[stack.name] = f"it installs on Python {stack.python}" + (
+                f" ({stack.python_why})" if stack.python_why else ""
+            )
             continue
         resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}")
     for path in requirement_files:
@@ -134,20 +139,40 @@ def _compile(uv: str, requirements: list[str], target: Target, what: str) -> dic
     with tempfile.TemporaryDirectory(prefix="compat-wheelhouse-") as tmp:
         excludes = Path(tmp, "excludes.txt")
         excludes.write_text("torch\n", encoding="utf-8")
-        cmd = [uv, "pip", "compile", "--quiet", "--no-header", "--no-annotate", "--python-version", target.python,
-               "--python-platform", target.platform, "--excludes", str(excludes), "-"]
+        cmd = [
+            uv,
+            "pip",
+            "compile",
+            "--quiet",
+            "--no-header",
+            "--no-annotate",
+            "--python-version",
+            target.python,
+            "--python-platform",
+            target.platform,
+            "--excludes",
+            str(excludes),
+            "-",
+        ]
         try:
             out = subprocess.run(cmd, input="\n".join(requirements) + "\n", capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CompatError(f"resolving {what} for Python {target.python} on {target.platform}: {exc}") from None
     if out.returncode != 0:
-        raise CompatError(f"resolving {what} for Python {target.python} on {target.platform} failed: {out.stderr.strip()[-2000:]}")
+        raise CompatError(
+            f"resolving {what} for Python {target.python} on {target.platform} failed: {out.stderr.strip()[-2000:]}"
+        )
     return parse_pins(out.stdout)
 
 
 def _pip(*args: str, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check", "--no-input"],
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "pip", *args, "--disable-pip-version-check", "--no-input"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _fetch(name: str, version: str, target: Target, directory: Path, log) -> dict:
@@ -155,21 +180,36 @@ def _fetch(name: str, version: str, target: Target, directory: Path, log) -> dic
     a source distribution (a build that is not pure Python cannot serve another target)."""
     before = set(directory.glob("*.whl"))
     platforms = [arg for tag in target.pip_platforms for arg in ("--platform", tag)]
-    got = _pip("download", "--no-deps", "--only-binary=:all:", "--python-version", target.python, "--implementation", "cp",
-               *platforms, "--dest", str(directory), f"{name}=={version}")
+    got = _pip(
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        target.python,
+        "--implementation",
+        "cp",
+        *platforms,
+        "--dest",
+        str(directory),
+        f"{name}=={version}",
+    )
     how = "downloaded"
     if got.returncode != 0:
         # DeepSpeed publishes only a source distribution; with DS_BUILD_OPS=0 it builds a pure wheel
         got = _pip("wheel", "--no-deps", "--wheel-dir", str(directory), f"{name}=={version}", env={"DS_BUILD_OPS": "0"})
         how = "built"
         if got.returncode != 0:
-            raise CompatError(f"{name}=={version}: no wheel for Python {target.python} on {target.platform}, and it does "
-                              f"not build here: {got.stderr.strip()[-1500:]}")
+            raise CompatError(
+                f"{name}=={version}: no wheel for Python {target.python} on {target.platform}, and it does "
+                f"not build here: {got.stderr.strip()[-1500:]}"
+            )
     wheel = _wheel_of(directory, name, version, before)
     if how == "built" and not wheel.name.endswith("-none-any.whl"):
         wheel.unlink()
-        raise CompatError(f"{name}=={version}: PyPI has no wheel for Python {target.python} on {target.platform}, and its "
-                          f"source builds into {wheel.name}, for this machine only")
+        raise CompatError(
+            f"{name}=={version}: PyPI has no wheel for Python {target.python} on {target.platform}, and its "
+            f"source builds into {wheel.name}, for this machine only"
+        )
     log(f"  {wheel.name}  {wheel.stat().st_size / 2**20:,.1f} MiB  ({how})")
     return _entry(wheel, how)
 
@@ -210,9 +250,13 @@ def _entry(wheel: Path, how: str) -> dict:
 
 def _write_manifest(made: Made) -> None:
     doc = {
-        "made_by": "compat wheelhouse", "made_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "target": dataclasses.asdict(made.target), "resolved": made.resolved, "skipped": made.skipped,
-        "files": made.files, "total_bytes": made.total_bytes,
+        "made_by": "compat wheelhouse",
+        "made_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "target": dataclasses.asdict(made.target),
+        "resolved": made.resolved,
+        "skipped": made.skipped,
+        "files": made.files,
+        "total_bytes": made.total_bytes,
     }
     from harness.evidence.records import write_atomic
 

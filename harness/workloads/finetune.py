@@ -164,10 +164,16 @@ def build(spec: dict, result: dict, device: str) -> Built:
     half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec["precision"])
     # the base in its 16-bit compute dtype, loaded as LoRA recipes load it (torch_dtype: the name
     # every transformers release takes, 5.x with a deprecation warning)
-    base_kwargs = {"torch_dtype": half} if spec["train"].get("base_dtype", "float32") == "compute" and half and quant is None else {}
+    base_kwargs = (
+        {"torch_dtype": half}
+        if spec["train"].get("base_dtype", "float32") == "compute" and half and quant is None
+        else {}
+    )
     if base_kwargs:
         base = model_class.from_pretrained(base_dir, **base_kwargs)
-    result["checks"]["base_dtype"] = str(next(p.dtype for p in base.parameters() if p.is_floating_point())).replace("torch.", "")
+    result["checks"]["base_dtype"] = str(next(p.dtype for p in base.parameters() if p.is_floating_point())).replace(
+        "torch.", ""
+    )
     if quant is not None:
         base = load_quantized(spec, result, model_class, base_dir, quant, device)
     model = base
@@ -246,7 +252,9 @@ def train(spec: dict, result: dict, built: Built, data: list, batch_of, device: 
     import torch
     import transformers
 
-    args = training_arguments(spec, os.path.join(spec["workdir"], "trainer"), getattr(built.base, "_no_split_modules", None))
+    args = training_arguments(
+        spec, os.path.join(spec["workdir"], "trainer"), getattr(built.base, "_no_split_modules", None)
+    )
     losses: list[float] = []
     timeline: list[dict] = []
     result["timeline"] = timeline
@@ -317,10 +325,7 @@ def check(spec: dict, result: dict, built: Built, trainer, losses: list, eval_ba
     if bad:
         raise CheckFailed(f"loss is not finite: {bad[0]}")
     if not loss_after < loss_before:
-        raise CheckFailed(
-            f"loss did not decrease: eval loss {loss_before:.4f} before training, "
-            f"{loss_after:.4f} after"
-        )
+        raise CheckFailed(f"loss did not decrease: eval loss {loss_before:.4f} before training, {loss_after:.4f} after")
     return trained
 
 
@@ -361,7 +366,9 @@ def saved_then_learned(result: dict, save) -> None:
 
 
 # -- save, reload, compare -------------------------------------------------------------------------
-def save_and_reload(spec: dict, result: dict, built: Built, trainer, trained, eval_batch: dict, amp, device: str) -> None:
+def save_and_reload(
+    spec: dict, result: dict, built: Built, trainer, trained, eval_batch: dict, amp, device: str
+) -> None:
     """Save as users save (trainer.save_model), reload on rank 0 as users reload, and compare
     the reloaded model's logits with the trained one's; saving must not change the trained model."""
     t = time.perf_counter()
@@ -425,7 +432,9 @@ def reload_tolerance(spec: dict, result: dict, trained, before_save) -> float:
     if spec["strategy_facts"]["fsdp_version"] and spec["precision"] in ("bf16", "fp16"):
         # FSDP's mixed precision keeps fp32 shards but computes with parameters cast to 16 bits
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[spec["precision"]]
-    tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
+    tolerance = (
+        1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
+    )
     result["checks"]["trained_weights_dtype"] = str(dtype).replace("torch.", "")
     result["checks"]["reload_tolerance"] = tolerance
     return tolerance
@@ -563,19 +572,24 @@ def check_strategy(strategy: str, facts: dict, trained, result: dict) -> None:
         "fsdp2": "DTensor" in sharded,
     }.get(strategy, True)
     if not expect:
-        raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters")
+        raise CheckFailed(
+            f"strategy {strategy} asked for, but the trained model is a {wrapper} with {', '.join(sharded)} parameters"
+        )
     if facts["zero_stage"] is not None:
         stage, offload = facts["zero_stage"], facts["offload"]
         if wrapper != "DeepSpeedEngine":
             raise CheckFailed(f"strategy {strategy} asked for, but the trained model is a {wrapper}")
-        got = (trained.zero_optimization_stage(), offloaded(trained.zero_offload_optimizer()), offloaded(trained.zero_offload_param()))
+        got = (
+            trained.zero_optimization_stage(),
+            offloaded(trained.zero_offload_optimizer()),
+            offloaded(trained.zero_offload_param()),
+        )
         result["checks"]["zero"] = {"stage": got[0], "offload_optimizer": got[1], "offload_param": got[2]}
         if got != (stage, offload, offload):
             raise CheckFailed(
                 f"strategy {strategy} asked for ZeRO stage {stage}{' with CPU offload' if offload else ''}, "
                 f"but DeepSpeed ran stage {got[0]} (offload optimizer {got[1]}, parameters {got[2]})"
             )
-
 
 
 def unset_deepspeed_config() -> None:
@@ -745,8 +759,11 @@ class RssSampler:
             return {}
         self._stop.set()
         self._thread.join()
-        return {"rss_before_train_bytes": self.before, "train_peak_rss_bytes": max(self.peak or 0, self._read()),
-                "train_rss_samples": self.samples}
+        return {
+            "rss_before_train_bytes": self.before,
+            "train_peak_rss_bytes": max(self.peak or 0, self._read()),
+            "train_rss_samples": self.samples,
+        }
 
 
 def memory_report(device: str | None, train_rss: dict | None = None, cuda: dict | None = None) -> list[dict]:
@@ -769,8 +786,12 @@ def memory_report(device: str | None, train_rss: dict | None = None, cuda: dict 
     # the peaks since the last reset (the start of training) and the ones before it; a card a
     # CUDA error left unusable answers nothing more, and the result file is written all the same
     try:
-        entry["torch_max_allocated_bytes"] = max(torch.cuda.max_memory_allocated(d), cuda.get("before_train_max_allocated", 0))
-        entry["torch_max_reserved_bytes"] = max(torch.cuda.max_memory_reserved(d), cuda.get("before_train_max_reserved", 0))
+        entry["torch_max_allocated_bytes"] = max(
+            torch.cuda.max_memory_allocated(d), cuda.get("before_train_max_allocated", 0)
+        )
+        entry["torch_max_reserved_bytes"] = max(
+            torch.cuda.max_memory_reserved(d), cuda.get("before_train_max_reserved", 0)
+        )
     except Exception as exc:
         entry["cuda_memory_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     for key in ("train_max_allocated", "train_max_reserved", "cuda_context", "non_torch_after_train"):
@@ -794,8 +815,10 @@ def cuda_start(spec: dict, torch) -> dict:
     less what torch's allocator has reserved."""
     if torch.version.cuda is None:
         raise RunnerProblem(
-            f"torch {torch.__version__} is a build without CUDA, and the cell is for the host's {spec['hardware']} card: "
-            "the runner's interpreter needs a CUDA build of torch")
+            f"torch {torch.__version__} is a build without CUDA, and the cell is for the host's {spec['hardware']} "
+            "card: "
+            "the runner's interpreter needs a CUDA build of torch"
+        )
     local = int(os.environ.get("LOCAL_RANK", "0"))
     handle = nvml_card(local)  # NVML creates no CUDA context: the card as it was before this process
     before = nvml_used(handle)
@@ -807,14 +830,19 @@ def cuda_start(spec: dict, torch) -> dict:
         raise RunnerProblem(
             f"torch {torch.__version__} (built for CUDA {torch.version.cuda}) cannot use the card: "
             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-            + (f" (the driver supports CUDA {driver})" if driver else "")) from None
+            + (f" (the driver supports CUDA {driver})" if driver else "")
+        ) from None
     if count <= local:
-        raise RunnerProblem(f"torch sees {count} card(s) in CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}; "
-                            f"rank {RANK} needs card {local}")
+        raise RunnerProblem(
+            f"torch sees {count} card(s) in CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}; "
+            f"rank {RANK} needs card {local}"
+        )
     major, minor = torch.cuda.get_device_capability(local)
     if f"sm_{major}{minor}" != spec["hardware"]:
-        raise RunnerProblem(f"the cell is for {spec['hardware']}, but its card is a {torch.cuda.get_device_name(local)} "
-                            f"(sm_{major}{minor}): the harness and CUDA disagree on which card is which")
+        raise RunnerProblem(
+            f"the cell is for {spec['hardware']}, but its card is a {torch.cuda.get_device_name(local)} "
+            f"(sm_{major}{minor}): the harness and CUDA disagree on which card is which"
+        )
     torch.cuda.set_device(local)
     torch.zeros(1, device="cuda")  # the context, and the allocator's first segment
     torch.cuda.synchronize()
@@ -881,7 +909,8 @@ def check_allocator(torch, spec: dict, cuda: dict, checks: dict) -> None:
     if used is not None and bool(used) != bool(spec["expandable_segments"]):
         raise CheckFailed(
             f"the cell asked for {'expandable' if spec['expandable_segments'] else 'ordinary'} allocator segments, but "
-            f"torch's allocator made {'expandable' if used else 'ordinary'} ones on its card")
+            f"torch's allocator made {'expandable' if used else 'ordinary'} ones on its card"
+        )
 
 
 def nvml_card(torch_index: int):

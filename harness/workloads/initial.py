@@ -69,11 +69,19 @@ def reset_base(torch, model, config, seed: int) -> dict:
         for name, p in named:
             if _constant(p):
                 continue
-            values = torch.empty(p.shape, dtype=torch.float32).normal_(0.0, std, generator=_generator(torch, seed, name))
+            values = torch.empty(p.shape, dtype=torch.float32).normal_(
+                0.0, std, generator=_generator(torch, seed, name)
+            )
             p.copy_(values.to(p.dtype))
             drawn += 1
-    return {"rule": RULE, "seed": seed, "std": std, "drawn": drawn, "kept": len(named) - drawn,
-            "base_sha256": digest(torch, named)}
+    return {
+        "rule": RULE,
+        "seed": seed,
+        "std": std,
+        "drawn": drawn,
+        "kept": len(named) - drawn,
+        "base_sha256": digest(torch, named),
+    }
 
 
 def reset_adapters(torch, model, seed: int) -> str | None:
@@ -86,6 +94,8 @@ def reset_adapters(torch, model, seed: int) -> str | None:
         for name, p in named:
             if ".lora_A." in name:
                 bound = 1.0 / math.sqrt(p.shape[1])
-                values = torch.empty(p.shape, dtype=torch.float32).uniform_(-bound, bound, generator=_generator(torch, seed, name))
+                values = torch.empty(p.shape, dtype=torch.float32).uniform_(
+                    -bound, bound, generator=_generator(torch, seed, name)
+                )
                 p.copy_(values.to(p.dtype))
     return digest(torch, named)

@@ -32,7 +32,9 @@ class Watch:
         self.gradients, self.values = gradients, values
         self.nonzero = {name: 0 for name, _ in self.params}
         self.nonfinite, self.expected_zero = dict(self.nonzero), dict(self.nonzero)
-        self.zero: dict[str, list[int]] = {name: [] for name, _ in self.params}  # the passes (1, 2, ...) whose gradient was all zeros
+        self.zero: dict[str, list[int]] = {
+            name: [] for name, _ in self.params
+        }  # the passes (1, 2, ...) whose gradient was all zeros
         self.before = {name: self.fingerprint(p) for name, p in self.params} if values else {}
         by_name = dict(self.params)
         # a LoRA A matrix's gradient is B's transpose times the output's: zero while B is all zeros
@@ -81,11 +83,17 @@ class Watch:
             h.remove()
         passes = {n: self.passes(n) for n, _ in self.params}
         unused = [n for n, _ in self.params if self.owner[n] not in self.ran]
-        out = {"trainable_tensors": len(self.params),
-               "observed": [k for k, on in (("gradients", self.gradients), ("values", self.values)) if on],
-               "backward_passes": max(passes.values(), default=0), "unused": unused,
-               "no_gradient": [], "zero_gradient_passes": {}, "nonfinite_gradient": [], "did_not_move": [],
-               "nonfinite_passes_skipped_by_loss_scaling": sum(self.nonfinite.values()) if self.scaled else 0}
+        out = {
+            "trainable_tensors": len(self.params),
+            "observed": [k for k, on in (("gradients", self.gradients), ("values", self.values)) if on],
+            "backward_passes": max(passes.values(), default=0),
+            "unused": unused,
+            "no_gradient": [],
+            "zero_gradient_passes": {},
+            "nonfinite_gradient": [],
+            "did_not_move": [],
+            "nonfinite_passes_skipped_by_loss_scaling": sum(self.nonfinite.values()) if self.scaled else 0,
+        }
         for name, p in self.params:
             if name in unused:
                 continue
@@ -97,8 +105,15 @@ class Watch:
                 out["nonfinite_gradient"].append(name)
             if self.values and self.before[name] and self.fingerprint(p) == self.before[name]:
                 out["did_not_move"].append(name)
-        failed = set(out["no_gradient"]) | set(out["zero_gradient_passes"]) | set(out["nonfinite_gradient"]) | set(out["did_not_move"])
-        out["learned"] = len(self.params) - len(unused) - len(failed) if out["observed"] else None  # None: nothing watched
+        failed = (
+            set(out["no_gradient"])
+            | set(out["zero_gradient_passes"])
+            | set(out["nonfinite_gradient"])
+            | set(out["did_not_move"])
+        )
+        out["learned"] = (
+            len(self.params) - len(unused) - len(failed) if out["observed"] else None
+        )  # None: nothing watched
         return out
 
 
@@ -110,7 +125,9 @@ def groups(names: list[str]) -> str:
         layer = re.search(r"\.(\d+)\.", name)
         key = re.sub(r"\.(\d+)\.", ".{}.", name, count=1) if layer else name
         found.setdefault(key, []).append(layer.group(1) if layer else "")
-    return ", ".join(key.replace("{}", "{" + ",".join(layers) + "}") if "{}" in key else key for key, layers in found.items())
+    return ", ".join(
+        key.replace("{}", "{" + ",".join(layers) + "}") if "{}" in key else key for key, layers in found.items()
+    )
 
 
 def failure(learned: dict) -> str | None:

@@ -41,12 +41,19 @@ def run(spec: dict, result: dict) -> None:
     result["environment"] = common.environment_report()
     result["checks"]["training_path"] = PATHS[strategy]
     if spec["quantization"] != "none":
-        raise Unsupported("the torch-native path trains unquantized weights; QLoRA under FSDP runs through the Trainer (strategy fsdp)")
+        raise Unsupported(
+            "the torch-native path trains unquantized weights; QLoRA under FSDP runs through the Trainer (strategy "
+            "fsdp)"
+        )
     if spec["train"].get("base_dtype", "float32") != "float32":
-        raise Unsupported("the torch-native path keeps fp32 shards and computes in bf16 through FSDP2's mixed precision; "
-                          "a 16-bit base (base_dtype = \"compute\") is the Trainer's")
+        raise Unsupported(
+            "the torch-native path keeps fp32 shards and computes in bf16 through FSDP2's mixed precision; "
+            'a 16-bit base (base_dtype = "compute") is the Trainer\'s'
+        )
     if spec["precision"] == "fp16":
-        raise Unsupported("the torch-native path trains in fp32 or bf16; fp16 needs a sharded gradient scaler it does not run")
+        raise Unsupported(
+            "the torch-native path trains in fp32 or bf16; fp16 needs a sharded gradient scaler it does not run"
+        )
     fully_shard, mixed_precision = fsdp2_api(torch) if strategy == "fsdp2_native" else (None, None)
 
     device = "cpu" if spec["hardware"] == "cpu" else "cuda"
@@ -97,7 +104,9 @@ def train_and_check(spec, result, torch, dist, transformers, device, fully_shard
     losses = train(spec, result, torch, dist, trained, mine, pad_to, amp, device, here)
     result["checks"]["learned"] = watch.verdict()
     check(spec, result, trained, losses, eval_batch, amp, here, loss_before)
-    common.saved_then_learned(result, lambda: save_and_reload(spec, result, torch, dist, trained, build, eval_batch, amp, here))
+    common.saved_then_learned(
+        result, lambda: save_and_reload(spec, result, torch, dist, trained, build, eval_batch, amp, here)
+    )
 
 
 # -- the model, as finetune.py builds it; LoRA and gradient checkpointing before wrapping ----------
@@ -115,8 +124,16 @@ def build_model(spec: dict, torch, transformers, config, model_class, checks: di
 
         if spec["grad_ckpt"]:
             base.enable_input_require_grads()
-        base = peft.get_peft_model(base, peft.LoraConfig(
-            r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM"))
+        base = peft.get_peft_model(
+            base,
+            peft.LoraConfig(
+                r=8,
+                lora_alpha=16,
+                lora_dropout=0.0,
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                task_type="CAUSAL_LM",
+            ),
+        )
         init["adapter_sha256"] = initial.reset_adapters(torch, base, seed)
     if checks is not None:
         checks["init"] = init
@@ -138,7 +155,10 @@ def wrap(spec: dict, result: dict, torch, model, device: str, here, fully_shard,
     policy = mixed_precision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else mixed_precision()
     layers = [m for m in model.modules() if type(m).__name__ in layer_names]
     if not layers:
-        raise CheckFailed(f"no decoder layer ({', '.join(sorted(layer_names)) or 'no _no_split_modules'}) to shard in {type(model).__name__}")
+        raise CheckFailed(
+            f"no decoder layer ({', '.join(sorted(layer_names)) or 'no _no_split_modules'}) to shard in "
+            f"{type(model).__name__}"
+        )
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
@@ -151,8 +171,13 @@ def make_data(spec: dict, result: dict):
     """(this rank's rows, the width every batch is padded to (0: its own longest row), the batch
     evaluated before and after training)."""
     settings, seed = spec["train"], int(spec["train"]["seed"])
-    data = common.synthetic_dataset(n=int(settings["examples"]), vocab=common.data_vocab(spec),
-                                    lo=int(settings["seq_len_min"]), hi=int(settings["seq_len_max"]), seed=seed)
+    data = common.synthetic_dataset(
+        n=int(settings["examples"]),
+        vocab=common.data_vocab(spec),
+        lo=int(settings["seq_len_min"]),
+        hi=int(settings["seq_len_max"]),
+        seed=seed,
+    )
     pad_to = int(settings["seq_len_max"]) if settings.get("padding", "longest") == "max_length" else 0
     eval_batch = common.collate(data[: int(settings["batch_size"])], pad_to)
     if settings.get("order", "shuffled") == "ascending":
@@ -172,8 +197,14 @@ def train(spec: dict, result: dict, torch, dist, trained, mine: list, pad_to: in
     params = [p for p in trained.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=float(settings["lr"]), weight_decay=0.0)
     # this rank's share: a DTensor's numel() is the whole tensor's, its local shard is to_local()
-    result["checks"]["trainable_parameters"] = int(sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in params))
-    steps, batch, accumulate = int(settings["steps"]), int(settings["batch_size"]), int(settings.get("gradient_accumulation_steps", 1))
+    result["checks"]["trainable_parameters"] = int(
+        sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in params)
+    )
+    steps, batch, accumulate = (
+        int(settings["steps"]),
+        int(settings["batch_size"]),
+        int(settings.get("gradient_accumulation_steps", 1)),
+    )
     losses, timeline = [], []
     result["timeline"] = timeline
     sampler = common.RssSampler()
@@ -220,9 +251,17 @@ def check(spec: dict, result: dict, trained, losses: list, eval_batch: dict, amp
     kinds = sorted({type(p).__name__ for p in trained.parameters()})
     checks["wrapped_as"], checks["parameter_types"] = type(trained).__name__, kinds
     if strategy_is_fsdp(spec) and "DTensor" not in kinds:
-        raise CheckFailed(f"strategy fsdp2_native asked for, but the parameters are {', '.join(kinds)}, not sharded DTensors")
+        raise CheckFailed(
+            f"strategy fsdp2_native asked for, but the parameters are {', '.join(kinds)}, not sharded DTensors"
+        )
     loss_after = eval_loss(trained, eval_batch, amp, here)
-    result["losses"] = {"first": losses[0], "last": losses[-1], "steps": losses, "eval_before": loss_before, "eval_after": loss_after}
+    result["losses"] = {
+        "first": losses[0],
+        "last": losses[-1],
+        "steps": losses,
+        "eval_before": loss_before,
+        "eval_after": loss_after,
+    }
     bad = [x for x in losses + [loss_before, loss_after] if not math.isfinite(x)]
     if bad:
         raise CheckFailed(f"loss is not finite: {bad[0]}")
@@ -241,16 +280,22 @@ def save_and_reload(spec: dict, result: dict, torch, dist, trained, build, eval_
         os.makedirs(os.path.dirname(path), exist_ok=True)
         torch.save(state, path)
         reloaded = build()
-        missing, unexpected = reloaded.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=False)
+        missing, unexpected = reloaded.load_state_dict(
+            torch.load(path, map_location="cpu", weights_only=True), strict=False
+        )
         if missing or unexpected:
-            raise CheckFailed(f"the saved state dict does not fit a fresh model: missing {missing[:3]}, unexpected {unexpected[:3]}")
+            raise CheckFailed(
+                f"the saved state dict does not fit a fresh model: missing {missing[:3]}, unexpected {unexpected[:3]}"
+            )
         reloaded.to(here)
         if strategy_is_fsdp(spec) and bf16:
             for param in reloaded.parameters():  # what FSDP2's mixed precision computed with: bf16
                 param.data = param.data.to(torch.bfloat16)  # parameters (buffers stay as they are)
         diff = float((before_save - logits(reloaded, eval_batch, amp, here)).abs().max())
         dtype = torch.bfloat16 if bf16 else torch.float32
-        tolerance = 1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
+        tolerance = (
+            1e-4 if dtype == torch.float32 else 8 * torch.finfo(dtype).eps * max(1.0, float(before_save.abs().max()))
+        )
         checks["reload_max_abs_diff"], checks["reload_tolerance"] = diff, tolerance
         # FSDP2 keeps fp32 shards and casts them for compute; DDP keeps fp32 under autocast
         checks["trained_weights_dtype"] = str(next(trained.parameters()).dtype).replace("torch.", "")
@@ -276,7 +321,11 @@ def full_state_dict(torch, model) -> dict:
 def memory_point(torch, step: int, width: int, device: str) -> dict:
     import resource
 
-    point = {"step": step, "seq_len": width, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    point = {
+        "step": step,
+        "seq_len": width,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
     if device == "cuda":
         point["cuda_allocated_bytes"] = torch.cuda.memory_allocated()
         point["cuda_reserved_bytes"] = torch.cuda.memory_reserved()

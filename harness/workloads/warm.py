@@ -133,7 +133,10 @@ def main() -> int:
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else threading.active_count()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        say(ready=False, problem="importing the stack's libraries started CUDA in the warm worker: a fork of it could not use CUDA")
+        say(
+            ready=False,
+            problem="importing the stack's libraries started CUDA in the warm worker: a fork of it could not use CUDA",
+        )
         return 1
     say(ready=True, pid=os.getpid(), threads=threads, **ready)
     for line in sys.stdin:

@@ -16,22 +16,35 @@ pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 XSS_SIGNATURE = '<script>window.__pwned = "script"</script> RuntimeError'
-XSS_EXCERPT = '<img src=x onerror="window.__pwned = \'img\'"> <svg onload="window.__pwned = \'svg\'"></svg> end of log'
+XSS_EXCERPT = "<img src=x onerror=\"window.__pwned = 'img'\"> <svg onload=\"window.__pwned = 'svg'\"></svg> end of log"
 
 
 @pytest.fixture(scope="module")
 def browser():
     if not (CHROMIUM and CHROMEDRIVER):
         if os.environ.get("COMPAT_REQUIRE_BROWSER") == "1":
-            pytest.fail("COMPAT_REQUIRE_BROWSER=1 but chromium/chromedriver are not installed (apt-get install chromium chromium-driver)")
+            pytest.fail(
+                "COMPAT_REQUIRE_BROWSER=1 but chromium/chromedriver are not installed (apt-get install chromium "
+                "chromium-driver)"
+            )
         pytest.skip("no chromium and chromedriver on this host (apt-get install chromium chromium-driver)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1400,1000"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -46,8 +59,14 @@ def page(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("page")
     cpu = real_records(12)
     passed = next(r for r in cpu if r["outcome"] == "pass")
-    hostile = second_runner(passed, "ci-cpu-2", outcome="fail", losses=None, finished_at="2026-11-23T09:00:00+00:00",
-                            error={"type": "RuntimeError", "message": XSS_SIGNATURE, "signature": XSS_SIGNATURE, "excerpt": XSS_EXCERPT})
+    hostile = second_runner(
+        passed,
+        "ci-cpu-2",
+        outcome="fail",
+        losses=None,
+        finished_at="2026-11-23T09:00:00+00:00",
+        error={"type": "RuntimeError", "message": XSS_SIGNATURE, "signature": XSS_SIGNATURE, "excerpt": XSS_EXCERPT},
+    )
     (tmp / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in cpu))
     (tmp / "b.jsonl").write_text(json.dumps(p4_record(passed)) + "\n{broken\n" + json.dumps(hostile) + "\n")
     proc = run_compat("merge", str(tmp / "a.jsonl"), str(tmp / "b.jsonl"), "--into", str(tmp / "results"))
@@ -86,7 +105,8 @@ def test_rows_filters_and_sorting(browser, page):
 
     browser.find_element("css selector", "th[data-sort=peak]").click()
     peaks = browser.execute_script(
-        "return [...document.querySelectorAll('#cells tbody tr')].map(tr => tr.getAttribute('data-id'))")
+        "return [...document.querySelectorAll('#cells tbody tr')].map(tr => tr.getAttribute('data-id'))"
+    )
     data = browser.execute_script("return JSON.parse(document.getElementById('compat-data').textContent).rows")
     by_id = {r["id"]: r["peak"] or 0 for r in data}
     assert [by_id[i] for i in peaks] == sorted(by_id[i] for i in peaks)
@@ -97,7 +117,9 @@ def test_charts_render_per_card_memory(browser, page):
     browser.get(page["url"])
     assert len(browser.find_elements("css selector", "#outcome-chart rect")) >= 2
     # every row with memory figures has its per-card bars
-    bars = browser.execute_script("return [...document.querySelectorAll('#cells tbody tr')].map(tr => tr.querySelectorAll('svg.mem rect').length)")
+    bars = browser.execute_script(
+        "return [...document.querySelectorAll('#cells tbody tr')].map(tr => tr.querySelectorAll('svg.mem rect').length)"
+    )
     assert all(n >= 1 for n in bars)
     two_rank = [r for r in page["cpu"] if r["axes"]["ranks"] == 2]
     if two_rank:
@@ -108,8 +130,13 @@ def test_charts_render_per_card_memory(browser, page):
     chart = browser.find_element("id", "card-chart")
     classes = {r.get_attribute("class") for r in chart.find_elements("css selector", "rect")}
     assert {"bar-allocated", "bar-reserved", "bar-nvml_used", "bar-rss"} <= classes
-    widths = {r.get_attribute("class"): float(r.get_attribute("width")) for r in chart.find_elements("css selector", "rect[class^=bar-]")}
-    assert widths["bar-allocated"] < widths["bar-reserved"] < widths["bar-nvml_used"] < widths["bar-rss"]  # 300 < 420 < 700 < 900 MiB
+    widths = {
+        r.get_attribute("class"): float(r.get_attribute("width"))
+        for r in chart.find_elements("css selector", "rect[class^=bar-]")
+    }
+    assert (
+        widths["bar-allocated"] < widths["bar-reserved"] < widths["bar-nvml_used"] < widths["bar-rss"]
+    )  # 300 < 420 < 700 < 900 MiB
     detail = browser.find_element("id", "detail").text
     assert "measured" in detail and page["passed"]["id"] not in detail  # the P4 row is the second runner's own record
     assert "merged from\nb.jsonl:1" in detail
@@ -125,7 +152,12 @@ def test_hostile_record_text_is_shown_as_text_and_never_runs(browser, page):
     assert browser.find_element("css selector", "#detail pre.excerpt").text == XSS_EXCERPT
     assert browser.find_element("css selector", "#detail pre.error-text").text == XSS_SIGNATURE
     assert browser.execute_script("return window.__pwned === undefined")
-    assert browser.execute_script("return document.querySelectorAll('img, #cells script, #detail script, #detail svg[onload]').length") == 0
+    assert (
+        browser.execute_script(
+            "return document.querySelectorAll('img, #cells script, #detail script, #detail svg[onload]').length"
+        )
+        == 0
+    )
     conflicts = browser.find_element("id", "conflicts")
     assert conflicts.is_displayed()
     assert "ci-cpu-2" in conflicts.text and "from a.jsonl" in conflicts.text
@@ -173,7 +205,10 @@ def test_a_page_of_130k_rows_lists_them_a_thousand_at_a_time(browser, tmp_path):
     base = _row_of(real_records(1)[0])
     rows = [dict(base, id=f"{i:032x}", cell=f"{base['cell']}-{i}") for i in range(130_000)]
     browser.get(_render_page(tmp_path, rows))
-    assert browser.find_element("id", "shown").text == "1000 of 130000 matching rows listed (130000 rows in all) list 1000 more"
+    assert (
+        browser.find_element("id", "shown").text
+        == "1000 of 130000 matching rows listed (130000 rows in all) list 1000 more"
+    )
     assert len(visible_rows(browser)) == 1000
     browser.find_element("id", "more").click()
     assert len(visible_rows(browser)) == 2000
@@ -189,11 +224,16 @@ def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(
     browser.get(page["url"])
     cpu_label = hardware_label(page["cpu"][0])
     # the first screen: the first hardware with records and its support statements
-    assert Select(browser.find_element("id", "gpu-picker")).first_selected_option.get_attribute("value") == "hw:" + cpu_label
+    assert (
+        Select(browser.find_element("id", "gpu-picker")).first_selected_option.get_attribute("value")
+        == "hw:" + cpu_label
+    )
     (cpu,) = browser.find_elements("css selector", "#pick-measured .support-of")
     assert cpu.get_attribute("data-hardware") == cpu_label and "measured by runner ci-cpu-2 (merged)" in cpu.text
     # the hostile record disagrees with this host's own: that entry works, with a note
-    disputed = cpu.find_elements("css selector", f"td.entry[data-state=note][data-stack='{page['passed']['axes']['stack']}']")
+    disputed = cpu.find_elements(
+        "css selector", f"td.entry[data-state=note][data-stack='{page['passed']['axes']['stack']}']"
+    )
     assert disputed
     disputed[0].click()
     why = browser.find_element("id", "pick-why")
@@ -201,7 +241,9 @@ def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(
     browser.find_element("id", "why-cells").click()
     shown = visible_rows(browser)
     assert shown and {r.get_attribute("data-hardware") for r in shown} == {cpu_label}
-    assert page["hostile"]["id"] in {r.get_attribute("data-id") for r in shown}  # the disputed cell's row shown: the newer record
+    assert page["hostile"]["id"] in {
+        r.get_attribute("data-id") for r in shown
+    }  # the disputed cell's row shown: the newer record
 
     # a card with a (contributed) record: measured on its architecture, and predicted beside it
     Select(browser.find_element("id", "gpu-picker")).select_by_value("gpu:Tesla P4")
@@ -248,8 +290,12 @@ def test_a_stack_that_trains_differently_is_marked_and_its_detail_says_where(bro
     recs, _ = records.read_records([ROOT / "results" / "records.jsonl"])
     by_id = {r["id"][:12]: r for r in recs}
     hf2026, hf2025 = _row_of(by_id["98c25c16b93c"]), _row_of(by_id["50e4989f75d5"])
-    odd = dict(hf2026, id="e" * 32, cell=hf2026["cell"] + "-x",
-               agreement={"status": "not-compared", "reference": "hf2026", "why": '<img src=x onerror="window.__pwned = 1">'})
+    odd = dict(
+        hf2026,
+        id="e" * 32,
+        cell=hf2026["cell"] + "-x",
+        agreement={"status": "not-compared", "reference": "hf2026", "why": '<img src=x onerror="window.__pwned = 1">'},
+    )
     browser.get(_render_page(tmp_path, [hf2026, hf2025, odd]))
     row = browser.find_element("css selector", f"#cells tbody tr[data-id='{hf2025['id']}']")
     assert "≠ hf2026 from step 1" in row.text
@@ -260,7 +306,12 @@ def test_a_stack_that_trains_differently_is_marked_and_its_detail_says_where(bro
     browser.find_element("css selector", f"#cells tbody tr[data-id='{odd['id']}']").click()
     assert 'onerror="window.__pwned = 1"' in browser.find_element("id", "detail").text
     assert browser.execute_script("return window.__pwned === undefined")
-    bare = dict(hf2025, id="d" * 32, cell=hf2025["cell"] + "-y", agreement={"status": "differs", "reference": "hf2026", "parted_at_step": 3})
+    bare = dict(
+        hf2025,
+        id="d" * 32,
+        cell=hf2025["cell"] + "-y",
+        agreement={"status": "differs", "reference": "hf2026", "parted_at_step": 3},
+    )
     browser.get(_render_page(tmp_path, [bare]))  # made up: a verdict without its losses, as the schema allows
     browser.find_element("css selector", f"#cells tbody tr[data-id='{bare['id']}']").click()
     assert "from step 3 (0: the eval loss before training), — against —" in browser.find_element("id", "detail").text

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from conftest import run_compat
 from harness.run import hardware
+
+from conftest import run_compat
 
 pytestmark = pytest.mark.gpu
 HOST = hardware.detect()
@@ -16,8 +17,11 @@ if not HOST.gpus:
     pytest.skip(f"no CUDA GPU on this host ({HOST.gpu_probe})", allow_module_level=True)
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
-    pytest.skip(f"NVML sees {len(HOST.gpus)} GPU(s), but this interpreter's torch {torch.__version__} cannot use them "
-                f"(CUDA build: {torch.version.cuda})", allow_module_level=True)
+    pytest.skip(
+        f"NVML sees {len(HOST.gpus)} GPU(s), but this interpreter's torch {torch.__version__} cannot use them "
+        f"(CUDA build: {torch.version.cuda})",
+        allow_module_level=True,
+    )
 
 
 def precision_for(cc: str) -> str:
@@ -37,8 +41,17 @@ quantization = ["none"]
 method = ["full"]
 strategy = ["single"]
 """)
-    proc = run_compat("run", "--require-gpu", "--matrix", str(grid), "--results", str(tmp_path), "--no-table",
-                      env={"CUDA_VISIBLE_DEVICES": card.cuda_id}, timeout=600)
+    proc = run_compat(
+        "run",
+        "--require-gpu",
+        "--matrix",
+        str(grid),
+        "--results",
+        str(tmp_path),
+        "--no-table",
+        env={"CUDA_VISIBLE_DEVICES": card.cuda_id},
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (rec,) = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert rec["outcome"] == "pass", rec["error"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compat_home, run_compat
 from harness.run import launch
+
+from conftest import ROOT, compat_home, run_compat
 
 pytestmark = pytest.mark.integration
 for module in ("torch", "transformers", "peft", "accelerate"):
@@ -28,9 +29,22 @@ def local_grid(tmp_path_factory):
     """matrix/local.toml (the interpreter running the tests), run once for real."""
     results = tmp_path_factory.mktemp("results")
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(results),
-         "--junit", str(results / "junit.xml")],
-        capture_output=True, text=True, cwd=ROOT, timeout=1800,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--matrix",
+            LOCAL,
+            "--results",
+            str(results),
+            "--junit",
+            str(results / "junit.xml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
     )
     return proc, results
 
@@ -74,7 +88,6 @@ def test_local_grid_runs_for_real_and_writes_records_and_table(local_grid):
     assert sorted(c.get("name") for c in suite) == sorted(r["cell"] for r in recs)
 
 
-
 def test_every_cell_starts_from_the_same_weights_and_is_held_to_the_reference_stack(local_grid):
     """The 8 cells build one model config with one seed: one hash of their initial weights, whatever
     the precision or method (LoRA adds its adapters' own). With no hf2026 record in this results
@@ -82,7 +95,9 @@ def test_every_cell_starts_from_the_same_weights_and_is_held_to_the_reference_st
     _, results = local_grid
     recs = load(results / "records.jsonl")
     inits = [r["agreement"]["init"] for r in recs]
-    assert len({i["base_sha256"] for i in inits}) == 1 and all(i["rule"] == "compat-init-1" and i["drawn"] > 0 for i in inits)
+    assert len({i["base_sha256"] for i in inits}) == 1 and all(
+        i["rule"] == "compat-init-1" and i["drawn"] > 0 for i in inits
+    )
     adapters = {i["adapter_sha256"] for r, i in zip(recs, inits) if r["axes"]["method"] == "lora"}
     assert len(adapters) == 1 and None not in adapters
     assert all(i.get("adapter_sha256") is None for r, i in zip(recs, inits) if r["axes"]["method"] == "full")
@@ -93,9 +108,25 @@ def test_every_cell_starts_from_the_same_weights_and_is_held_to_the_reference_st
 
 def test_a_missing_interpreter_is_infra_not_fail(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--matrix", LOCAL, "--results", str(tmp_path), "--no-table",
-         "--python", str(tmp_path / "no-such-python"), "--select", "cpu-local-fp32-none-lora-single"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            "--matrix",
+            LOCAL,
+            "--results",
+            str(tmp_path),
+            "--no-table",
+            "--python",
+            str(tmp_path / "no-such-python"),
+            "--select",
+            "cpu-local-fp32-none-lora-single",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
     )
     assert proc.returncode == 1  # infra is in the default --fail-on
     (rec,) = load(tmp_path / "records.jsonl")
@@ -127,13 +158,20 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
     grid.write_text(DIST)
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--matrix", str(grid), "--results", str(tmp_path), "--no-table"],
-        capture_output=True, text=True, cwd=ROOT, timeout=900,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
     assert sorted(recs) == [
-        "cpu-local-fp32-none-full-ddp-r2", "cpu-local-fp32-none-full-fsdp-r2", "cpu-local-fp32-none-full-fsdp2_native-r2",
-        "sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2", "sm_90-local-fp32-none-full-fsdp2_native-r2",
+        "cpu-local-fp32-none-full-ddp-r2",
+        "cpu-local-fp32-none-full-fsdp-r2",
+        "cpu-local-fp32-none-full-fsdp2_native-r2",
+        "sm_90-local-fp32-none-full-ddp-r2",
+        "sm_90-local-fp32-none-full-fsdp-r2",
+        "sm_90-local-fp32-none-full-fsdp2_native-r2",
     ]
     ddp = recs["cpu-local-fp32-none-full-ddp-r2"]
     assert ddp["outcome"] == "pass", ddp["error"]
@@ -156,7 +194,11 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
     assert [m["rank"] for m in native["memory"]] == [0, 1]
     assert native["losses"]["eval_after"] < native["losses"]["eval_before"]
 
-    for cell in ("sm_90-local-fp32-none-full-ddp-r2", "sm_90-local-fp32-none-full-fsdp-r2", "sm_90-local-fp32-none-full-fsdp2_native-r2"):
+    for cell in (
+        "sm_90-local-fp32-none-full-ddp-r2",
+        "sm_90-local-fp32-none-full-fsdp-r2",
+        "sm_90-local-fp32-none-full-fsdp2_native-r2",
+    ):
         assert recs[cell]["outcome"] == "unsupported"
         assert recs[cell]["reason"] == "needs 2 sm_90 cards; this host has no CUDA GPU"
 
@@ -164,8 +206,17 @@ def test_two_ranks_under_torchrun_report_memory_per_rank(tmp_path):
 def ddp_trainable(rec: dict) -> int:
     """The default tiny Llama's parameter count, from the record's own config (untied embeddings)."""
     m = rec["settings"]["model"]
-    h, i, layers, v, heads, kv = (m[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size",
-                                                 "num_attention_heads", "num_key_value_heads"))
+    h, i, layers, v, heads, kv = (
+        m[k]
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "vocab_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+        )
+    )
     d = h // heads
     per_layer = h * h + 2 * h * kv * d + h * h + 3 * h * i + 2 * h
     return layers * per_layer + 2 * v * h + h
@@ -203,8 +254,16 @@ order = "ascending"
 def test_staircase_flag_on_growing_sequence_lengths(tmp_path, lo, flagged):
     home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', STAIRS)
     (home / "matrix" / "models.toml").write_text(STAIRS_MODEL.format(lo=lo))
-    proc = run_compat("run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path), "--no-table",
-                      env={"COMPAT_HOME": str(home)}, timeout=600)
+    proc = run_compat(
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--results",
+        str(tmp_path),
+        "--no-table",
+        env={"COMPAT_HOME": str(home)},
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     (rec,) = load(tmp_path / "records.jsonl")
     assert rec["outcome"] == "pass", rec["error"]
@@ -268,7 +327,11 @@ def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
         assert rec["losses"]["eval_after"] < rec["losses"]["eval_before"]
         # the op its optimizer needs was built once, before the first DeepSpeed cell, not in a cell's time
         ops = rec["deepspeed_ops"]
-        assert (ops["ops"], ops["ok"], ops["hardware"]) == (["CPUAdamBuilder" if offload else "FusedAdamBuilder"], True, "cpu")
+        assert (ops["ops"], ops["ok"], ops["hardware"]) == (
+            ["CPUAdamBuilder" if offload else "FusedAdamBuilder"],
+            True,
+            "cpu",
+        )
     assert "DeepSpeed ops FusedAdamBuilder for local on cpu: built in" in proc.stdout
     assert proc.stdout.count("DeepSpeed ops ") == 2  # one build for each op, not one for each cell
     # DeepSpeed's CPU ranks leave a 66 MB allreduce buffer each in /dev/shm; the cell's guard removes them
@@ -293,7 +356,9 @@ def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
     proc = run_compat(*base, "--resume", env=env)
     assert proc.returncode == 0 and "nothing left to run" in proc.stdout
     assert len(load(results / "records.jsonl")) == 2
-    proc = run_compat(*run, "--resume", "--select", "cpu-local-fp32-none-full-single", env={"COMPAT_RUNNER_NAME": "runner-b"})
+    proc = run_compat(
+        *run, "--resume", "--select", "cpu-local-fp32-none-full-single", env={"COMPAT_RUNNER_NAME": "runner-b"}
+    )
     assert "--resume: runner runner-b has no record of these cells" in proc.stdout
     assert len(load(results / "records.jsonl")) == 3
 
@@ -324,13 +389,14 @@ def test_one_run_over_several_grids_runs_them_all_whatever_one_of_them_does(tmp_
     assert proc.returncode == 1, proc.stderr  # a cell's outcome is in --fail-on
     recs = {r["cell"]: r for r in load(tmp_path / "r1" / "records.jsonl")}
     assert {c: r["outcome"] for c, r in recs.items()} == {
-        "cpu-local-fp32-none-full-single": "fail", "cpu-local-fp32-none-lora-single": "pass"}
+        "cpu-local-fp32-none-full-single": "fail",
+        "cpu-local-fp32-none-lora-single": "pass",
+    }
     assert recs["cpu-local-fp32-none-lora-single"]["settings"]["timeout_s"] == 300  # its own grid's limit
 
     proc = run_compat("run", *grids, "--select", "*-lora-*", "--results", str(tmp_path / "r2"), "--no-table", env=env)
     assert proc.returncode == 0, proc.stderr
     assert [r["cell"] for r in load(tmp_path / "r2" / "records.jsonl")] == ["cpu-local-fp32-none-lora-single"]
-
 
 
 def test_a_torch_without_cuda_on_a_gpu_host_is_infra_never_a_failure_of_the_stack(tmp_path):
@@ -341,28 +407,41 @@ def test_a_torch_without_cuda_on_a_gpu_host_is_infra_never_a_failure_of_the_stac
 
     if torch.version.cuda is not None:
         pytest.skip("this torch is a CUDA build: the case needs a torch without CUDA")
-    from harness.run import context, runner
     from harness.catalog.cell import Cell
+    from harness.catalog.matrix import MatrixData
+    from harness.run import context, runner
     from harness.run.envs import EnvManager, StackEnv
     from harness.run.hardware import Gpu, Host
-    from harness.catalog.matrix import MatrixData
 
     data = MatrixData.load(ROOT / "matrix")
-    host = Host("Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30, "GPU-0000"),), "580.82.07", "13.0", "stand-in")
-    ctx = context.RunContext(results_dir=tmp_path, records_path=tmp_path / "records.jsonl", settings=data.defaults,
-                            host=host, stacks=data.stacks, envs=EnvManager(root=tmp_path / "envs"))
+    host = Host(
+        "Test CPU", (Gpu(0, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30, "GPU-0000"),), "580.82.07", "13.0", "stand-in"
+    )
+    ctx = context.RunContext(
+        results_dir=tmp_path,
+        records_path=tmp_path / "records.jsonl",
+        settings=data.defaults,
+        host=host,
+        stacks=data.stacks,
+        envs=EnvManager(root=tmp_path / "envs"),
+    )
     local = StackEnv("local", sys.executable, None, "current", {"name": "local"})
     rec = runner.run_cell(Cell("sm_90", "local", "bf16", "none", "full", "single"), ctx, local, gpus=[0])
     assert rec["outcome"] == "infra"
-    assert rec["reason"] == (f"torch {torch.__version__} is a build without CUDA, and the cell is for the host's sm_90 card: "
-                             "the runner's interpreter needs a CUDA build of torch")
+    assert rec["reason"] == (
+        f"torch {torch.__version__} is a build without CUDA, and the cell is for the host's sm_90 card: "
+        "the runner's interpreter needs a CUDA build of torch"
+    )
     assert rec["error"]["type"] == "RunnerProblem"
 
 
 def test_stop_after_starts_no_cell_once_the_time_is_spent_and_resume_runs_the_rest(tmp_path):
     """A job that may run N minutes (a CI step, a lent GPU machine) runs a grid in steps: cells
     not started when --stop-after runs out wait for --resume (exit code 75 says so)."""
-    home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', """
+    home = compat_home(
+        tmp_path / "home",
+        '[local]\nprovider = "current"\n',
+        """
         [product]
         hardware = ["cpu"]
         stack = ["local"]
@@ -371,7 +450,8 @@ def test_stop_after_starts_no_cell_once_the_time_is_spent_and_resume_runs_the_re
         method = ["full", "lora"]
         strategy = ["single"]
         expandable_segments = [false, true]
-    """)
+    """,
+    )
     args = ["run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table"]
     env = {"COMPAT_HOME": str(home)}
     proc = run_compat(*args, "--stop-after", "0.001", env=env)

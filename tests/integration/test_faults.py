@@ -78,7 +78,12 @@ def run(tmp_path):
     tag = uuid.uuid4().hex
 
     def compat(*args, fault="", env=None, **kw):
-        env = {"COMPAT_FAULT_TAG": tag, "COMPAT_RUNNER_NAME": "fault-suite", "COMPAT_INJECT_FAULT": fault, **(env or {})}
+        env = {
+            "COMPAT_FAULT_TAG": tag,
+            "COMPAT_RUNNER_NAME": "fault-suite",
+            "COMPAT_INJECT_FAULT": fault,
+            **(env or {}),
+        }
         return run_compat("run", "--results", str(compat.results), *args, env=env, **kw)
 
     compat.results, compat.tag, compat.earlier = results, tag, earlier
@@ -88,15 +93,22 @@ def run(tmp_path):
 def new_records(run) -> list[dict]:
     data = (run.results / "records.jsonl").read_bytes()
     assert data.startswith(run.earlier)  # every record written before is there, byte for byte
-    return [json.loads(line) for line in data[len(run.earlier):].splitlines()]
+    return [json.loads(line) for line in data[len(run.earlier) :].splitlines()]
 
 
 # kind -> (outcome, error signature or its start) of the faulted cell
 IN_CELL = {
     "raise": ("fail", "RuntimeError: injected fault: the workload raised on purpose (COMPAT_INJECT_FAULT)"),
     "segfault": ("crash", "SIGSEGV: the cell's process was killed by SIGSEGV"),
-    "oom": ("oom", "RuntimeError: [enforce fail at alloc_cpu.cpp:<n>] err == <n>. DefaultCPUAllocator: can't allocate memory"),
-    "sigkill": ("crash", "SIGKILL: the cell's process was killed by SIGKILL (not by compat: the kernel's OOM killer is the usual sender)"),
+    "oom": (
+        "oom",
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:<n>] err == <n>. DefaultCPUAllocator: can't allocate memory",
+    ),
+    "sigkill": (
+        "crash",
+        "SIGKILL: the cell's process was killed by SIGKILL "
+        "(not by compat: the kernel's OOM killer is the usual sender)",
+    ),
     "hang": ("timeout", "Timeout: the cell did not finish within its time limit"),
 }
 
@@ -105,8 +117,9 @@ IN_CELL = {
 def test_a_cell_that_fails_crashes_runs_out_of_memory_or_hangs(run, kind):
     """The faulted cell gets its outcome, the next cell still runs, nothing is left behind, and
     there is nothing to resume: both cells have their record."""
-    proc = run("--matrix", LOCAL, "--no-table", "--select", FULL, "--select", LORA, "--timeout", "25",
-               fault=f"{kind}@{FULL}")
+    proc = run(
+        "--matrix", LOCAL, "--no-table", "--select", FULL, "--select", LORA, "--timeout", "25", fault=f"{kind}@{FULL}"
+    )
     assert proc.returncode == 0, proc.stderr
     faulted, after = new_records(run)
     outcome, signature = IN_CELL[kind]
@@ -133,13 +146,24 @@ def test_a_frozen_adapter_fails_a_cell_that_otherwise_passes_and_is_named(run):
     proc = run("--matrix", LOCAL, "--no-table", "--select", LORA, fault=f"frozen-adapter@{LORA}")
     assert proc.returncode == 0, proc.stderr
     clean, frozen = new_records(run)
-    assert clean["outcome"] == "pass" and clean["checks"]["learned"]["learned"] == clean["checks"]["learned"]["trainable_tensors"]
-    assert frozen["outcome"] == "fail" and frozen["losses"]["eval_after"] < frozen["losses"]["eval_before"]  # the loss still fell
+    assert (
+        clean["outcome"] == "pass"
+        and clean["checks"]["learned"]["learned"] == clean["checks"]["learned"]["trainable_tensors"]
+    )
+    assert (
+        frozen["outcome"] == "fail" and frozen["losses"]["eval_after"] < frozen["losses"]["eval_before"]
+    )  # the loss still fell
     first = "base_model.model.model.layers.0.self_attn.q_proj"
-    assert frozen["checks"]["learned"]["no_gradient"] == [f"{first}.lora_A.default.weight", f"{first}.lora_B.default.weight"]
+    assert frozen["checks"]["learned"]["no_gradient"] == [
+        f"{first}.lora_A.default.weight",
+        f"{first}.lora_B.default.weight",
+    ]
     assert frozen["error"]["message"] == (
-        f"2 of {clean['checks']['learned']['trainable_tensors']} trainable tensors did not learn on every step (no gradient "
-        f"reached them: {first.replace('.0.', '.{0}.')}.lora_A.default.weight, {first.replace('.0.', '.{0}.')}.lora_B.default.weight)")
+        f"2 of {clean['checks']['learned']['trainable_tensors']} trainable tensors did not learn on every step (no "
+        "gradient "
+        f"reached them: {first.replace('.0.', '.{0}.')}.lora_A.default.weight, "
+        f"{first.replace('.0.', '.{0}.')}.lora_B.default.weight)"
+    )
 
 
 def test_a_hung_torchrun_rank(run, tmp_path):
@@ -147,8 +171,9 @@ def test_a_hung_torchrun_rank(run, tmp_path):
     the time limit every process goes, torchrun's ranks in their own sessions included."""
     grid = tmp_path / "ddp.toml"
     grid.write_text(DDP)
-    proc = run("--matrix", str(grid), "--no-table", "--select", DDP_LORA, "--timeout", "40",
-               fault=f"hang:rank1@{DDP_LORA}")
+    proc = run(
+        "--matrix", str(grid), "--no-table", "--select", DDP_LORA, "--timeout", "40", fault=f"hang:rank1@{DDP_LORA}"
+    )
     assert proc.returncode == 0, proc.stderr
     (rec,) = new_records(run)
     assert (rec["cell"], rec["outcome"], rec["launcher"]) == (DDP_LORA, "timeout", "torchrun")
@@ -163,15 +188,26 @@ def test_the_harness_killed_by_sigkill_mid_run(run, tmp_path):
     removes its work folder; `--resume` runs that cell, and only it, under the same run id."""
     grid = tmp_path / "ddp.toml"
     grid.write_text(DDP)
-    env = {**os.environ, "COMPAT_FAULT_TAG": run.tag, "COMPAT_RUNNER_NAME": "fault-suite",
-           "COMPAT_INJECT_FAULT": f"hang:rank1@{DDP_LORA}"}
+    env = {
+        **os.environ,
+        "COMPAT_FAULT_TAG": run.tag,
+        "COMPAT_RUNNER_NAME": "fault-suite",
+        "COMPAT_INJECT_FAULT": f"hang:rank1@{DDP_LORA}",
+    }
     harness = subprocess.Popen(
         [sys.executable, "-m", "harness", "run", "--results", str(run.results), "--matrix", str(grid), "--no-table"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # the first cell recorded and the second one's ranks up
-        ranks = [c for c in tagged(run.tag) if "finetune.py" in c and "torch.distributed.run" not in c and "guard.py" not in c]
+        ranks = [
+            c
+            for c in tagged(run.tag)
+            if "finetune.py" in c and "torch.distributed.run" not in c and "guard.py" not in c
+        ]
         if len(new_records(run)) == 1 and len(ranks) == 2:
             break
         time.sleep(0.2)
@@ -199,7 +235,9 @@ def test_an_environment_install_killed_halfway(run, tmp_path):
     """The installer is killed while it installs a stack into its new env (the venv made, the
     packages not): that stack's cells are `install-error`, the other stack's cell runs, nothing
     of the half-made env remains, and the next run makes the env afresh instead of reusing it."""
-    home = compat_home(tmp_path / "home", """
+    home = compat_home(
+        tmp_path / "home",
+        """
         [local]
         provider = "current"
 
@@ -207,7 +245,8 @@ def test_an_environment_install_killed_halfway(run, tmp_path):
         transformers = "==4.40.2"
         peft = "==0.10.0"
         accelerate = "==0.29.3"
-    """, """
+    """,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["good", "local"]
@@ -215,11 +254,23 @@ def test_an_environment_install_killed_halfway(run, tmp_path):
         quantization = ["none"]
         method = ["lora"]
         strategy = ["single"]
-    """)
+    """,
+    )
     envs = tmp_path / "envs"
     env = {**os.environ, "COMPAT_FAULT_TAG": run.tag, "COMPAT_RUNNER_NAME": "fault-suite"}
-    cmd = [sys.executable, "-m", "harness", "run", "--results", str(run.results), "--matrix", "grid.toml",
-           "--no-table", "--env-dir", str(envs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "--results",
+        str(run.results),
+        "--matrix",
+        "grid.toml",
+        "--no-table",
+        "--env-dir",
+        str(envs),
+    ]
     harness = subprocess.Popen(cmd, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
     deadline = time.monotonic() + 600
@@ -230,7 +281,12 @@ def test_an_environment_install_killed_halfway(run, tmp_path):
                     args = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"guard.py" not in b" ".join(args) and b"pip" in args and b"install" in args and str(envs).encode() in b" ".join(args):
+            if (
+                b"guard.py" not in b" ".join(args)
+                and b"pip" in args
+                and b"install" in args
+                and str(envs).encode() in b" ".join(args)
+            ):
                 os.kill(int(pid), signal.SIGKILL)
                 killed = args
                 break
@@ -245,7 +301,9 @@ def test_an_environment_install_killed_halfway(run, tmp_path):
     assert [p.name for p in envs.iterdir() if p.is_dir()] == []  # no half-made env left to reuse
     assert none_left(run.tag) == []
 
-    again = subprocess.run(cmd + ["--select", "cpu-good-*"], cwd=home, env=env, capture_output=True, text=True, timeout=1200)
+    again = subprocess.run(
+        cmd + ["--select", "cpu-good-*"], cwd=home, env=env, capture_output=True, text=True, timeout=1200
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     *_, remade = new_records(run)
     assert (remade["outcome"], remade["stack"]["reused"]) == ("pass", False), remade.get("error")
@@ -271,11 +329,18 @@ def full_disk(request, run, tmp_path):
     size = len(run.earlier)
     if request.param == "file-size limit":
         limit = size + 1000  # a record is several KiB: it starts, and cannot end
-        yield {"preexec_fn": lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))}, None, "File too large"
+        yield (
+            {"preexec_fn": lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))},
+            None,
+            "File too large",
+        )
         return
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("this host does not let the tests mount a tmpfs (the file-size-limit case runs instead)")
     try:
         shutil.copytree(run.results, mnt / "results")
@@ -296,12 +361,19 @@ def test_the_disk_fills_while_a_record_is_written(run, full_disk):
     select = ["--matrix", LOCAL, "--select", FULL, "--select", LORA]
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--results", str(run.results), *select],
-        cwd=ROOT, env={**os.environ, "COMPAT_FAULT_TAG": run.tag, "COMPAT_RUNNER_NAME": "fault-suite"},
-        capture_output=True, text=True, timeout=600, **popen_kw,
+        cwd=ROOT,
+        env={**os.environ, "COMPAT_FAULT_TAG": run.tag, "COMPAT_RUNNER_NAME": "fault-suite"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **popen_kw,
     )
     assert proc.returncode == 74, proc.stdout + proc.stderr
     assert proc.stderr.startswith(f"compat: error: the record of cell {FULL} (")
-    assert f"was not written: {run.results / 'records.jsonl'}: a record could not be appended ({strerror}); the file is as it was before this write" in proc.stderr
+    assert (
+        f"was not written: {run.results / 'records.jsonl'}: a record could not be appended ({strerror}); the file "
+        "is as it was before this write" in proc.stderr
+    )
     assert "Traceback" not in proc.stderr
     assert f"[1/2] {FULL}" not in proc.stdout and LORA not in proc.stdout  # stopped before the next cell
     assert (run.results / "records.jsonl").read_bytes() == run.earlier
@@ -329,7 +401,7 @@ def test_a_corrupted_line_in_the_results_file(run):
     assert f"compat: skipped {path}:2: not a JSON record" in proc.stderr
     data = path.read_bytes()
     assert data.startswith(damaged)
-    (rec,) = [json.loads(x) for x in data[len(damaged):].splitlines()]
+    (rec,) = [json.loads(x) for x in data[len(damaged) :].splitlines()]
     assert (rec["cell"], rec["outcome"]) == (LORA, "pass")
     table = (run.results / "COMPATIBILITY.md").read_text()
     assert "1 unreadable line(s) in the record files were skipped" in table and LORA in table

@@ -29,14 +29,19 @@ CELL = "cpu-local-fp32-none-lora-single"
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("installed")
     dist = tmp / "dist"
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], capture_output=True, text=True, timeout=600
+    )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,), (sdist,) = dist.glob("compat-*.whl"), dist.glob("compat-*.tar.gz")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
-                         capture_output=True, text=True, timeout=900)
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
@@ -44,19 +49,40 @@ def installed(tmp_path_factory):
     prefix = network_cut()
 
     def compat(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*prefix, str(venv / "bin" / "compat"), *args], cwd=elsewhere, env=env,
-                              capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [*prefix, str(venv / "bin" / "compat"), *args],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
-    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import harness, pathlib; print(pathlib.Path(harness.__file__).parent)"],
-                               capture_output=True, text=True, check=True, cwd=elsewhere, env=env).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import harness, pathlib; print(pathlib.Path(harness.__file__).parent)",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=elsewhere,
+            env=env,
+        ).stdout.strip()
+    )
     return {"wheel": wheel, "sdist": sdist, "compat": compat, "elsewhere": elsewhere, "package": site}
 
 
 def test_the_wheel_carries_compats_data_and_the_sdist_its_sources(installed):
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     data = {n.removeprefix("harness/data/") for n in names if n.startswith("harness/data/")}
-    shipped = ({str(p.relative_to(ROOT)) for p in (ROOT / "matrix").rglob("*") if p.is_file()} | {"results/records.jsonl"}
-               | {f"results/bisect/{p.name}" for p in (ROOT / "results" / "bisect").glob("bisect-*.json")})  # last known good
+    shipped = (
+        {str(p.relative_to(ROOT)) for p in (ROOT / "matrix").rglob("*") if p.is_file()}
+        | {"results/records.jsonl"}
+        | {f"results/bisect/{p.name}" for p in (ROOT / "results" / "bisect").glob("bisect-*.json")}
+    )  # last known good
     assert data == shipped
     with tarfile.open(installed["sdist"]) as sdist:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
@@ -67,13 +93,19 @@ def test_the_wheel_carries_compats_data_and_the_sdist_its_sources(installed):
 def test_recommend_fit_and_explain_answer_outside_a_checkout_as_in_it(installed):
     """Byte for byte what the checkout answers: the same data and published records."""
     compat, here = installed["compat"], installed["elsewhere"]
-    for args in (["recommend", "--gpu", "P4", "--format", "json"], ["recommend", "--gpu", "A100", "--gpus", "4", "--method", "full"],
-                 ["fit", "--model-size", "7B", "--gpu", "T4", "--format", "json"]):
+    for args in (
+        ["recommend", "--gpu", "P4", "--format", "json"],
+        ["recommend", "--gpu", "A100", "--gpus", "4", "--method", "full"],
+        ["fit", "--model-size", "7B", "--gpu", "T4", "--format", "json"],
+    ):
         got, want = compat(*args), call_compat(*args)
         assert got.returncode == 0, got.stderr
         assert got.stdout == want.stdout and got.stdout
     log = here / "train.log"
-    log.write_text("Traceback (most recent call last):\n  ...\nRuntimeError: \"triu_tril_cuda_template\" not implemented for 'BFloat16'\n")
+    log.write_text(
+        'Traceback (most recent call last):\n  ...\nRuntimeError: "triu_tril_cuda_template" not implemented for '
+        "'BFloat16'\n"
+    )
     got = compat("explain", str(log))
     assert got.returncode == 0 and "torch-bf16-triu-missing-causal-mask" in got.stdout, got.stdout + got.stderr
 
@@ -82,18 +114,31 @@ def test_preflight_plans_a_users_own_config_outside_a_checkout(installed):
     here = installed["elsewhere"]
     config = here / "fine_llama_args.yaml"
     config.write_text((ROOT / "matrix" / "presets" / "deepke-llama2-4bit" / "fine_llama_args.yaml").read_text())
-    got, want = installed["compat"]("preflight", "--plan", config.name), call_compat("preflight", "--plan", config.name, cwd=here)
+    got, want = (
+        installed["compat"]("preflight", "--plan", config.name),
+        call_compat("preflight", "--plan", config.name, cwd=here),
+    )
     assert got.returncode == 0, got.stderr
     assert got.stdout == want.stdout and "Cell: cpu-local-fp16-" in got.stdout
 
 
 def test_a_cell_runs_from_the_installed_compat_and_its_record_lands_in_the_current_folder(installed):
     package = installed["package"]
-    before = sorted((p.relative_to(package), p.stat().st_mtime_ns) for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    before = sorted(
+        (p.relative_to(package), p.stat().st_mtime_ns)
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     got = installed["compat"]("run", "--matrix", "local", "--select", CELL, "--python", sys.executable)
     assert got.returncode == 0, got.stdout + got.stderr
-    (rec,) = [json.loads(line) for line in (installed["elsewhere"] / "results" / "records.jsonl").read_text().splitlines()]
+    (rec,) = [
+        json.loads(line) for line in (installed["elsewhere"] / "results" / "records.jsonl").read_text().splitlines()
+    ]
     assert rec["cell"] == CELL and rec["outcome"] == "pass", rec.get("error")
     assert (installed["elsewhere"] / "results" / "COMPATIBILITY.md").is_file()
-    after = sorted((p.relative_to(package), p.stat().st_mtime_ns) for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    after = sorted(
+        (p.relative_to(package), p.stat().st_mtime_ns)
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert after == before  # nothing written into the installation

@@ -15,8 +15,9 @@ LF = ROOT / "tests" / "data" / "preflight" / "llamafactory"
 
 
 def test_llamafactory_lora_zero3_example_runs_with_its_own_deepspeed_config(tmp_path):
-    proc = run_compat("preflight", "examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpus", "2",
-                      "--results", str(tmp_path), cwd=LF)
+    proc = run_compat(
+        "preflight", "examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpus", "2", "--results", str(tmp_path), cwd=LF
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (rec,) = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
     assert rec["cell"] == "cpu-local-bf16-none-lora-zero3-gc+r2" and rec["outcome"] == "pass", rec["error"]

@@ -8,12 +8,16 @@ import json
 
 import pytest
 
-from conftest import run_compat
 from harness.run import hardware
+
+from conftest import run_compat
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(bool(hardware.detect().gpus), reason="the outcomes asserted are a CPU host's; a GPU host runs the presets on its cards"),
+    pytest.mark.skipif(
+        bool(hardware.detect().gpus),
+        reason="the outcomes asserted are a CPU host's; a GPU host runs the presets on its cards",
+    ),
 ]
 for module in ("torch", "transformers", "peft", "accelerate", "deepspeed"):
     pytest.importorskip(module)
@@ -34,7 +38,12 @@ def outcomes(recs: dict) -> dict:
 def test_llama31_staircase_dynamic_padding_grows_in_steps_max_length_does_not(tmp_path):
     code, out, recs = preflight("llama31-8b-staircase", tmp_path)
     assert code == 0, out[-3000:]
-    assert outcomes(recs) == {"dynamic": "pass", "dynamic-es": "unsupported", "padded": "pass", "padded-es": "unsupported"}
+    assert outcomes(recs) == {
+        "dynamic": "pass",
+        "dynamic-es": "unsupported",
+        "padded": "pass",
+        "padded-es": "unsupported",
+    }
     assert "expandable_segments is a setting of the CUDA caching allocator" in recs["dynamic-es"]["reason"]
     dynamic, padded = recs["dynamic"]["memory"][0], recs["padded"]["memory"][0]
     lengths = [p["seq_len"] for p in dynamic["timeline"]]
@@ -72,8 +81,12 @@ def test_glm4_zero3_fp16_is_refused_by_deepspeed_where_the_cpu_has_no_fp16_and_b
         else:
             assert recs[name]["outcome"] == "fail", recs[name]["error"]
             assert "deepspeed-fp16-unsupported-device" in recs[name]["known_issues"]
-    assert recs["zero3-offload"]["settings"]["deepspeed_config"]["zero_optimization"]["offload_param"]["device"] == "cpu"
-    assert [m["rank"] for m in recs["zero3"]["memory"]] == [0, 1] and [m["rank"] for m in recs["zero3-1card"]["memory"]] == [0]
+    assert (
+        recs["zero3-offload"]["settings"]["deepspeed_config"]["zero_optimization"]["offload_param"]["device"] == "cpu"
+    )
+    assert [m["rank"] for m in recs["zero3"]["memory"]] == [0, 1] and [
+        m["rank"] for m in recs["zero3-1card"]["memory"]
+    ] == [0]
     bf16 = recs["zero3-1card-bf16"]
     assert bf16["cell"] == "cpu-local-bf16-none-lora-zero3-gc+m_glm4"
     assert bf16["outcome"] == "pass", bf16["error"]
@@ -82,7 +95,9 @@ def test_glm4_zero3_fp16_is_refused_by_deepspeed_where_the_cpu_has_no_fp16_and_b
 
 def test_qwen2vl_ddp_and_zero3_train_and_the_trainers_fsdp_is_unsupported_on_cpu(tmp_path):
     code, out, recs = preflight("qwen2vl-8cards-replicated", tmp_path)
-    assert outcomes(recs) == {"ddp": "pass", "fsdp": "unsupported", "zero3": "pass"}, {n: r["error"] for n, r in recs.items()}
+    assert outcomes(recs) == {"ddp": "pass", "fsdp": "unsupported", "zero3": "pass"}, {
+        n: r["error"] for n, r in recs.items()
+    }
     assert code == 0
     assert recs["fsdp"]["reason"].startswith("accelerate has no FSDP on a CPU host")
     assert recs["ddp"]["checks"]["wrapped_as"] == "DistributedDataParallel"
@@ -93,7 +108,9 @@ def test_qwen2vl_ddp_and_zero3_train_and_the_trainers_fsdp_is_unsupported_on_cpu
 
 def test_deepke_4bit_load_in_4bit_beside_quantization_config_breaks_the_newer_stack(tmp_path):
     code, out, recs = preflight("deepke-llama2-4bit", tmp_path)
-    assert outcomes(recs) == {"deepke-pins": "fail", "newer": "fail", "newer-fixed": "pass"}, {n: r["error"] for n, r in recs.items()}
+    assert outcomes(recs) == {"deepke-pins": "fail", "newer": "fail", "newer-fixed": "pass"}, {
+        n: r["error"] for n, r in recs.items()
+    }
     # transformers 4.33 quantizes only where torch sees a CUDA GPU
     assert "transformers-bnb-needs-cuda-import-error" in recs["deepke-pins"]["known_issues"]
     # transformers 5 no longer takes load_in_4bit at all: it reaches the model's __init__

@@ -21,7 +21,11 @@ def load(path):
 
 def compat(*args, home=ROOT):
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=home, timeout=1800,
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        timeout=1800,
     )
 
 
@@ -29,7 +33,9 @@ def compat(*args, home=ROOT):
 def home(tmp_path_factory):
     """A compat home of its own: the shipped axes and defaults, and two stacks: one real, one
     pinning a transformers release that does not exist."""
-    return compat_home(tmp_path_factory.mktemp("home"), """
+    return compat_home(
+        tmp_path_factory.mktemp("home"),
+        """
         [missing]
         transformers = "==4.999.0"
 
@@ -37,7 +43,8 @@ def home(tmp_path_factory):
         transformers = "==4.40.2"
         peft = "==0.10.0"
         accelerate = "==0.29.3"
-    """, """
+    """,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["missing", "good"]
@@ -45,15 +52,18 @@ def home(tmp_path_factory):
         quantization = ["none"]
         method = ["full", "lora"]
         strategy = ["single"]
-    """)
+    """,
+    )
 
 
 @pytest.fixture(scope="module")
 def two_runs(home, tmp_path_factory):
     envs = tmp_path_factory.mktemp("envs")
     results = tmp_path_factory.mktemp("results")
-    runs = [compat("run", "--matrix", "grid.toml", "--results", str(results), "--env-dir", str(envs), home=home)
-            for _ in range(2)]
+    runs = [
+        compat("run", "--matrix", "grid.toml", "--results", str(results), "--env-dir", str(envs), home=home)
+        for _ in range(2)
+    ]
     return runs, load(results / "records.jsonl"), envs
 
 
@@ -90,7 +100,9 @@ def test_torch_is_inherited_not_installed(two_runs):
     env = next(r["stack"]["env"] for r in recs if r["outcome"] == "pass")
     out = subprocess.run(
         [f"{env}/bin/python", "-c", "import torch, transformers; print(torch.__file__); print(transformers.__file__)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     assert out[0] == torch.__file__  # the very torch this interpreter has: nothing downloaded
     assert out[1].startswith(env)  # the stack's own transformers shadows the base's
@@ -127,9 +139,14 @@ def test_the_readmes_main_command_runs_the_quick_grid_and_names_the_full_ones(tm
     recs = load(tmp_path / "records.jsonl")
     assert len(recs) == 10 and all(r["outcome"] == "pass" for r in recs), [(r["cell"], r["error"]) for r in recs]
     assert {r["axes"]["stack"] for r in recs} == {"hf2023", "hf2024", "hf2025", "hf2026"}
-    assert [line.split("]")[0] for line in proc.stdout.splitlines() if line.startswith("[")] == [f"[{i}/10" for i in range(1, 11)]
+    assert [line.split("]")[0] for line in proc.stdout.splitlines() if line.startswith("[")] == [
+        f"[{i}/10" for i in range(1, 11)
+    ]
     assert "\nSummary: 10 cells in " in proc.stdout and "  by stack:\n    hf2023  2 pass\n" in proc.stdout
-    assert "The full grids: `compat run --matrix cpu --matrix cpu-dist --matrix cpu-quant --matrix cpu-qlora-dist`" in proc.stdout
+    assert (
+        "The full grids: `compat run --matrix cpu --matrix cpu-dist --matrix cpu-quant --matrix cpu-qlora-dist`"
+        in proc.stdout
+    )
 
 
 def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_envs):
@@ -142,8 +159,21 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
     `tox -e cpu-matrix` runs all 90, and their records are in results/. Each record that trained is
     held to hf2026's (agreement.py): transformers 4.51.3's Trainer over-counts num_items_in_batch, so
     its losses part at step 1; 4.33.0's and 4.40.2's Llama cells agree."""
-    proc = compat("run", "--results", str(tmp_path), "--matrix", str(ROOT / "matrix" / "cpu.toml"),
-                  "--env-dir", str(stack_envs), "--skip", "*-gc", "--skip", "cpu-hf20*-bf16-*", "--skip", "cpu-canary-*-m_*")
+    proc = compat(
+        "run",
+        "--results",
+        str(tmp_path),
+        "--matrix",
+        str(ROOT / "matrix" / "cpu.toml"),
+        "--env-dir",
+        str(stack_envs),
+        "--skip",
+        "*-gc",
+        "--skip",
+        "cpu-hf20*-bf16-*",
+        "--skip",
+        "cpu-canary-*-m_*",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = load(tmp_path / "records.jsonl")
     stacks = tomllib.loads((ROOT / "matrix" / "stacks.toml").read_text())
@@ -166,12 +196,25 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
             else:
                 assert f"=={packages[lib]}" == stacks[name][lib]
     assert any(r["fingerprint"]["packages"]["transformers"] == "4.33.0" for r in recs)
-    assert {r["axes"]["model"] for r in recs if r["outcome"] == "pass"} == {"default", "mistral", "qwen2", "gemma", "glm4", "qwen2_vl"}
+    assert {r["axes"]["model"] for r in recs if r["outcome"] == "pass"} == {
+        "default",
+        "mistral",
+        "qwen2",
+        "gemma",
+        "glm4",
+        "qwen2_vl",
+    }
     verdicts = {r["cell"]: r["agreement"] for r in recs if r["outcome"] == "pass"}
     assert all(a["status"] == "reference" for c, a in verdicts.items() if c.startswith("cpu-hf2026-"))
     hf2025 = {c: a for c, a in verdicts.items() if c.startswith("cpu-hf2025-") and not c.endswith("m_qwen2_vl")}
-    assert len(hf2025) == 10 and all((a["status"], a["parted_at_step"]) == ("differs", 1) for a in hf2025.values()), hf2025
-    for cell in ("cpu-hf2023-fp32-none-full-single", "cpu-hf2023-fp32-none-lora-single", "cpu-hf2024-fp32-none-lora-single-m_qwen2"):
+    assert len(hf2025) == 10 and all((a["status"], a["parted_at_step"]) == ("differs", 1) for a in hf2025.values()), (
+        hf2025
+    )
+    for cell in (
+        "cpu-hf2023-fp32-none-full-single",
+        "cpu-hf2023-fp32-none-lora-single",
+        "cpu-hf2024-fp32-none-lora-single-m_qwen2",
+    ):
         assert verdicts[cell]["status"] == "agrees", (cell, verdicts[cell])
     assert "Losses across stacks" in (tmp_path / "COMPATIBILITY.md").read_text()
 
@@ -179,8 +222,8 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
 def test_pip_fallback_also_inherits_torch(tmp_path):
     """Where uv is missing, pip makes the env; it sees the inherited torch through the .pth file
     and installs only what the stack adds."""
-    from harness.run.envs import EnvManager
     from harness.catalog.stacks import Stack
+    from harness.run.envs import EnvManager
 
     manager = EnvManager(root=tmp_path, log=lambda line: None)
     manager._uv = None  # as on a host without uv
@@ -188,8 +231,14 @@ def test_pip_fallback_also_inherits_torch(tmp_path):
     env = manager.ensure(stack)
     assert env.info["installer"] == "pip" and env.info["reused"] is False
     out = subprocess.run(
-        [env.python, "-c", "import torch, accelerate; print(torch.__file__); print(accelerate.__version__, accelerate.__file__)"],
-        capture_output=True, text=True, check=True,
+        [
+            env.python,
+            "-c",
+            "import torch, accelerate; print(torch.__file__); print(accelerate.__version__, accelerate.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     assert out[0] == torch.__file__
     assert out[1].startswith("0.29.3 " + str(env.path))
@@ -203,14 +252,25 @@ def test_qlora_on_cpu_through_bitsandbytes(tmp_path):
     the eval-mode forward before training repacks the 4-bit weights: the q, k and v adapters get
     an all-zero gradient on the first step, and saving changes the weights in memory while the
     saved copy is right. The record says both and names the known issue; the 0.48.2 control passes."""
-    proc = compat("run", "--matrix", str(ROOT / "matrix" / "cpu-quant.toml"), "--results", str(tmp_path),
-                  "--env-dir", str(tmp_path / "envs"), "--no-table",
-                  "--select", "cpu-{bnb048,hf2026}-fp32-{int8,nf4}-lora-single")
+    proc = compat(
+        "run",
+        "--matrix",
+        str(ROOT / "matrix" / "cpu-quant.toml"),
+        "--results",
+        str(tmp_path),
+        "--env-dir",
+        str(tmp_path / "envs"),
+        "--no-table",
+        "--select",
+        "cpu-{bnb048,hf2026}-fp32-{int8,nf4}-lora-single",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
     assert sorted(recs) == [
-        "cpu-bnb048-fp32-int8-lora-single", "cpu-bnb048-fp32-nf4-lora-single",
-        "cpu-hf2026-fp32-int8-lora-single", "cpu-hf2026-fp32-nf4-lora-single",
+        "cpu-bnb048-fp32-int8-lora-single",
+        "cpu-bnb048-fp32-nf4-lora-single",
+        "cpu-hf2026-fp32-int8-lora-single",
+        "cpu-hf2026-fp32-nf4-lora-single",
     ]
     for cell, rec in recs.items():
         assert rec["checks"]["quantized_modules"] == (["Linear8bitLt"] if "int8" in cell else ["Linear4bit"])
@@ -225,8 +285,13 @@ def test_qlora_on_cpu_through_bitsandbytes(tmp_path):
     assert [recs[c]["outcome"] for c in sorted(recs)] == ["pass", "pass", "pass", "fail"]
     qkv = [f"base_model.model.model.layers.{n}.self_attn.{m}_proj.lora_B.default.weight" for n in (0, 1) for m in "qkv"]
     assert bad["checks"]["learned"]["zero_gradient_passes"] == {name: [1] for name in sorted(qkv)}
-    assert bad["error"]["signature"].startswith("CheckFailed: <n> of <n> trainable tensors did not learn on every step (an all-zero "
-                                                "gradient on backward pass <n> of <n>: base_model.model.model.layers.{<n>,<n>}.self_attn")
-    assert "; and saving changed the trained model in memory (the saved copy is right): max |logit diff| " in bad["error"]["message"]
+    assert bad["error"]["signature"].startswith(
+        "CheckFailed: <n> of <n> trainable tensors did not learn on every step (an all-zero "
+        "gradient on backward pass <n> of <n>: base_model.model.model.layers.{<n>,<n>}.self_attn"
+    )
+    assert (
+        "; and saving changed the trained model in memory (the saved copy is right): max |logit diff| "
+        in bad["error"]["message"]
+    )
     assert bad["checks"]["save_changed_model_max_abs_diff"] > 1e-3
     assert bad["known_issues"] == ["bnb-cpu-4bit-eval-forward-repacks-weights"]

@@ -10,14 +10,15 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from harness.catalog.cell import Cell
+from harness.catalog.matrix import MatrixData
 from harness.evidence import records
 from harness.run import launch, runner, warm_cells
 from harness.run.context import RunContext
-from harness.catalog.cell import Cell
 from harness.run.envs import EnvManager, StackEnv
 from harness.run.hardware import Host
-from harness.catalog.matrix import MatrixData
+
+from conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the warm worker is a Linux subreaper")
 
@@ -29,8 +30,15 @@ def context(tmp_path, name: str, warm_worker=None) -> RunContext:
     data = MatrixData.load(ROOT / "matrix")
     results = tmp_path / name
     results.mkdir()
-    return RunContext(results_dir=results, records_path=results / "records.jsonl", settings=data.defaults,
-                             host=HOST, stacks=data.stacks, envs=EnvManager(root=tmp_path / "envs"), warm=warm_worker)
+    return RunContext(
+        results_dir=results,
+        records_path=results / "records.jsonl",
+        settings=data.defaults,
+        host=HOST,
+        stacks=data.stacks,
+        envs=EnvManager(root=tmp_path / "envs"),
+        warm=warm_worker,
+    )
 
 
 @pytest.fixture
@@ -41,7 +49,10 @@ def worker():
 
 
 def test_a_warm_cell_trains_as_a_cold_one_and_says_it_ran_warm(tmp_path, worker):
-    cells = [Cell("cpu", "local", "fp32", "none", "lora", "single"), Cell("cpu", "local", "bf16", "none", "full", "single")]
+    cells = [
+        Cell("cpu", "local", "fp32", "none", "lora", "single"),
+        Cell("cpu", "local", "bf16", "none", "full", "single"),
+    ]
     cold = [runner.run_cell(c, context(tmp_path, f"cold{i}"), LOCAL) for i, c in enumerate(cells)]
     hot = [runner.run_cell(c, context(tmp_path, f"warm{i}", worker), LOCAL) for i, c in enumerate(cells)]
     assert len(worker.workers) == 1  # one worker took both cells
@@ -97,6 +108,8 @@ def _hanging(cell_id: str) -> list[int]:
 
 def test_a_worker_that_cannot_start_leaves_the_cell_cold_and_says_why(tmp_path, worker):
     broken = StackEnv("local", str(tmp_path / "no-python"), None, "current", {"name": "local"})
-    rec = runner.run_cell(Cell("cpu", "local", "fp32", "none", "lora", "single"), context(tmp_path, "a", worker), broken)
+    rec = runner.run_cell(
+        Cell("cpu", "local", "fp32", "none", "lora", "single"), context(tmp_path, "a", worker), broken
+    )
     assert "warm" not in rec["runner"] and f"could not start {tmp_path / 'no-python'}" in rec["runner"]["cold"]
     assert rec["outcome"] == "infra" and records.validate(rec) is None  # the cold launch could not start it either

@@ -38,8 +38,17 @@ def wheels(tmp_path_factory):
     folder = home / "wheels"
     empty = home / "none.txt"
     empty.write_text("")
-    proc = run_compat("wheelhouse", str(folder), "--stacks", "offline", "-r", str(empty), "--no-compat",
-                      env={"COMPAT_HOME": str(home)}, timeout=900)
+    proc = run_compat(
+        "wheelhouse",
+        str(folder),
+        "--stacks",
+        "offline",
+        "-r",
+        str(empty),
+        "--no-compat",
+        env={"COMPAT_HOME": str(home)},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return home, folder, proc.stdout
 
@@ -61,13 +70,31 @@ def test_a_cell_runs_from_the_wheelhouse_with_no_network(wheels, tmp_path, cut):
     home, folder, _ = wheels
     prefix = network_cut()
     if cut == "namespace" and not prefix:
-        pytest.skip("this host does not let the tests make a network namespace (unshare -rn); the offline-flags case runs")
+        pytest.skip(
+            "this host does not let the tests make a network namespace (unshare -rn); the offline-flags case runs"
+        )
     if cut == "offline-flags":
         prefix = []
-    args = ["run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table",
-            "--env-dir", str(tmp_path / "envs"), "--offline", "--find-links", str(folder)]
-    proc = subprocess.run([*prefix, sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=900,
-                          env={**__import__("os").environ, "COMPAT_HOME": str(home), "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    args = [
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--results",
+        str(tmp_path / "r"),
+        "--no-table",
+        "--env-dir",
+        str(tmp_path / "envs"),
+        "--offline",
+        "--find-links",
+        str(folder),
+    ]
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**__import__("os").environ, "COMPAT_HOME": str(home), "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (rec,) = [json.loads(line) for line in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
     assert rec["outcome"] == "pass", rec["error"]

@@ -61,30 +61,66 @@ def test_each_cell_runs_on_a_node_of_its_kind_and_its_record_comes_back(tmp_path
     c, ids = cluster
     grid = tmp_path / "grid.toml"
     grid.write_text(GRID)
-    ran = run_compat("run", "--ray", c.address, "--matrix", str(grid), "--results", str(tmp_path / "r"), "--no-table",
-                     "--progress", "plain", timeout=600)
+    ran = run_compat(
+        "run",
+        "--ray",
+        c.address,
+        "--matrix",
+        str(grid),
+        "--results",
+        str(tmp_path / "r"),
+        "--no-table",
+        "--progress",
+        "plain",
+        timeout=600,
+    )
     assert ran.returncode == 1, ran.stdout + ran.stderr  # the fake cards' cells are infra: no CUDA torch here
     assert "2 cells for other hardware (sm_90) are left to the runners that have it" in ran.stdout
     recs = {r["cell"]: r for r in map(json.loads, (tmp_path / "r" / "records.jsonl").read_text().splitlines())}
-    assert set(recs) == {"cpu-local-fp32-none-lora-single", "sm_75-local-fp32-none-lora-single",
-                         "sm_75-local-fp32-none-lora-ddp-r2", "sm_80-local-fp32-none-lora-single",
-                         "sm_80-local-fp32-none-lora-ddp-r2"}
+    assert set(recs) == {
+        "cpu-local-fp32-none-lora-single",
+        "sm_75-local-fp32-none-lora-single",
+        "sm_75-local-fp32-none-lora-ddp-r2",
+        "sm_80-local-fp32-none-lora-single",
+        "sm_80-local-fp32-none-lora-ddp-r2",
+    }
     for r in recs.values():
         assert records.validate(r) is None, r["cell"]
     # the T4 node (Ray's accelerator_type) takes the sm_75 cell, the labelled node the sm_80 ones
     assert recs["sm_75-local-fp32-none-lora-single"]["runner"]["ray_node"] == ids["t4"]
-    assert {recs[k]["runner"]["ray_node"] for k in ("sm_80-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-ddp-r2")} == {ids["sm_80"]}
-    assert all(recs[k]["outcome"] == "infra" and "without CUDA" in recs[k]["reason"]
-               for k in ("sm_75-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-ddp-r2"))
+    assert {
+        recs[k]["runner"]["ray_node"]
+        for k in ("sm_80-local-fp32-none-lora-single", "sm_80-local-fp32-none-lora-ddp-r2")
+    } == {ids["sm_80"]}
+    assert all(
+        recs[k]["outcome"] == "infra" and "without CUDA" in recs[k]["reason"]
+        for k in (
+            "sm_75-local-fp32-none-lora-single",
+            "sm_80-local-fp32-none-lora-single",
+            "sm_80-local-fp32-none-lora-ddp-r2",
+        )
+    )
     # two sm_75 cards on one node: no node has them, so it is said, not left waiting in Ray's queue
     two = recs["sm_75-local-fp32-none-lora-ddp-r2"]
     assert two["outcome"] == "unsupported" and two["reason"] == (
-        "needs 2 sm_75 cards on one node; the Ray cluster's largest sm_75 node has 1")
+        "needs 2 sm_75 cards on one node; the Ray cluster's largest sm_75 node has 1"
+    )
     # the CPU cell trained on a node of the cluster, as a local run trains it, and its log came back
     cpu = recs["cpu-local-fp32-none-lora-single"]
     assert cpu["outcome"] == "pass" and cpu["runner"]["ray_node"] in set(ids.values()) | {_head(c)}
-    local = run_compat("run", "--matrix", str(grid), "--select", "cpu-*", "--results", str(tmp_path / "local"),
-                       "--no-table", "--progress", "plain", timeout=600)
+    local = run_compat(
+        "run",
+        "--matrix",
+        str(grid),
+        "--select",
+        "cpu-*",
+        "--results",
+        str(tmp_path / "local"),
+        "--no-table",
+        "--progress",
+        "plain",
+        timeout=600,
+    )
     assert local.returncode == 0, local.stderr
     (mine,) = map(json.loads, (tmp_path / "local" / "records.jsonl").read_text().splitlines())
     assert cpu["losses"] == mine["losses"] and cpu["checks"] == mine["checks"]
@@ -148,9 +184,29 @@ def test_a_node_that_dies_under_a_cell_costs_a_retry_not_the_record(tmp_path):
     try:
         grid = tmp_path / "grid.toml"
         grid.write_text(GRID)
-        driver = subprocess.Popen([sys.executable, "-m", "harness", "run", "--ray", c.address, "--matrix", str(grid),
-                                   "--select", "cpu-*", "--results", str(tmp_path / "r"), "--no-table", "--progress", "plain"],
-                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        driver = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                "--ray",
+                c.address,
+                "--matrix",
+                str(grid),
+                "--select",
+                "cpu-*",
+                "--results",
+                str(tmp_path / "r"),
+                "--no-table",
+                "--progress",
+                "plain",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         victim, orphan, deadline = None, None, time.monotonic() + 120
         while victim is None and time.monotonic() < deadline and driver.poll() is None:
             for pid in _workload_pids():
@@ -164,7 +220,10 @@ def test_a_node_that_dies_under_a_cell_costs_a_retry_not_the_record(tmp_path):
         c.remove_node(victim)
         out, _ = driver.communicate(timeout=300)
         assert driver.returncode == 0, out
-        assert f"cpu-local-fp32-none-lora-single: its Ray node {victim.node_id} died under it (NodeDiedError); running it once more" in out
+        assert (
+            f"cpu-local-fp32-none-lora-single: its Ray node {victim.node_id} died under it (NodeDiedError); "
+            "running it once more" in out
+        )
         (rec,) = map(json.loads, (tmp_path / "r" / "records.jsonl").read_text().splitlines())
         survivor = next(w for w in workers if w is not victim)
         assert rec["outcome"] == "pass" and rec["runner"]["ray_node"] == survivor.node_id
@@ -226,13 +285,28 @@ def test_a_killed_driver_leaves_no_process_and_resume_runs_only_what_has_no_reco
 
     grid, results = tmp_path / "grid.toml", tmp_path / "r"
     grid.write_text(CPU_GRID)
-    command = [sys.executable, "-m", "harness", "run", "--ray", one_worker.address, "--matrix", str(grid),
-               "--results", str(results), "--no-table", "--progress", "plain"]
+    command = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "--ray",
+        one_worker.address,
+        "--matrix",
+        str(grid),
+        "--results",
+        str(results),
+        "--no-table",
+        "--progress",
+        "plain",
+    ]
     driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     busy = None
     try:
-        busy = _wait_for(lambda: (results / "records.jsonl").is_file() and _records(results / "records.jsonl")
-                         and _workload_pids(), 300)
+        busy = _wait_for(
+            lambda: (results / "records.jsonl").is_file() and _records(results / "records.jsonl") and _workload_pids(),
+            300,
+        )
         assert busy, "no record came back while a next cell ran"
         for pid in busy:  # stopped, the cell cannot end by itself: only its killers end it now (not its guard)
             if b"guard.py" not in open(f"/proc/{pid}/cmdline", "rb").read():
@@ -251,16 +325,18 @@ def test_a_killed_driver_leaves_no_process_and_resume_runs_only_what_has_no_reco
 
     again = run_compat(*command[3:], "--resume", "--junit", str(tmp_path / "junit.xml"), timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"resuming run {before[0]['run_id']}: {len(before)} of the selected cells have a record in it" in again.stdout
+    assert (
+        f"resuming run {before[0]['run_id']}: {len(before)} of the selected cells have a record in it" in again.stdout
+    )
     after = _records(results / "records.jsonl")
     assert after[: len(before)] == before  # nothing written before is changed
     assert sorted(r["cell"] for r in after) == sorted(CPU_CELLS)  # each cell once
     assert {r["run_id"] for r in after} == {before[0]["run_id"]}
-    assert all(r["outcome"] == "pass" and r["runner"]["ray_node"] for r in after[len(before):])
+    assert all(r["outcome"] == "pass" and r["runner"]["ray_node"] for r in after[len(before) :])
     import xml.etree.ElementTree as ET
 
     cases = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
-    assert sorted(case.get("name") for case in cases) == sorted(r["cell"] for r in after[len(before):])
+    assert sorted(case.get("name") for case in cases) == sorted(r["cell"] for r in after[len(before) :])
 
 
 def test_stop_after_holds_back_cells_on_the_cluster_and_resume_runs_them(tmp_path, one_worker):
@@ -268,8 +344,18 @@ def test_stop_after_holds_back_cells_on_the_cluster_and_resume_runs_them(tmp_pat
     (exit code 75); --resume runs them, and only them."""
     grid, results = tmp_path / "grid.toml", tmp_path / "r"
     grid.write_text(CPU_GRID)
-    args = ("run", "--ray", one_worker.address, "--matrix", str(grid), "--results", str(results), "--no-table",
-            "--progress", "plain")
+    args = (
+        "run",
+        "--ray",
+        one_worker.address,
+        "--matrix",
+        str(grid),
+        "--results",
+        str(results),
+        "--no-table",
+        "--progress",
+        "plain",
+    )
     first = run_compat(*args, "--stop-after", "1", timeout=600)
     assert first.returncode == 75, first.stdout + first.stderr
     done = _records(results / "records.jsonl")
@@ -281,8 +367,11 @@ def test_stop_after_holds_back_cells_on_the_cluster_and_resume_runs_them(tmp_pat
 
 
 # the CPU cells of GRID in two precisions: one-process cells (warm) beside 2-rank ones (torchrun, cold)
-WARM_GRID = GRID.replace('hardware = ["cpu", "sm_75", "sm_80", "sm_90"]', 'hardware = ["cpu"]').replace(
-    'precision = ["fp32"]', 'precision = ["fp32", "bf16"]').split('[[exclude]]\nhardware = "cpu"')[0]
+WARM_GRID = (
+    GRID.replace('hardware = ["cpu", "sm_75", "sm_80", "sm_90"]', 'hardware = ["cpu"]')
+    .replace('precision = ["fp32"]', 'precision = ["fp32", "bf16"]')
+    .split('[[exclude]]\nhardware = "cpu"')[0]
+)
 
 
 def test_warm_cells_train_as_cold_ones_and_leave_no_worker(tmp_path, one_worker):
@@ -291,11 +380,32 @@ def test_warm_cells_train_as_cold_ones_and_leave_no_worker(tmp_path, one_worker)
     cold beside them; once the run ends no warm worker is left on the node."""
     grid = tmp_path / "grid.toml"
     grid.write_text(WARM_GRID)
-    ran = run_compat("run", "--ray", one_worker.address, "--warm", "--matrix", str(grid), "--results", str(tmp_path / "r"),
-                     "--no-table", "--progress", "plain", timeout=600)
+    ran = run_compat(
+        "run",
+        "--ray",
+        one_worker.address,
+        "--warm",
+        "--matrix",
+        str(grid),
+        "--results",
+        str(tmp_path / "r"),
+        "--no-table",
+        "--progress",
+        "plain",
+        timeout=600,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    local = run_compat("run", "--matrix", str(grid), "--results", str(tmp_path / "local"), "--no-table", "--progress",
-                       "plain", timeout=600)
+    local = run_compat(
+        "run",
+        "--matrix",
+        str(grid),
+        "--results",
+        str(tmp_path / "local"),
+        "--no-table",
+        "--progress",
+        "plain",
+        timeout=600,
+    )
     assert local.returncode == 0, local.stdout + local.stderr
     warm = {r["cell"]: r for r in _records(tmp_path / "r" / "records.jsonl")}
     cold = {r["cell"]: r for r in _records(tmp_path / "local" / "records.jsonl")}
@@ -320,13 +430,25 @@ def test_preflight_runs_a_users_config_on_a_node_with_its_own_deepspeed_config(t
 
     pytest.importorskip("deepspeed")
     lf = ROOT / "tests" / "data" / "preflight" / "llamafactory"
-    proc = run_compat("preflight", "examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpus", "2", "--ray",
-                      one_worker.address, "--results", str(tmp_path), cwd=lf, timeout=900)
+    proc = run_compat(
+        "preflight",
+        "examples/train_lora/llama3_lora_sft_ds3.yaml",
+        "--gpus",
+        "2",
+        "--ray",
+        one_worker.address,
+        "--results",
+        str(tmp_path),
+        cwd=lf,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "tiny on the Ray cluster's 2 node(s), on cpu" in proc.stdout
     (rec,) = _records(tmp_path / "records.jsonl")
     assert rec["cell"] == "cpu-local-bf16-none-lora-zero3-gc+r2" and rec["outcome"] == "pass", rec.get("error")
-    assert rec["settings"]["deepspeed_config"] == json.loads((lf / "examples" / "deepspeed" / "ds_z3_config.json").read_text())
+    assert rec["settings"]["deepspeed_config"] == json.loads(
+        (lf / "examples" / "deepspeed" / "ds_z3_config.json").read_text()
+    )
     assert rec["checks"]["zero"]["stage"] == 3 and rec["runner"]["ray_node"]
     assert rec["preflight"]["configs"] == ["examples/train_lora/llama3_lora_sft_ds3.yaml"]
     assert records.validate(rec) is None and "Outcome: pass" in proc.stdout

@@ -32,7 +32,9 @@ def home_with_stack(tmp_path):
     # a test input: a package to install, offline. It takes a name a stack may pin (bitsandbytes)
     # and a version no release has; the full fine-tune below never imports it
     make_wheel(wheels, "bitsandbytes", "0.0.1+compat.test", ["torch"])
-    home = compat_home(tmp_path / "home", '[shared]\nbitsandbytes = "==0.0.1+compat.test"\n', GRID.format(method="full"))
+    home = compat_home(
+        tmp_path / "home", '[shared]\nbitsandbytes = "==0.0.1+compat.test"\n', GRID.format(method="full")
+    )
     return home, wheels
 
 
@@ -41,10 +43,31 @@ def test_two_runs_making_the_same_new_env_at_once_both_pass(tmp_path):
     env = {**os.environ, "COMPAT_HOME": str(home)}
     runs = []
     for i in range(2):
-        runs.append(subprocess.Popen(
-            [sys.executable, "-m", "harness", "run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / f"r{i}"),
-             "--no-table", "--env-dir", str(tmp_path / "envs"), "--offline", "--find-links", str(wheels)],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        runs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "harness",
+                    "run",
+                    "--matrix",
+                    str(home / "grid.toml"),
+                    "--results",
+                    str(tmp_path / f"r{i}"),
+                    "--no-table",
+                    "--env-dir",
+                    str(tmp_path / "envs"),
+                    "--offline",
+                    "--find-links",
+                    str(wheels),
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = [p.communicate(timeout=900) for p in runs]
     assert [p.returncode for p in runs] == [0, 0], outs
     recs = [json.loads((tmp_path / f"r{i}" / "records.jsonl").read_text()) for i in range(2)]
@@ -68,8 +91,11 @@ time.sleep({sleep})
 
 def holder(envs, wheels, sleep):
     """A process that makes (or reuses) the test stack's env and then keeps using it (holds it)."""
-    return subprocess.Popen([sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=sleep)],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=sleep)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_runs_use_one_env_at_once_without_waiting_for_each_other(tmp_path):
@@ -85,8 +111,12 @@ def test_runs_use_one_env_at_once_without_waiting_for_each_other(tmp_path):
         while said[-1] and not said[-1].startswith("ready") and len(said) < 50:
             said.append(first.stdout.readline())
         assert said[-1].split() == ["ready", "False"], said  # made it
-        second = subprocess.run([sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=0)],
-                                capture_output=True, text=True, timeout=300)  # waiting for `first` would outlast this
+        second = subprocess.run(
+            [sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=0)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # waiting for `first` would outlast this
         assert second.returncode == 0, second.stderr
         assert second.stdout.split()[-2:] == ["ready", "True"] and "waiting" not in second.stdout  # reused, no wait
         pruned = run_compat("envs", "--env-dir", str(envs), "--prune", "--older-than", "0", timeout=120)
@@ -100,7 +130,11 @@ def test_prune_keeps_an_env_a_run_is_using_and_removes_a_half_made_one(tmp_path)
     home, wheels = home_with_stack(tmp_path)
     envs = tmp_path / "envs"
     # a process that made the env and is still "running cells" in it
-    holder = subprocess.Popen([sys.executable, "-c", f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import sys, time
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
@@ -110,7 +144,11 @@ m = EnvManager(root=Path({str(envs)!r}), offline=True, find_links=({str(wheels)!
 m.ensure(Stack("shared", "", False, False, "inherit", (("bitsandbytes", "==0.0.1+compat.test"),)))
 print("ready", flush=True)
 time.sleep(120)
-"""], stdout=subprocess.PIPE, text=True)
+""",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         half = envs / "shared-0123456789ab"  # what a run stopped while it made an env leaves: no marker

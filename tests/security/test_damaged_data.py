@@ -18,7 +18,7 @@ def test_every_damaged_data_file_is_answered_with_its_place(tmp_path):
     answers = {p.name: p.read_text(encoding="utf-8") for p in tmp_path.glob("errors-*.txt")}
     assert len(answers) == len(data_errors.loaders())
     for name, text in answers.items():
-        assert "CRASH" not in text, f"{name}: " + text[text.index("CRASH") - 300:text.index("CRASH") + 200]
+        assert "CRASH" not in text, f"{name}: " + text[text.index("CRASH") - 300 : text.index("CRASH") + 200]
         problems = [line.strip() for line in text.splitlines() if line.startswith("  ")]
         assert problems, name  # some damage is refused in every file
         for problem in problems:  # each names its file, and a line wherever one can be found

@@ -12,15 +12,24 @@ import pytest
 from conftest import ROOT, assert_clean_error, run_compat
 
 BAD = [
-    (["recommend", "--gpu", "P4", "--model-size", "7B", "--seq-len", "-5"], "argument --seq-len: -5: must be 1 or more"),
+    (
+        ["recommend", "--gpu", "P4", "--model-size", "7B", "--seq-len", "-5"],
+        "argument --seq-len: -5: must be 1 or more",
+    ),
     (["recommend", "--gpu", "P4", "--model-size", "7B", "--seq-len", "0"], "argument --seq-len: 0: must be 1 or more"),
     (["recommend", "--gpu", "P4", "--gpus", "0"], "argument --gpus: 0: must be 1 or more"),
     (["recommend", "--gpu", "P4", "--model-size", ""], "argument --model-size: must not be empty"),
     (["recommend", "--gpu", " "], "argument --gpu: must not be empty"),
-    (["fit", "--model-size", "7B", "--gpu-memory", "nan"], "argument --gpu-memory: nan: must be a finite number above 0"),
+    (
+        ["fit", "--model-size", "7B", "--gpu-memory", "nan"],
+        "argument --gpu-memory: nan: must be a finite number above 0",
+    ),
     (["fit", "--model-size", "7B", "--gpu-memory", "-1"], "argument --gpu-memory: -1: must be a finite number above 0"),
     (["fit", "--model-size", "7B", "--gpu-memory", "0"], "argument --gpu-memory: 0: must be a finite number above 0"),
-    (["fit", "--model-size", "7B", "--gpu-memory", "inf"], "argument --gpu-memory: inf: must be a finite number above 0"),
+    (
+        ["fit", "--model-size", "7B", "--gpu-memory", "inf"],
+        "argument --gpu-memory: inf: must be a finite number above 0",
+    ),
     (["fit", "--model-size", ""], "argument --model-size: must not be empty"),
     (["fit", "--model-size", "7B", "--batch", "0"], "argument --batch: 0: must be 1 or more"),
     (["fit", "--model-size", "7B", "--gpus", "two"], "argument --gpus: 'two' is not a whole number"),
@@ -29,9 +38,18 @@ BAD = [
     (["table", "--results", ""], "argument --results: must not be empty"),
     (["merge", "results/records.jsonl", "--into", ""], "argument --into: must not be empty"),
     (["run", "--matrix", "matrix/local.toml", "--results", ""], "argument --results: must not be empty"),
-    (["run", "--matrix", "matrix/local.toml", "--timeout", "0"], "argument --timeout: 0: must be a finite number above 0"),
-    (["run", "--matrix", "matrix/local.toml", "--stop-after", "nan"], "argument --stop-after: nan: must be a finite number of at least 0"),
-    (["preflight", "--preset", "deepke-llama2-4bit", "--plan", "--gpus", "-2"], "argument --gpus: -2: must be 1 or more"),
+    (
+        ["run", "--matrix", "matrix/local.toml", "--timeout", "0"],
+        "argument --timeout: 0: must be a finite number above 0",
+    ),
+    (
+        ["run", "--matrix", "matrix/local.toml", "--stop-after", "nan"],
+        "argument --stop-after: nan: must be a finite number of at least 0",
+    ),
+    (
+        ["preflight", "--preset", "deepke-llama2-4bit", "--plan", "--gpus", "-2"],
+        "argument --gpus: -2: must be 1 or more",
+    ),
 ]
 
 
@@ -47,13 +65,21 @@ def test_a_value_that_makes_no_sense_is_refused_naming_the_flag(args, message, t
 
 def test_a_config_whose_sizes_are_not_numbers_is_refused(tmp_path):
     # TinyLlama-1.1B's config.json (its public shape), with one size spoiled at a time
-    good = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
-            "num_key_value_heads": 4, "vocab_size": 32000}
+    good = {
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 22,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "vocab_size": 32000,
+    }
     path = tmp_path / "config.json"
-    for key, value, said in [("hidden_size", True, "hidden_size = true is not a whole number"),
-                             ("num_hidden_layers", "22", 'num_hidden_layers = "22" is not a whole number'),
-                             ("vocab_size", 32000.5, "vocab_size = 32000.5 is not a whole number"),
-                             ("num_attention_heads", None, "it needs hidden_size, num_attention_heads")]:
+    for key, value, said in [
+        ("hidden_size", True, "hidden_size = true is not a whole number"),
+        ("num_hidden_layers", "22", 'num_hidden_layers = "22" is not a whole number'),
+        ("vocab_size", 32000.5, "vocab_size = 32000.5 is not a whole number"),
+        ("num_attention_heads", None, "it needs hidden_size, num_attention_heads"),
+    ]:
         path.write_text(json.dumps(dict(good, **{key: value})))
         proc = run_compat("fit", "--model", str(path), timeout=60)
         assert_clean_error(proc, 2)
@@ -67,8 +93,11 @@ def test_a_config_whose_sizes_are_not_numbers_is_refused(tmp_path):
 def test_a_results_folder_that_is_a_file_is_exit_74_before_any_cell(tmp_path):
     afile = tmp_path / "results"
     afile.write_text("not a folder\n")
-    for args in (["run", "--matrix", "matrix/local.toml", "--select", "cpu-local-fp32-none-full-single"],
-                 ["table"], ["preflight", "--preset", "deepke-llama2-4bit"]):
+    for args in (
+        ["run", "--matrix", "matrix/local.toml", "--select", "cpu-local-fp32-none-full-single"],
+        ["table"],
+        ["preflight", "--preset", "deepke-llama2-4bit"],
+    ):
         proc = run_compat(*args, "--results", str(afile), env={"COMPAT_ENV_DIR": str(tmp_path / "envs")}, timeout=120)
         assert_clean_error(proc, 74)
         assert f"--results {afile}: is a file, not a results folder; nothing was run or written" in proc.stderr
@@ -83,9 +112,11 @@ def test_a_read_only_results_folder_is_exit_74_before_any_cell(tmp_path):
     # not make a folder unwritable when the tests run as root)
     folder = tmp_path / "ro"
     folder.mkdir()
-    script = (f"mount -t tmpfs -o ro tmpfs {folder} || exit 99; cd {ROOT}; "
-              f"{sys.executable} -m harness run --matrix matrix/local.toml "
-              f"--select cpu-local-fp32-none-full-single --results {folder}/results")
+    script = (
+        f"mount -t tmpfs -o ro tmpfs {folder} || exit 99; cd {ROOT}; "
+        f"{sys.executable} -m harness run --matrix matrix/local.toml "
+        f"--select cpu-local-fp32-none-full-single --results {folder}/results"
+    )
     try:
         proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
     except FileNotFoundError:

@@ -15,20 +15,26 @@ import shutil
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import ROOT, fast_view, real_records, slow_view
 from harness import cli
 from harness.evidence import records, summary
-from harness.render import page, table
 from harness.evidence.trust import Rules
+from harness.render import page, table
+
+from conftest import ROOT, fast_view, real_records, slow_view
 
 REAL = real_records(10_000)
 RULES = Rules.load(ROOT / "matrix")
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12) | st.sampled_from(["cpu", "sm_90", "9.0", "cuda:0", "2026-11-24T12:00:00+00:00", "a" * 300]),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+    | st.sampled_from(["cpu", "sm_90", "9.0", "cuda:0", "2026-11-24T12:00:00+00:00", "a" * 300]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=6,
 )
@@ -72,7 +78,9 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("generated")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(raw=hostile_record())
 def test_a_record_accepted_as_evidence_never_stops_a_reader(raw, folder, capsys):
     view, why = fast_view(raw)
@@ -87,8 +95,11 @@ def test_a_record_accepted_as_evidence_never_stops_a_reader(raw, folder, capsys)
     shutil.copy(ROOT / "results" / "records.jsonl", results / "records.jsonl")
     with open(results / "records.jsonl", "ab") as f:
         f.write(raw + b"\n")
-    for args in (("recommend", "--gpu", "H100", "--format", "json"), ("recommend", "--gpu", "T4", "--model-size", "7B", "--format", "json"),
-                 ("fit", "--model-size", "7B", "--gpu", "H100", "--format", "json")):
+    for args in (
+        ("recommend", "--gpu", "H100", "--format", "json"),
+        ("recommend", "--gpu", "T4", "--model-size", "7B", "--format", "json"),
+        ("fit", "--model-size", "7B", "--gpu", "H100", "--format", "json"),
+    ):
         assert cli.main([*args, "--results", str(results)]) == 0, (args, capsys.readouterr().err)
         capsys.readouterr()
     shutil.rmtree(results)

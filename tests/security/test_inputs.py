@@ -10,9 +10,10 @@ import os
 
 import pytest
 
-from conftest import assert_clean_error, real_records
 from harness.evidence import records, summary
 from harness.render import table
+
+from conftest import assert_clean_error, real_records
 
 
 @pytest.fixture
@@ -21,6 +22,7 @@ def fifo(tmp_path):
         path = tmp_path / name
         os.mkfifo(path)
         return path
+
     return make
 
 
@@ -54,10 +56,12 @@ def test_a_grid_of_millions_of_cells_is_refused_with_its_count(compat, tmp_path)
     # 900 architectures x every stack, precision, quantization, method, strategy, ... (the finding: 13.7M)
     grid = tmp_path / "huge.toml"
     hardware = ", ".join(f'"sm_{n}"' for n in range(100, 1000))
-    grid.write_text(f'description = "too many cells"\n[product]\nhardware = [{hardware}]\n'
-                    'stack = ["hf2026"]\nprecision = ["fp32", "fp16", "bf16"]\n'
-                    'quantization = ["none", "int8", "nf4", "nf4dq", "fp4", "fp4dq"]\nmethod = ["full", "lora"]\n'
-                    'strategy = ["single", "ddp", "zero2", "zero3"]\nranks = [1, 2, 4, 8]\n')
+    grid.write_text(
+        f'description = "too many cells"\n[product]\nhardware = [{hardware}]\n'
+        'stack = ["hf2026"]\nprecision = ["fp32", "fp16", "bf16"]\n'
+        'quantization = ["none", "int8", "nf4", "nf4dq", "fp4", "fp4dq"]\nmethod = ["full", "lora"]\n'
+        'strategy = ["single", "ddp", "zero2", "zero3"]\nranks = [1, 2, 4, 8]\n'
+    )
     proc = compat("list", "--matrix", str(grid), timeout=60)
     assert_clean_error(proc, 2)
     assert f"expands to {900 * 3 * 6 * 2 * 4 * 4:,} cells" in proc.stderr
@@ -99,7 +103,6 @@ def test_records_read_in_parallel_parts_are_the_records_read_one_by_one(tmp_path
     assert [r["id"] for r in one.rows()] == [r["id"] for r in many.rows()]
     assert one.conflicts().keys() == many.conflicts().keys()
     assert table.render(one, "t") == table.render(many, "t")
-
 
 
 def test_merge_tells_a_stored_records_id_even_written_with_escapes(tmp_path):

@@ -13,11 +13,19 @@ import pytest
 
 from conftest import ROOT, real_records, run_compat
 
-H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "memory_bytes": 80 * 2**30, "arch": "sm_90"}
+H100 = {
+    "index": 0,
+    "name": "NVIDIA H100 80GB HBM3",
+    "compute_capability": "9.0",
+    "memory_bytes": 80 * 2**30,
+    "arch": "sm_90",
+}
 
 
 def base_pass() -> dict:
-    rec = next(r for r in real_records(10_000) if r["outcome"] == "pass" and r.get("runner") and r["axes"]["ranks"] == 1)
+    rec = next(
+        r for r in real_records(10_000) if r["outcome"] == "pass" and r.get("runner") and r["axes"]["ranks"] == 1
+    )
     return copy.deepcopy(rec)
 
 
@@ -41,21 +49,45 @@ def hostile_lines() -> list[tuple[str, str]]:
     gpu["fingerprint"]["hardware"] = {"cpu": "x", "gpus": [H100]}  # an H100 named, but the torch is +cpu
     cases = [
         ("an sm_90 measurement made by a CPU-only torch", gpu),
-        ("this runner's name and a date far ahead", variant(rec, outcome="fail", finished_at="2099-01-01T00:00:00+00:00")),
-        ("a stack compat does not have", variant(rec, axes__stack="hf1999", cell=rec["cell"].replace("-local-", "-hf1999-").replace(f"-{rec['axes']['stack']}-", "-hf1999-"))),
+        (
+            "this runner's name and a date far ahead",
+            variant(rec, outcome="fail", finished_at="2099-01-01T00:00:00+00:00"),
+        ),
+        (
+            "a stack compat does not have",
+            variant(
+                rec,
+                axes__stack="hf1999",
+                cell=rec["cell"].replace("-local-", "-hf1999-").replace(f"-{rec['axes']['stack']}-", "-hf1999-"),
+            ),
+        ),
         ("an architecture no GPU has", variant(rec, axes__hardware="sm_999", cell="sm_999" + rec["cell"][3:])),
-        ("a cell id that is not its axes", variant(rec, axes__method="lora" if rec["axes"]["method"] == "full" else "full")),
+        (
+            "a cell id that is not its axes",
+            variant(rec, axes__method="lora" if rec["axes"]["method"] == "full" else "full"),
+        ),
         ("a pass with no last loss", variant(rec, losses__last=None)),
         ("a memory entry with no device", variant(rec, memory=[{"rank": 0, "peak_rss_bytes": 1}])),
         ("a peak of 10**400 bytes", variant(rec, memory=[{"rank": 0, "device": "cpu", "peak_rss_bytes": 10**400}])),
-        ("a compute capability as a number", variant(rec, fingerprint__hardware={"gpus": [dict(H100, compute_capability=7.5)]})),
+        (
+            "a compute capability as a number",
+            variant(rec, fingerprint__hardware={"gpus": [dict(H100, compute_capability=7.5)]}),
+        ),
         ("a sequence length that is text", variant(rec, settings__train__seq_len_max="long")),
         ("a known issue named constructor", variant(rec, outcome="fail", losses=None, known_issues=["constructor"])),
-        ("a CI run behind a github.com userinfo", variant(rec, runner={"name": "vm", "ci_run": "https://github.com@evil.example/a/b/actions/runs/1"})),
+        (
+            "a CI run behind a github.com userinfo",
+            variant(rec, runner={"name": "vm", "ci_run": "https://github.com@evil.example/a/b/actions/runs/1"}),
+        ),
         ("a run id that is a path", variant(rec, run_id="../../../../tmp/x")),
     ]
     lines = [(what, json.dumps(r)) for what, r in cases]
-    lines.append(("an integer of 5,000 digits", json.dumps(variant(rec)).replace('"duration_s": ', '"duration_s": ' + "9" * 5000 + ", \"x\": ", 1)))
+    lines.append(
+        (
+            "an integer of 5,000 digits",
+            json.dumps(variant(rec)).replace('"duration_s": ', '"duration_s": ' + "9" * 5000 + ', "x": ', 1),
+        )
+    )
     lines.append(("a NaN", json.dumps(variant(rec)).replace('"duration_s": ', '"duration_s": NaN, "x": ', 1)))
     return lines
 
@@ -75,8 +107,11 @@ def results(tmp_path):
 
 def answers(results) -> dict:
     out = {name: (results / name).read_text() for name in ("COMPATIBILITY.md", "index.html", "records.jsonl")}
-    for args in (("recommend", "--gpu", "H100", "--format", "json"), ("recommend", "--gpu", "T4", "--model-size", "7B", "--format", "json"),
-                 ("fit", "--model-size", "7B", "--gpu", "H100", "--format", "json")):
+    for args in (
+        ("recommend", "--gpu", "H100", "--format", "json"),
+        ("recommend", "--gpu", "T4", "--model-size", "7B", "--format", "json"),
+        ("fit", "--model-size", "7B", "--gpu", "H100", "--format", "json"),
+    ):
         proc = compat(*args, "--results", str(results))
         assert proc.returncode == 0, proc.stderr
         out[" ".join(args)] = proc.stdout
@@ -107,8 +142,13 @@ def test_a_contributed_record_never_displaces_this_hosts_own(results, tmp_path):
     """The same runner name, a plausible date, the other outcome: shown as a conflict beside this
     host's own record, which stays the row."""
     own = base_pass()
-    contributed = variant(own, outcome="fail", losses=None, finished_at="2026-11-24T12:00:00+00:00",
-                          error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"})
+    contributed = variant(
+        own,
+        outcome="fail",
+        losses=None,
+        finished_at="2026-11-24T12:00:00+00:00",
+        error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"},
+    )
     path = tmp_path / "contributed.jsonl"
     path.write_text(json.dumps(contributed) + "\n")
     proc = compat("merge", str(path), "--into", str(results))
@@ -125,7 +165,9 @@ def test_a_contributed_record_never_displaces_this_hosts_own(results, tmp_path):
 
 def test_a_contributors_provenance_is_replaced_by_compats(results, tmp_path):
     rec = variant(base_pass(), finished_at="2026-11-24T12:00:00+00:00")
-    rec["provenance"] = [{"file": "official-runner.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": "2026-11-01T00:00:00+00:00"}]
+    rec["provenance"] = [
+        {"file": "official-runner.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": "2026-11-01T00:00:00+00:00"}
+    ]
     path = tmp_path / "mine.jsonl"
     path.write_text(json.dumps(rec) + "\n")
     assert compat("merge", str(path), "--into", str(results), "--no-table").returncode == 0
@@ -135,15 +177,25 @@ def test_a_contributors_provenance_is_replaced_by_compats(results, tmp_path):
 
 
 def test_contributor_text_is_text_in_the_markdown(results, tmp_path):
-    text = "RuntimeError: ![pixel](https://evil.example/p.png) [click](https://evil.example) www.evil.example me@evil.example"
-    rec = variant(base_pass(), outcome="fail", losses=None, finished_at="2026-11-24T12:00:00+00:00",
-                  error={"type": "RuntimeError", "message": text, "signature": text, "excerpt": text})
+    text = (
+        "RuntimeError: ![pixel](https://evil.example/p.png) [click](https://evil.example) www.evil.example "
+        "me@evil.example"
+    )
+    rec = variant(
+        base_pass(),
+        outcome="fail",
+        losses=None,
+        finished_at="2026-11-24T12:00:00+00:00",
+        error={"type": "RuntimeError", "message": text, "signature": text, "excerpt": text},
+    )
     rec["fingerprint"]["python"] = "[3.11](https://evil.example)"
     rec["fingerprint"]["packages"] = dict(rec["fingerprint"]["packages"], transformers="4.40.2")  # a row of its own
     path = tmp_path / "text.jsonl"
     path.write_text(json.dumps(rec) + "\n")
     assert compat("merge", str(path), "--into", str(results)).returncode == 0
-    (row,) = [line for line in (results / "COMPATIBILITY.md").read_text().splitlines() if "evil" in line]  # there, as text
+    (row,) = [
+        line for line in (results / "COMPATIBILITY.md").read_text().splitlines() if "evil" in line
+    ]  # there, as text
     assert "![" not in row.replace("!\\[", "") and "](" not in row.replace("\\](", "")  # no image, no link
     assert "https://evil" not in row and "www.evil" not in row and "@evil" not in row  # nothing a forge links by itself
 
@@ -169,8 +221,13 @@ def test_review_shows_the_rows_a_merge_then_writes(results, tmp_path):
     writes nothing, and the lines it says would be added and removed are the ones `compat merge`
     then adds to and removes from COMPATIBILITY.md."""
     own = base_pass()
-    contributed = variant(own, outcome="fail", losses=None, finished_at="2026-11-24T12:00:00+00:00",
-                          error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"})
+    contributed = variant(
+        own,
+        outcome="fail",
+        losses=None,
+        finished_at="2026-11-24T12:00:00+00:00",
+        error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"},
+    )
     path = tmp_path / "contributed.jsonl"
     path.write_text(json.dumps(contributed) + "\n" + json.dumps(own) + "\n")  # one new, one already merged
     before = folder_bytes(results)
@@ -189,8 +246,13 @@ def test_review_shows_the_rows_a_merge_then_writes(results, tmp_path):
 
 
 def test_review_of_what_is_not_a_records_file_is_a_usage_error(results, tmp_path):
-    for args, message in [((str(tmp_path / "missing.jsonl"),), "missing.jsonl: no such file"),
-                          ((str(tmp_path),), "is a folder, not a records file"),
-                          ((str(ROOT / "results" / "records.jsonl"), "--results", str(results / "records.jsonl")), "is a file, not a results folder")]:
+    for args, message in [
+        ((str(tmp_path / "missing.jsonl"),), "missing.jsonl: no such file"),
+        ((str(tmp_path),), "is a folder, not a records file"),
+        (
+            (str(ROOT / "results" / "records.jsonl"), "--results", str(results / "records.jsonl")),
+            "is a file, not a results folder",
+        ),
+    ]:
         proc = compat("review", *args)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

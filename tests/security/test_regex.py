@@ -8,9 +8,10 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, run_compat
 from harness.catalog.known_issues import KnownIssues, clean
 from harness.evidence import summary
+
+from conftest import ROOT, run_compat
 
 KNOWN = KnownIssues.load(ROOT / "matrix")
 
@@ -43,7 +44,9 @@ def test_every_signature_on_its_own_near_miss_text_answers_at_once():
         "texts = json.load(sys.stdin)\n"
         "print(json.dumps({i: [m.issue.id for m in k.explain(t)] for i, t in texts.items()}))\n"
     ) % (str(ROOT), str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", script], input=json.dumps(texts), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], input=json.dumps(texts), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads(proc.stdout)
     assert set(found) == {i.id for i in KNOWN.issues}
@@ -53,8 +56,11 @@ def test_the_inputs_the_finding_reproduced_answer_at_once():
     cases = {
         "1 MB of is_bf16_supported() and spaces": "is_bf16_supported()" + " " * 1_000_000 + "\n",
         "repeated Found GPU lines": "Found GPU0 NVIDIA A100 which is of cuda capability 8.0 " * 2000 + "\n" * 3,
-        "size mismatch lines": ("size mismatch for base_model.model.layers.0.self_attn.q_proj.lora_A.default.weight: "
-                                "copying a param with shape torch.Size([0]) from checkpoint, " * 500 + "\n") * 20,
+        "size mismatch lines": (
+            "size mismatch for base_model.model.layers.0.self_attn.q_proj.lora_A.default.weight: "
+            "copying a param with shape torch.Size([0]) from checkpoint, " * 500 + "\n"
+        )
+        * 20,
     }
     for what, text in cases.items():
         proc = explain(text)
@@ -63,11 +69,17 @@ def test_the_inputs_the_finding_reproduced_answer_at_once():
 
 
 def test_a_record_message_past_the_schema_bound_is_refused_and_a_long_one_renders(tmp_path):
-    from conftest import real_records
     from harness.evidence import records
 
+    from conftest import real_records
+
     rec = dict(real_records(1)[0], outcome="fail", losses=None)
-    rec["error"] = {"type": "RuntimeError", "message": "is_bf16_supported()" + " " * 150_000, "signature": "x", "excerpt": "x"}
+    rec["error"] = {
+        "type": "RuntimeError",
+        "message": "is_bf16_supported()" + " " * 150_000,
+        "signature": "x",
+        "excerpt": "x",
+    }
     assert "message" in records.validate(rec)  # 150 KB: more than any error message a cell records
     rec["error"]["message"] = "is_bf16_supported()" + " " * 19_000
     assert records.validate(rec) is None

@@ -37,8 +37,12 @@ def home(tmp_path):
 
 
 def compat(home, *args, env=None, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT,
-                            env={**os.environ, "COMPAT_HOME": str(home), **(env or {})}, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env={**os.environ, "COMPAT_HOME": str(home), **(env or {})},
+        **kwargs,
+    )
 
 
 def lines(path):
@@ -52,16 +56,45 @@ def test_a_merged_records_run_id_cannot_steer_where_a_resumed_run_writes(home, t
     results.mkdir()
     target = tmp_path / "escaped"
     hostile = copy.deepcopy(real_records(1)[0])
-    hostile.update(id=uuid.uuid4().hex, cell=FULL, runner={"name": "evil-runner"}, finished_at="2099-01-01T00:00:00+00:00",
-                   run_id=f"../../../../{target}")
-    hostile["axes"].update(hardware="cpu", stack="local", precision="fp32", quantization="none", method="full", strategy="single")
+    hostile.update(
+        id=uuid.uuid4().hex,
+        cell=FULL,
+        runner={"name": "evil-runner"},
+        finished_at="2099-01-01T00:00:00+00:00",
+        run_id=f"../../../../{target}",
+    )
+    hostile["axes"].update(
+        hardware="cpu", stack="local", precision="fp32", quantization="none", method="full", strategy="single"
+    )
     (results / "records.jsonl").write_text(json.dumps(hostile) + "\n")
     journal = results / "logs" / "evil" / "run.json"
     journal.parent.mkdir(parents=True)
-    journal.write_text(json.dumps({"run_id": f"../../{target.name}", "runner": "evil-runner", "cells": [FULL],
-                                   "started_at": "2099-01-01T00:00:00+00:00"}))
-    proc = compat(home, "run", "--matrix", str(home / "grid.toml"), "--results", str(results), "--no-table", "--resume",
-                  "--select", FULL, env={"COMPAT_RUNNER_NAME": "evil-runner"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal.write_text(
+        json.dumps(
+            {
+                "run_id": f"../../{target.name}",
+                "runner": "evil-runner",
+                "cells": [FULL],
+                "started_at": "2099-01-01T00:00:00+00:00",
+            }
+        )
+    )
+    proc = compat(
+        home,
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--results",
+        str(results),
+        "--no-table",
+        "--resume",
+        "--select",
+        FULL,
+        env={"COMPAT_RUNNER_NAME": "evil-runner"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     assert "records.jsonl:1: " in err and "run_id" in err  # the hostile line is named and skipped
@@ -74,8 +107,17 @@ def test_a_merged_records_run_id_cannot_steer_where_a_resumed_run_writes(home, t
 
 def test_a_reader_that_leaves_does_not_stop_the_cells(home, tmp_path):
     """`compat run ... | head -1` used to exit 0 having run no cell."""
-    proc = compat(home, "run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table",
-                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = compat(
+        home,
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--results",
+        str(tmp_path / "r"),
+        "--no-table",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline().startswith(b"compat run ")
     proc.stdout.close()  # what head does after its line
     proc.wait(timeout=600)
@@ -87,8 +129,19 @@ def test_sigterm_is_handled_as_ctrl_c(home, tmp_path):
     """A cancelled CI job: compat says so, stops the running cell and everything it started, keeps
     every record written; it used to end with exit 143 and nothing said."""
     results = tmp_path / "r"
-    proc = compat(home, "run", "--matrix", str(home / "grid.toml"), "--results", str(results), "--no-table",
-                  env={"COMPAT_INJECT_FAULT": f"hang@{LORA}"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = compat(
+        home,
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--results",
+        str(results),
+        "--no-table",
+        env={"COMPAT_INJECT_FAULT": f"hang@{LORA}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     give_up = time.monotonic() + 300  # a guard against a run that never gets there, not a timing
     while not lines(results / "records.jsonl") and time.monotonic() < give_up:
         time.sleep(0.2)
@@ -107,9 +160,23 @@ def test_sigterm_is_handled_as_ctrl_c(home, tmp_path):
 def test_a_runner_name_that_is_not_plain_text_is_refused_before_any_cell_runs(home, tmp_path):
     env = {k.encode(): v.encode() for k, v in os.environ.items()}
     for name in (b"lab-\xff", b"<img src=x>", b"../../etc"):
-        proc = subprocess.run([sys.executable, "-m", "harness", "run", "--matrix", str(home / "grid.toml"),
-                               "--results", str(tmp_path / "r"), "--no-table"], cwd=ROOT, capture_output=True,
-                              env={**env, b"COMPAT_HOME": str(home).encode(), b"COMPAT_RUNNER_NAME": name}, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "run",
+                "--matrix",
+                str(home / "grid.toml"),
+                "--results",
+                str(tmp_path / "r"),
+                "--no-table",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            env={**env, b"COMPAT_HOME": str(home).encode(), b"COMPAT_RUNNER_NAME": name},
+            timeout=120,
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(b"compat: error: $COMPAT_RUNNER_NAME = ") and b"Traceback" not in proc.stderr
         assert not (tmp_path / "r" / "records.jsonl").exists()

@@ -8,12 +8,13 @@ import json
 
 import pytest
 
-from conftest import ROOT
-from harness.evidence import agreement, records
-from harness.render import table
-from harness.errors import MatrixError
 from harness.catalog.matrix import MatrixData
+from harness.errors import MatrixError
+from harness.evidence import agreement, records
 from harness.evidence.trust import Rules
+from harness.render import table
+
+from conftest import ROOT
 
 STACKS = MatrixData.load(ROOT / "matrix").stacks
 CONFIG = agreement.Config.load(ROOT / "matrix" / "agreement.toml", STACKS)
@@ -26,16 +27,25 @@ def test_the_shipped_file_names_hf2026_and_a_tolerance_for_every_precision():
     assert fp32.allowed(4.8, first=True) < fp32.allowed(4.8, first=False) < bf16.allowed(4.8, first=False)
 
 
-@pytest.mark.parametrize("text, said", [
-    ('[agreement]\nreference = "hf2099"\n', "agreement.toml:2: [agreement].reference: \"hf2099\" is not a stack"),
-    ('[agreement]\n', "[agreement]: missing key 'reference'"),
-    ('[agreement]\nreference = "hf2026"\n[tolerance.fp32]\nabs = 1e-4\nfirst_rel = -1\nband_rel = 1e-3\n', "[tolerance.fp32].first_rel: -1 must be a number from 0 up to 1"),
-    ('[agreement]\nreference = "hf2026"\n[tolerance.fp32]\nabs = 1e-4\nfirst_rel = 1e-5\n', "[tolerance.fp32]: missing key 'band_rel'"),
-    ('[agreement]\nreference = "hf2026"\n[tolerance.fp8]\nabs = 1\n', "[tolerance.fp8]: unknown precision"),
-    ('[agreement]\nreference = "hf2026"\n[tolerance]\nfp32 = 3\n', "tolerance.fp32: must be a table"),
-    ('reference = "hf2026"\n', "reference: unknown key; this file holds agreement, tolerance"),
-    ('[agreement\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ('[agreement]\nreference = "hf2099"\n', 'agreement.toml:2: [agreement].reference: "hf2099" is not a stack'),
+        ("[agreement]\n", "[agreement]: missing key 'reference'"),
+        (
+            '[agreement]\nreference = "hf2026"\n[tolerance.fp32]\nabs = 1e-4\nfirst_rel = -1\nband_rel = 1e-3\n',
+            "[tolerance.fp32].first_rel: -1 must be a number from 0 up to 1",
+        ),
+        (
+            '[agreement]\nreference = "hf2026"\n[tolerance.fp32]\nabs = 1e-4\nfirst_rel = 1e-5\n',
+            "[tolerance.fp32]: missing key 'band_rel'",
+        ),
+        ('[agreement]\nreference = "hf2026"\n[tolerance.fp8]\nabs = 1\n', "[tolerance.fp8]: unknown precision"),
+        ('[agreement]\nreference = "hf2026"\n[tolerance]\nfp32 = 3\n', "tolerance.fp32: must be a table"),
+        ('reference = "hf2026"\n', "reference: unknown key; this file holds agreement, tolerance"),
+        ("[agreement\n", "not valid TOML"),
+    ],
+)
 def test_a_malformed_file_is_refused_with_its_place(tmp_path, text, said):
     path = tmp_path / "agreement.toml"
     path.write_text(text)
@@ -76,22 +86,30 @@ def judged(*prefixes: str) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("mine, reference, step", [
-    # transformers 4.51.3 counts num_items_in_batch over the unshifted labels (116 for 112 targets in
-    # the first batch): the same weights and batch give 4.8571 x 112/116 = 4.6896 at step 1
-    (HF2025_LORA, HF2026_LORA, 1),
-    # bitsandbytes 0.50.2's all-zero LoRA B gradient on step 1 (the reference, hf2026, fails for it):
-    # 0.48.2's losses part at step 2
-    (BNB048_NF4, HF2026_NF4, 2),
-    # the same weights, another eval loss before training: transformers 4.40.2's Mistral sliding window
-    # of 32 attends one token more than 5.23.0's
-    (HF2024_MISTRAL, HF2026_MISTRAL, 0),
-])
+@pytest.mark.parametrize(
+    "mine, reference, step",
+    [
+        # transformers 4.51.3 counts num_items_in_batch over the unshifted labels (116 for 112 targets in
+        # the first batch): the same weights and batch give 4.8571 x 112/116 = 4.6896 at step 1
+        (HF2025_LORA, HF2026_LORA, 1),
+        # bitsandbytes 0.50.2's all-zero LoRA B gradient on step 1 (the reference, hf2026, fails for it):
+        # 0.48.2's losses part at step 2
+        (BNB048_NF4, HF2026_NF4, 2),
+        # the same weights, another eval loss before training: transformers 4.40.2's Mistral sliding window
+        # of 32 attends one token more than 5.23.0's
+        (HF2024_MISTRAL, HF2026_MISTRAL, 0),
+    ],
+)
 def test_a_stack_that_trains_differently_is_flagged_with_the_step_where_it_parts(mine, reference, step):
     ref, rec = judged(reference, mine)
     assert ref["agreement"]["status"] == "reference"
     a = rec["agreement"]
-    assert (a["status"], a["parted_at_step"], a["reference"], a["reference_record"]) == ("differs", step, "hf2026", ref["id"])
+    assert (a["status"], a["parted_at_step"], a["reference"], a["reference_record"]) == (
+        "differs",
+        step,
+        "hf2026",
+        ref["id"],
+    )
     assert abs(a["loss"] - a["reference_loss"]) > a["allowed"] and agreement.FLAG in rec["flags"]
     assert a["reference_outcome"] == ref["outcome"]
     assert a == REAL[mine]["agreement"] | {"init": a["init"]}  # what the run itself recorded
@@ -120,7 +138,10 @@ def test_a_record_with_fewer_steps_or_no_known_weights_is_not_compared():
     rec["agreement"] = {"init": rec["checks"]["init"]}
     short = copy.deepcopy(rec)
     short["losses"]["steps"] = short["losses"]["steps"][:5]  # made up: a run cut short
-    assert "5 logged steps here, 8 in the reference's run" in agreement.compare(short, ref, CONFIG.tolerance["fp32"])["why"]
+    assert (
+        "5 logged steps here, 8 in the reference's run"
+        in agreement.compare(short, ref, CONFIG.tolerance["fp32"])["why"]
+    )
     old = copy.deepcopy(ref)
     del old["agreement"]["init"]  # made up: a reference from before compat hashed the weights
     assert "a record from before compat hashed them" in agreement.compare(rec, old, CONFIG.tolerance["fp32"])["why"]
@@ -128,7 +149,10 @@ def test_a_record_with_fewer_steps_or_no_known_weights_is_not_compared():
 
 def test_without_a_reference_record_it_says_so_and_a_cell_that_did_not_train_gets_nothing():
     (rec,) = judged(HF2025_LORA)
-    assert rec["agreement"]["status"] == "not-compared" and "no record of this cell on the hf2026 stack" in rec["agreement"]["why"]
+    assert (
+        rec["agreement"]["status"] == "not-compared"
+        and "no record of this cell on the hf2026 stack" in rec["agreement"]["why"]
+    )
     (unsupported,) = judged(HF2023_QWEN2VL)
     assert "agreement" not in unsupported
 
@@ -139,7 +163,9 @@ def test_a_reference_from_an_earlier_run_is_found_in_the_results_folder(tmp_path
     evidence, which trust.Rules skips as every reader of a results folder does; newer, it would
     otherwise be the reference)."""
     forged = copy.deepcopy(REAL[HF2026_LORA])
-    forged.update(id="f" * 32, finished_at="2099-01-01T00:00:00+00:00", losses=copy.deepcopy(REAL[HF2025_LORA]["losses"]))
+    forged.update(
+        id="f" * 32, finished_at="2099-01-01T00:00:00+00:00", losses=copy.deepcopy(REAL[HF2025_LORA]["losses"])
+    )
     lines = [json.dumps(REAL[HF2026_LORA]), "not a record", json.dumps(forged)]
     (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
     rec = real(HF2025_LORA)
@@ -177,12 +203,22 @@ def test_with_no_tolerance_only_identical_losses_agree():
         r["agreement"] = {"init": r["checks"]["init"]}
     same = copy.deepcopy(rec)
     same["losses"] = copy.deepcopy(ref["losses"])  # made up: the reference's own losses
-    assert agreement.compare(same, ref, exact) == {"reference_record": ref["id"], "reference_outcome": "pass", "status": "agrees", "worst": 0.0}
+    assert agreement.compare(same, ref, exact) == {
+        "reference_record": ref["id"],
+        "reference_outcome": "pass",
+        "status": "agrees",
+        "worst": 0.0,
+    }
     assert agreement.compare(rec, ref, exact)["status"] == "differs"
 
 
 def test_a_loss_that_is_not_a_finite_number_is_no_curve_to_compare():
     rec = real(HF2025_LORA)
-    for bad in (float("nan"), float("inf"), None, "4.8"):  # made up: what a run that diverged, or a hostile line, could hold
+    for bad in (
+        float("nan"),
+        float("inf"),
+        None,
+        "4.8",
+    ):  # made up: what a run that diverged, or a hostile line, could hold
         rec["losses"]["eval_before"] = bad
         assert agreement.curve(rec) is None

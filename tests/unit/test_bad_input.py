@@ -13,11 +13,14 @@ import tomllib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, call_compat, real_records
 from harness.catalog import known_issues
 from harness.evidence import records
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+from conftest import ROOT, call_compat, real_records
+
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 HANG_GUARD_S = 60
 
 
@@ -51,6 +54,7 @@ def assert_clean(code, out, err, allowed=(0, 2)):
 
 # -- text mutations of a valid file ------------------------------------------------------------
 
+
 def mutated(valid: str):
     """Strategies for broken versions of a valid text file: characters deleted, inserted or
     replaced at random places, lines dropped or duplicated, values swapped for other types."""
@@ -66,7 +70,7 @@ def mutated(valid: str):
                 break
             at = draw(st.integers(0, len(text) - 1))
             if kind == "delete":
-                text = text[:at] + text[at + draw(st.integers(1, 20)):]
+                text = text[:at] + text[at + draw(st.integers(1, 20)) :]
             elif kind == "insert":
                 text = text[:at] + draw(junk) + text[at:]
             else:
@@ -80,7 +84,11 @@ def mutated(valid: str):
                     ls.insert(i, ls[i])
                 elif "=" in ls[i]:
                     key = ls[i].split("=")[0]
-                    value = draw(st.sampled_from(['1', '-5', '0', 'true', '"x"', '[]', '[1, "a"]', '{a = 1}', '1e400', '"' + "z" * 300 + '"']))
+                    value = draw(
+                        st.sampled_from(
+                            ["1", "-5", "0", "true", '"x"', "[]", '[1, "a"]', "{a = 1}", "1e400", '"' + "z" * 300 + '"']
+                        )
+                    )
                     ls[i] = f"{key}= {value}"
                 text = "\n".join(ls)
         return text
@@ -123,7 +131,9 @@ def test_broken_known_issue_files(tmp_path_factory, text):
     home = compat_home(tmp_path_factory.mktemp("k"))
     (home / "matrix" / "known_issues.toml").write_text(text, encoding="utf-8")
     log = home / "train.log"
-    log.write_text("Traceback (most recent call last):\nRuntimeError: \"triu_tril_cuda_template\" not implemented for 'BFloat16'\n")
+    log.write_text(
+        "Traceback (most recent call last):\nRuntimeError: \"triu_tril_cuda_template\" not implemented for 'BFloat16'\n"
+    )
     assert_clean(*cli("explain", str(log), env={"COMPAT_HOME": str(home)}))
 
 
@@ -178,7 +188,9 @@ def test_results_lines(tmp_path_factory, lines):
     src.write_bytes(b"\n".join([json.dumps(REAL[0]).encode(), *lines]) + b"\n")
     recs, bad = records.read_records([src])
     # every non-blank line is either a record or reported (blank lines are neither)
-    assert len(recs) + len(bad) == 1 + sum(1 for line in lines if line.strip()) and REAL[0]["id"] in {r["id"] for r in recs}
+    assert len(recs) + len(bad) == 1 + sum(1 for line in lines if line.strip()) and REAL[0]["id"] in {
+        r["id"] for r in recs
+    }
     code, out, err = cli("merge", str(src), "--into", str(tmp / "results"))
     assert_clean(code, out, err, allowed=(0, 1))
     merged, _ = records.read_records([tmp / "results" / "records.jsonl"])
@@ -190,9 +202,15 @@ def test_results_lines(tmp_path_factory, lines):
 pathological_logs = st.one_of(
     st.binary(max_size=2000),
     st.text(max_size=2000).map(str.encode),
-    st.builds(lambda a, n: (a * n).encode(), st.sampled_from(["a", "(", "Error: ", "\x1b[31m", "\r", "Traceback (most recent call last):\n", " " * 7 + "x"]),
-              st.integers(1000, 300_000)),
-    st.builds(lambda s: ("Traceback (most recent call last):\n" + s + "\nRuntimeError: " + s * 50).encode(), st.text(max_size=100)),
+    st.builds(
+        lambda a, n: (a * n).encode(),
+        st.sampled_from(["a", "(", "Error: ", "\x1b[31m", "\r", "Traceback (most recent call last):\n", " " * 7 + "x"]),
+        st.integers(1000, 300_000),
+    ),
+    st.builds(
+        lambda s: ("Traceback (most recent call last):\n" + s + "\nRuntimeError: " + s * 50).encode(),
+        st.text(max_size=100),
+    ),
 )
 CATALOGUE = known_issues.KnownIssues.load(ROOT / "matrix")
 

@@ -4,12 +4,23 @@ from pathlib import Path
 import pytest
 
 from harness.catalog.cell import Cell, Selector, expand_braces
-from harness.errors import UsageError
 from harness.catalog.matrix import MatrixData, load_matrix
+from harness.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "matrix").glob("*.toml"))
-DATA_FILES = ("axes.toml", "defaults.toml", "stacks.toml", "models.toml", "model_configs.toml", "gpus.toml", "builds.toml", "known_issues.toml", "preflight.toml", "agreement.toml")
+DATA_FILES = (
+    "axes.toml",
+    "defaults.toml",
+    "stacks.toml",
+    "models.toml",
+    "model_configs.toml",
+    "gpus.toml",
+    "builds.toml",
+    "known_issues.toml",
+    "preflight.toml",
+    "agreement.toml",
+)
 GRIDS = [p for p in SHIPPED if p.name not in DATA_FILES]
 
 
@@ -29,7 +40,9 @@ def test_id_grammar():
     assert cell.id == "sm_90-local-bf16-none-lora-single-gc+r4"
     assert Cell.parse("cpu-local-fp32-none-full-single") == Cell("cpu", "local", "fp32", "none", "full", "single")
     assert Cell.parse("cpu-local-fp32-none-full-single-r2").ranks == 2
-    every = Cell("sm_90", "hf2026", "bf16", "nf4", "lora", "zero3_offload", grad_ckpt=True, ranks=2, expandable_segments=True)
+    every = Cell(
+        "sm_90", "hf2026", "bf16", "nf4", "lora", "zero3_offload", grad_ckpt=True, ranks=2, expandable_segments=True
+    )
     assert every.id == "sm_90-hf2026-bf16-nf4-lora-zero3_offload-gc+es+r2"
     assert Cell.parse(every.id) == every
     sized = Cell("cpu", "local", "fp32", "none", "full", "ddp", grad_ckpt=True, ranks=2, model="fit_w256_l4")
@@ -44,16 +57,56 @@ def test_id_grammar():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("cpu-local", "cell id 'cpu-local' has 2 '-'-separated fields; expected 6 (hardware-stack-precision-quantization-method-strategy) plus optional options"),
-        ("cpu-local-fp32-none-full-single-m_default", "cell id 'cpu-local-fp32-none-full-single-m_default': bad options field 'm_default'; options are 'gc', 'es', 'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order"),
-        ("cpu-local-fp32-none-full-single-m_a+gc", "cell id 'cpu-local-fp32-none-full-single-m_a+gc' is not canonical; write it as 'cpu-local-fp32-none-full-single-gc+m_a'"),
-        ("cpu-local-fp32-none-full-single-r2+gc", "cell id 'cpu-local-fp32-none-full-single-r2+gc' is not canonical; write it as 'cpu-local-fp32-none-full-single-gc+r2'"),
-        ("cpu-local-fp32-none-full-single-r1", "cell id 'cpu-local-fp32-none-full-single-r1': bad options field 'r1'; options are 'gc', 'es', 'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order"),
-        ("cpu-local-fp32-none-full-single-gc+gc", "cell id 'cpu-local-fp32-none-full-single-gc+gc' is not canonical; write it as 'cpu-local-fp32-none-full-single-gc'"),
-        ("cpu-local-fp32-none-full-zero3-r2+es", "cell id 'cpu-local-fp32-none-full-zero3-r2+es' is not canonical; write it as 'cpu-local-fp32-none-full-zero3-es+r2'"),
-        ("cpu-local-fp32-none-full-single-ex", "cell id 'cpu-local-fp32-none-full-single-ex': bad options field 'ex'; options are 'gc', 'es', 'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order"),
-        ("CPU-local-fp32-none-full-single", "cell id 'CPU-local-fp32-none-full-single': hardware 'CPU' is not a valid id field (lower-case letters, digits, '_' and '.')"),
-        ("cpu-local-fp32-none-full-single-", "cell id 'cpu-local-fp32-none-full-single-': bad options field ''; options are 'gc', 'es', 'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order"),
+        (
+            "cpu-local",
+            "cell id 'cpu-local' has 2 '-'-separated fields; expected 6 "
+            "(hardware-stack-precision-quantization-method-strategy) plus optional options",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-m_default",
+            "cell id 'cpu-local-fp32-none-full-single-m_default': bad options field 'm_default'; options are 'gc', "
+            "'es', 'rN' (N > 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-m_a+gc",
+            "cell id 'cpu-local-fp32-none-full-single-m_a+gc' is not canonical; write it as "
+            "'cpu-local-fp32-none-full-single-gc+m_a'",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-r2+gc",
+            "cell id 'cpu-local-fp32-none-full-single-r2+gc' is not canonical; write it as "
+            "'cpu-local-fp32-none-full-single-gc+r2'",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-r1",
+            "cell id 'cpu-local-fp32-none-full-single-r1': bad options field 'r1'; options are 'gc', 'es', 'rN' (N "
+            "> 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-gc+gc",
+            "cell id 'cpu-local-fp32-none-full-single-gc+gc' is not canonical; write it as "
+            "'cpu-local-fp32-none-full-single-gc'",
+        ),
+        (
+            "cpu-local-fp32-none-full-zero3-r2+es",
+            "cell id 'cpu-local-fp32-none-full-zero3-r2+es' is not canonical; write it as "
+            "'cpu-local-fp32-none-full-zero3-es+r2'",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-ex",
+            "cell id 'cpu-local-fp32-none-full-single-ex': bad options field 'ex'; options are 'gc', 'es', 'rN' (N "
+            "> 1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order",
+        ),
+        (
+            "CPU-local-fp32-none-full-single",
+            "cell id 'CPU-local-fp32-none-full-single': hardware 'CPU' is not a valid id field (lower-case "
+            "letters, digits, '_' and '.')",
+        ),
+        (
+            "cpu-local-fp32-none-full-single-",
+            "cell id 'cpu-local-fp32-none-full-single-': bad options field ''; options are 'gc', 'es', 'rN' (N > "
+            "1) and 'm_NAME' (a model of matrix/models.toml), joined by '+' in that order",
+        ),
     ],
 )
 def test_bad_ids_are_rejected_with_the_reason(text, message):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_wheel
-from harness.run.envs import INHERIT_PTH, EnvManager, StackUnsupported
 from harness.catalog.stacks import Stack
+from harness.run.envs import INHERIT_PTH, EnvManager, StackUnsupported
+
+from conftest import make_wheel
 
 torch = pytest.importorskip("torch")
 TORCH_SITE = Path(torch.__file__).resolve().parents[1]  # the site-packages that holds this torch
@@ -20,8 +21,16 @@ TORCH_VERSION = torch.__version__
 
 
 def stack(name="bare", packages=(), python="", python_why=""):
-    return Stack(name=name, description="", current=False, canary=False, torch="inherit", packages=tuple(packages),
-                 python=python, python_why=python_why)
+    return Stack(
+        name=name,
+        description="",
+        current=False,
+        canary=False,
+        torch="inherit",
+        packages=tuple(packages),
+        python=python,
+        python_why=python_why,
+    )
 
 
 def python_of(venv: Path) -> str:
@@ -30,7 +39,9 @@ def python_of(venv: Path) -> str:
 
 def run(python: str, code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, env={**clean, **(env or {})})
+    return subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, timeout=120, env={**clean, **(env or {})}
+    )
 
 
 def test_a_stack_env_over_a_system_site_packages_venv_sees_the_torch_that_venv_sees(tmp_path, monkeypatch):
@@ -42,9 +53,14 @@ def test_a_stack_env_over_a_system_site_packages_venv_sees_the_torch_that_venv_s
     site-packages, and every stack but `local` failed with "No module named torch"."""
     userbase = tmp_path / "userbase"
     base_venv = tmp_path / "runner-venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(base_venv)], check=True)
-    user_site = Path(run(python_of(base_venv), "import site; print(site.getusersitepackages())",
-                         {"PYTHONUSERBASE": str(userbase)}).stdout.strip())
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(base_venv)], check=True
+    )
+    user_site = Path(
+        run(
+            python_of(base_venv), "import site; print(site.getusersitepackages())", {"PYTHONUSERBASE": str(userbase)}
+        ).stdout.strip()
+    )
     user_site.mkdir(parents=True)
     (user_site / "system-torch.pth").write_text(f"{TORCH_SITE}\n")
     seen = run(python_of(base_venv), "import torch; print(torch.__file__)", {"PYTHONUSERBASE": str(userbase)})
@@ -113,8 +129,10 @@ def test_a_stack_outside_its_pythons_is_unsupported_before_anything_is_installed
     version = manager.base()["version"]
     with pytest.raises(StackUnsupported) as err:
         manager.ensure(stack("old", [("transformers", "==4.33.0")], python="<3.0", python_why="no wheels for it"))
-    assert str(err.value) == (f"stack old installs on Python <3.0 (no wheels for it); this runner's Python is {version} "
-                              f"({manager.base()['executable']})")
+    assert str(err.value) == (
+        f"stack old installs on Python <3.0 (no wheels for it); this runner's Python is {version} "
+        f"({manager.base()['executable']})"
+    )
     assert not (tmp_path / "envs").exists()
 
 
@@ -131,12 +149,15 @@ def test_a_base_without_torch_is_said_before_anything_is_installed(tmp_path):
 def test_the_cells_of_a_stack_this_runner_cannot_run_are_unsupported_with_the_reason(tmp_path):
     from conftest import compat_home, run_compat
 
-    home = compat_home(tmp_path / "home", """
+    home = compat_home(
+        tmp_path / "home",
+        """
         [old]
         python = "<3.0"
         python_why = "its tokenizers has no wheel for newer Pythons"
         transformers = "==4.33.0"
-    """, """
+    """,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["old"]
@@ -144,13 +165,24 @@ def test_the_cells_of_a_stack_this_runner_cannot_run_are_unsupported_with_the_re
         quantization = ["none"]
         method = ["full", "lora"]
         strategy = ["single"]
-    """)
-    proc = run_compat("run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table",
-                      "--env-dir", str(tmp_path / "envs"), env={"COMPAT_HOME": str(home)})
+    """,
+    )
+    proc = run_compat(
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--results",
+        str(tmp_path / "r"),
+        "--no-table",
+        "--env-dir",
+        str(tmp_path / "envs"),
+        env={"COMPAT_HOME": str(home)},
+    )
     assert proc.returncode == 0, proc.stderr
     import json
 
     recs = [json.loads(line) for line in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
     assert [r["outcome"] for r in recs] == ["unsupported", "unsupported"]
-    assert recs[0]["reason"].startswith("stack old installs on Python <3.0 (its tokenizers has no wheel for newer Pythons); "
-                                        "this runner's Python is 3.")
+    assert recs[0]["reason"].startswith(
+        "stack old installs on Python <3.0 (its tokenizers has no wheel for newer Pythons); this runner's Python is 3."
+    )

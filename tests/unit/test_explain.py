@@ -11,9 +11,10 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT, assert_clean_error, call_compat
 from harness.answers import explain
 from harness.catalog import gpus, known_issues
+
+from conftest import ROOT, assert_clean_error, call_compat
 
 BASE = known_issues.KnownIssues.load(ROOT / "matrix")
 GPUS = gpus.GpuDb.load(ROOT / "matrix")
@@ -36,8 +37,14 @@ NVIDIA_SMI = textwrap.dedent("""\
 
 def test_versions_and_gpus_from_the_reports_users_paste():
     facts = explain.read(known_issues.clean(ENV_REPORT), GPUS)
-    assert facts.versions == {"transformers": "4.28.1", "torch": "2.0.1+cu118", "accelerate": "0.20.3",
-                              "deepspeed": "0.9.5", "peft": "0.4.0", "bitsandbytes": "0.39.0"}
+    assert facts.versions == {
+        "transformers": "4.28.1",
+        "torch": "2.0.1+cu118",
+        "accelerate": "0.20.3",
+        "deepspeed": "0.9.5",
+        "peft": "0.4.0",
+        "bitsandbytes": "0.39.0",
+    }
     assert facts.packages()["torch"] == "2.0.1"  # the local build tag is not part of the version a condition reads
     assert facts.gpus == ["Tesla V100"] and facts.cc == "7.0"
     smi = explain.read(NVIDIA_SMI, GPUS)
@@ -46,22 +53,29 @@ def test_versions_and_gpus_from_the_reports_users_paste():
     other = explain.read("GPU 0: NVIDIA Imaginary X9 (UUID: GPU-1)\n", GPUS)
     assert other.gpus == ["NVIDIA Imaginary X9"] and other.cc is None
     # torch's own warning names the capability
-    warned = explain.read("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n", GPUS)
+    warned = explain.read(
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible "
+        "with the current PyTorch installation.\n",
+        GPUS,
+    )
     assert warned.cc == "12.0"
 
 
-@pytest.mark.parametrize("issue_id,family", [
-    ("transformers-top-k-top-p-filtering-removed", "import-name"),
-    ("transformers-pre430-no-4bit", "unexpected-kwarg"),
-    ("flash-attn-undefined-symbol-torch-abi", "undefined-symbol"),
-    ("torchrun-child-sigkill-host-oom", "killed"),
-    ("nccl-duplicate-gpu-detected", "nccl-error"),
-    ("ddp-oom-no-sharding", "oom-gpu"),
-    ("torch-sm120-blackwell-not-compatible", "no-kernel-image"),
-    ("transformers-bf16-unsupported-pre-ampere", "python-exception"),
-    ("deepspeed-launcher-local-rank-unrecognized", "cli-usage"),
-    ("gradckpt-use-reentrant-warning", "warnings-only"),
-])
+@pytest.mark.parametrize(
+    "issue_id,family",
+    [
+        ("transformers-top-k-top-p-filtering-removed", "import-name"),
+        ("transformers-pre430-no-4bit", "unexpected-kwarg"),
+        ("flash-attn-undefined-symbol-torch-abi", "undefined-symbol"),
+        ("torchrun-child-sigkill-host-oom", "killed"),
+        ("nccl-duplicate-gpu-detected", "nccl-error"),
+        ("ddp-oom-no-sharding", "oom-gpu"),
+        ("torch-sm120-blackwell-not-compatible", "no-kernel-image"),
+        ("transformers-bf16-unsupported-pre-ampere", "python-exception"),
+        ("deepspeed-launcher-local-rank-unrecognized", "cli-usage"),
+        ("gradckpt-use-reentrant-warning", "warnings-only"),
+    ],
+)
 def test_the_family_of_real_errors(issue_id, family):
     text = known_issues.clean(BASE.get(issue_id).example)
     assert explain.classify(text, explain.read(text, GPUS)).family == family
@@ -69,63 +83,132 @@ def test_the_family_of_real_errors(issue_id, family):
 
 # TEST INPUTS: made-up tracebacks in the wording Python, torch and NCCL print (no real record)
 MADE_UP = [
-    ('  File "/env/site-packages/somelib/trainer.py", line 9, in _loop\n    self.log(logs, start_time)\n'
-     "TypeError: log() takes 2 positional arguments but 3 were given\n", "signature-mismatch", "log is called with other arguments"),
-    ('  File "/env/site-packages/somelib/utils.py", line 7, in get_config\n    return AdapterConfig(r=8)\n'
-     "NameError: name 'AdapterConfig' is not defined\n", "name-not-defined", "find which package provides AdapterConfig"),
-    ('  File "/env/site-packages/somelib/sft.py", line 5, in tokenize\n    element["messages"]\nKeyError: \'messages\'\n',
-     "data-format", "a field it expects (messages)"),
-    ("    raise ValueError(\"num_samples should be a positive integer value, but got num_samples=0\")\n"
-     "ValueError: num_samples should be a positive integer value, but got num_samples=0\n", "data-format", "empty"),
-    ("UnknownError: ncclCommInitRank failed: unhandled cuda error\n", "nccl-error", "a collective between ranks failed"),
-    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
-     "device-mismatch", "not moved to the model's device"),
-    ("RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for model.embed_tokens.weight: "
-     "copying a param with shape torch.Size([32001, 4096]) from checkpoint\n", "shape-mismatch", "resize the embeddings"),
+    (
+        '  File "/env/site-packages/somelib/trainer.py", line 9, in _loop\n    self.log(logs, start_time)\n'
+        "TypeError: log() takes 2 positional arguments but 3 were given\n",
+        "signature-mismatch",
+        "log is called with other arguments",
+    ),
+    (
+        '  File "/env/site-packages/somelib/utils.py", line 7, in get_config\n    return AdapterConfig(r=8)\n'
+        "NameError: name 'AdapterConfig' is not defined\n",
+        "name-not-defined",
+        "find which package provides AdapterConfig",
+    ),
+    (
+        '  File "/env/site-packages/somelib/sft.py", line 5, in tokenize\n    element["messages"]\nKeyError: '
+        "'messages'\n",
+        "data-format",
+        "a field it expects (messages)",
+    ),
+    (
+        '    raise ValueError("num_samples should be a positive integer value, but got num_samples=0")\n'
+        "ValueError: num_samples should be a positive integer value, but got num_samples=0\n",
+        "data-format",
+        "empty",
+    ),
+    (
+        "UnknownError: ncclCommInitRank failed: unhandled cuda error\n",
+        "nccl-error",
+        "a collective between ranks failed",
+    ),
+    (
+        "RuntimeError: Expected all tensors to be on the same device, "
+        "but found at least two devices, cuda:0 and cpu!\n",
+        "device-mismatch",
+        "not moved to the model's device",
+    ),
+    (
+        "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for "
+        "model.embed_tokens.weight: "
+        "copying a param with shape torch.Size([32001, 4096]) from checkpoint\n",
+        "shape-mismatch",
+        "resize the embeddings",
+    ),
     ("'tuple' object has no attribute 'logits'\n", "attribute-missing", "an API that changed between versions"),
     ("RuntimeError: No executable batch size found, reached zero.\n", "oom-gpu", "compat fit"),
-    ('  File "/env/site-packages/somelib/loader.py", line 10, in load\n    assert is_valid, "model is not correctly loaded."\n',
-     "traceback-cut", "paste the traceback to its end"),
-    ("    raise InvalidRequirement(str(e)) from e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
-     "python-exception", "InvalidRequirement raised"),
+    (
+        '  File "/env/site-packages/somelib/loader.py", line 10, in load\n    assert is_valid, "model is not '
+        'correctly loaded."\n',
+        "traceback-cut",
+        "paste the traceback to its end",
+    ),
+    (
+        "    raise InvalidRequirement(str(e)) from "
+        "e\npkg_resources.extern.packaging.requirements.InvalidRequirement: bad spec\n",
+        "python-exception",
+        "InvalidRequirement raised",
+    ),
 ]
 # TEST INPUTS: excerpts of public reports, as their threads quote them
 QUOTED = [
     # https://github.com/mudler/LocalAI/issues/1336: the project's own transformers.py shadows transformers
-    ('  File "/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py", line 18, in <module>\n'
-     "    from transformers import AutoModel\n"
-     "ImportError: cannot import name 'AutoModel' from partially initialized module 'transformers' (most likely due to a "
-     "circular import) (/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py)\n",
-     "shadowed-module", "a file or folder of yours named like it (transformers.py"),
+    (
+        '  File "/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py", line 18, in <module>\n'
+        "    from transformers import AutoModel\n"
+        "ImportError: cannot import name 'AutoModel' from partially initialized module 'transformers' (most likely "
+        "due to a "
+        "circular import) (/home/mudler/_git/LocalAI/backend/python/transformers/transformers.py)\n",
+        "shadowed-module",
+        "a file or folder of yours named like it (transformers.py",
+    ),
     # https://github.com/xmsley614/nt_tool/issues/2: a local parser/ folder shadows the standard library's parser
-    ('  File "xxx\\nt_tool\\main_zh.py", line 3, in <module>\n    from parser import convert_response, results_to_excel\n'
-     "ImportError: cannot import name 'convert_response' from 'parser' (unknown location)\n",
-     "shadowed-module", "print(parser.__path__)"),
+    (
+        '  File "xxx\\nt_tool\\main_zh.py", line 3, in <module>\n    from parser import convert_response, '
+        "results_to_excel\n"
+        "ImportError: cannot import name 'convert_response' from 'parser' (unknown location)\n",
+        "shadowed-module",
+        "print(parser.__path__)",
+    ),
     # https://github.com/khast3x/h8mail/issues/54: an f-string in an installed package, on Python 3.5
-    ('  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18\n'
-     '    c.info_news(f"Looking up {t.target} in BreachCompilation")\n'
-     "                                                            ^\n"
-     "SyntaxError: invalid syntax\n", "syntax-error", "belongs to (h8mail)"),
+    (
+        '  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18\n'
+        '    c.info_news(f"Looking up {t.target} in BreachCompilation")\n'
+        "                                                            ^\n"
+        "SyntaxError: invalid syntax\n",
+        "syntax-error",
+        "belongs to (h8mail)",
+    ),
     # https://github.com/openai/gpt-2/issues/274: no checkpoint was found ("Loading snapshot None...")
-    ("Loading snapshot None...\nTraceback (most recent call last):\n"
-     '  File "/home/abigailkkeenan/gpt-2/tflex.py", line 206, in restore\n'
-     "    if '.ckpt' in os.path.basename(save_path):\n"
-     '  File "/usr/lib/python3.5/posixpath.py", line 139, in basename\n    i = p.rfind(sep) + 1\n'
-     "AttributeError: 'NoneType' object has no attribute 'rfind'\n", "none-value", "failed to load or was not found"),
+    (
+        "Loading snapshot None...\nTraceback (most recent call last):\n"
+        '  File "/home/abigailkkeenan/gpt-2/tflex.py", line 206, in restore\n'
+        "    if '.ckpt' in os.path.basename(save_path):\n"
+        '  File "/usr/lib/python3.5/posixpath.py", line 139, in basename\n    i = p.rfind(sep) + 1\n'
+        "AttributeError: 'NoneType' object has no attribute 'rfind'\n",
+        "none-value",
+        "failed to load or was not found",
+    ),
     # https://github.com/ArtLabss/tennis-tracking/issues/16: a +cu102 torch, which only PyTorch's index has
-    ("ERROR: Could not find a version that satisfies the requirement torch==1.9.0+cu102 (from versions: 1.4.0, 1.5.0, "
-     "1.5.1, 1.6.0, 1.7.0, 1.7.1, 1.8.0, 1.8.1, 1.9.0, 1.9.1, 1.10.0, 1.10.1, 1.10.2, 1.11.0)\n"
-     "ERROR: No matching distribution found for torch==1.9.0+cu102\n", "pip-no-distribution", "no release of torch==1.9.0+cu102"),
+    (
+        "ERROR: Could not find a version that satisfies the requirement torch==1.9.0+cu102 (from versions: 1.4.0, "
+        "1.5.0, "
+        "1.5.1, 1.6.0, 1.7.0, 1.7.1, 1.8.0, 1.8.1, 1.9.0, 1.9.1, 1.10.0, 1.10.1, 1.10.2, 1.11.0)\n"
+        "ERROR: No matching distribution found for torch==1.9.0+cu102\n",
+        "pip-no-distribution",
+        "no release of torch==1.9.0+cu102",
+    ),
     # https://github.com/Abuuu122/Dereflection-Any-Image/pull/13: xformers pins another torch than the requirements file
-    ("ERROR: Cannot install -r requirements.txt (line 8) and torch==2.5.0 because these package versions have conflicting "
-     "dependencies.\n\nThe conflict is caused by:\n    The user requested torch==2.5.0\n"
-     "    xformers 0.0.28 depends on torch==2.4.1\n", "pip-conflict", "xformers, torchvision and torchaudio each need one exact torch"),
+    (
+        "ERROR: Cannot install -r requirements.txt (line 8) and torch==2.5.0 because these package versions have "
+        "conflicting "
+        "dependencies.\n\nThe conflict is caused by:\n    The user requested torch==2.5.0\n"
+        "    xformers 0.0.28 depends on torch==2.4.1\n",
+        "pip-conflict",
+        "xformers, torchvision and torchaudio each need one exact torch",
+    ),
     # https://github.com/tristandeleu/pytorch-meta/issues/170: the install failed, and the log goes on to the import
-    ("ERROR: Could not find a version that satisfies the requirement torch<1.8.0,>=1.4.0 (from torchmeta) (from versions: "
-     "1.11.0, 1.12.0, 1.12.1, 1.13.0, 1.13.1, 2.0.0, 2.0.1)\nERROR: No matching distribution found for torch<1.8.0,>=1.4.0\n\n"
-     "ModuleNotFoundError                       Traceback (most recent call last)\nCell In[3], line 2\n"
-     "----> 2 from torchmeta.modules import (MetaModule, MetaSequential, MetaLinear)\n\n"
-     "ModuleNotFoundError: No module named 'torchmeta'\n", "module-missing", "is not installed in this environment"),
+    (
+        "ERROR: Could not find a version that satisfies the requirement torch<1.8.0,>=1.4.0 (from torchmeta) (from "
+        "versions: "
+        "1.11.0, 1.12.0, 1.12.1, 1.13.0, 1.13.1, 2.0.0, 2.0.1)\nERROR: No matching distribution found for "
+        "torch<1.8.0,>=1.4.0\n\n"
+        "ModuleNotFoundError                       Traceback (most recent call last)\nCell In[3], line 2\n"
+        "----> 2 from torchmeta.modules import (MetaModule, MetaSequential, MetaLinear)\n\n"
+        "ModuleNotFoundError: No module named 'torchmeta'\n",
+        "module-missing",
+        "is not installed in this environment",
+    ),
 ]
 
 
@@ -150,13 +233,16 @@ def test_an_error_of_code_that_touches_zero3_partitioned_parameters():
     by the ZeRO-3 config or by a parameter of torch.Size([0]); the answer says to try ZeRO-2 and
     to gather the parameters, not that the checkpoint belongs to another model."""
     # TEST INPUT: https://github.com/haotian-liu/LLaVA/issues/665 (a comment's traceback, as quoted)
-    log = ('File "/llava/model/llava_arch.py", line 82, in initialize_vision_modules\n'
-           "self.mm_projector.load_state_dict(get_w(mm_projector_weights, 'mm_projector'))\n"
-           'File "/conda/envs/python3.8.13/lib/python3.8/site-packages/torch/nn/modules/module.py", line 2041, in load_state_dict\n'
-           "raise RuntimeError('Error(s) in loading state_dict for {}:\\n\\t{}'.format(\n"
-           "RuntimeError: Error(s) in loading state_dict for Sequential:\n"
-           "size mismatch for 0.weight: copying a param with shape torch.Size([5120, 1024]) from checkpoint, the shape in "
-           "current model is torch.Size([0]).\n")
+    log = (
+        'File "/llava/model/llava_arch.py", line 82, in initialize_vision_modules\n'
+        "self.mm_projector.load_state_dict(get_w(mm_projector_weights, 'mm_projector'))\n"
+        'File "/conda/envs/python3.8.13/lib/python3.8/site-packages/torch/nn/modules/module.py", line 2041, in '
+        "load_state_dict\n"
+        "raise RuntimeError('Error(s) in loading state_dict for {}:\\n\\t{}'.format(\n"
+        "RuntimeError: Error(s) in loading state_dict for Sequential:\n"
+        "size mismatch for 0.weight: copying a param with shape torch.Size([5120, 1024]) from checkpoint, the shape in "
+        "current model is torch.Size([0]).\n"
+    )
     answer = explain.classify(log, explain.read(log, GPUS))
     assert answer.family == "zero3-partitioned" and "GatheredParameters" in answer.step and "ZeRO-2" in answer.step
     other = log.replace("torch.Size([0])", "torch.Size([5120, 4096])")  # another shape: a checkpoint of another model
@@ -164,15 +250,26 @@ def test_an_error_of_code_that_touches_zero3_partitioned_parameters():
     # TEST INPUT, made up (no real record): a plain exception under a ZeRO-3 config that the log shows
     plain = '--deepspeed ds_config_zero3.json\n  File "/work/train.py", line 9, in load\nIndexError: too many indices\n'
     assert explain.classify(plain, explain.read(plain, GPUS)).family == "zero3-partitioned"
-    assert explain.classify(plain.replace("zero3", "zero2"), explain.read(plain.replace("zero3", "zero2"), GPUS)).family == "project-code"
+    assert (
+        explain.classify(plain.replace("zero3", "zero2"), explain.read(plain.replace("zero3", "zero2"), GPUS)).family
+        == "project-code"
+    )
 
 
 def test_a_log_of_warnings_names_the_most_repeated_one():
     """TEST INPUT: made-up warning lines, one repeated with different numbers: the answer is a
     family answer (warnings-only), not "no error line", and leads with the repeated warning."""
-    log = "WARNING: something once\n" + "".join(f"WARNING: mismatch {n} vs. {n + 14}. (ignored)\n" for n in range(5)) + "UserWarning: last\n"
+    log = (
+        "WARNING: something once\n"
+        + "".join(f"WARNING: mismatch {n} vs. {n + 14}. (ignored)\n" for n in range(5))
+        + "UserWarning: last\n"
+    )
     answer = explain.classify(log, explain.read(log, GPUS))
-    assert answer.family == "warnings-only" and answer.matched.startswith("WARNING: mismatch") and "repeats 5 times" in answer.cause
+    assert (
+        answer.family == "warnings-only"
+        and answer.matched.startswith("WARNING: mismatch")
+        and "repeats 5 times" in answer.cause
+    )
 
 
 def test_the_family_answer_names_what_the_log_says():
@@ -187,7 +284,9 @@ def test_explain_without_a_match_gives_a_family_answer_and_the_entries_the_versi
     """TEST INPUT: the import error of a real report (transformers-top-k-top-p-filtering-removed's
     example) with the name changed, so that no entry's signature matches it."""
     log = tmp_path / "train.log"
-    example = BASE.get("transformers-top-k-top-p-filtering-removed").example.replace("top_k_top_p_filtering", "some_helper")
+    example = BASE.get("transformers-top-k-top-p-filtering-removed").example.replace(
+        "top_k_top_p_filtering", "some_helper"
+    )
     log.write_text("[pip3] transformers==4.46.0\n" + example)
     proc = call_compat("explain", str(log))
     assert proc.returncode == 0, proc.stderr
@@ -196,7 +295,11 @@ def test_explain_without_a_match_gives_a_family_answer_and_the_entries_the_versi
     assert "compare your transformers version (4.46.0)" in out
     assert "transformers-top-k-top-p-filtering-removed" in out  # its conditions (transformers >= 4.39) hold
     data = json.loads(call_compat("explain", str(log), "--format", "json").stdout)
-    assert data["matches"] == [] and data["family"]["name"] == "import-name" and data["facts"]["versions"] == {"transformers": "4.46.0"}
+    assert (
+        data["matches"] == []
+        and data["family"]["name"] == "import-name"
+        and data["facts"]["versions"] == {"transformers": "4.46.0"}
+    )
 
 
 def test_any_bytes_get_an_answer(tmp_path):
@@ -210,7 +313,9 @@ def test_env_versions_rank_the_entry_whose_conditions_hold_first(tmp_path):
     """Both entries match `unexpected keyword argument 'load_in_4bit'`: transformers < 4.30 (no
     4-bit yet) and >= 5 (removed). The env report's transformers 4.28.1 decides."""
     log = tmp_path / "train.log"
-    log.write_text(BASE.get("transformers-pre430-no-4bit").example + BASE.get("transformers5-load-in-kbit-removed").example)
+    log.write_text(
+        BASE.get("transformers-pre430-no-4bit").example + BASE.get("transformers5-load-in-kbit-removed").example
+    )
     env = tmp_path / "env.txt"
     env.write_text(ENV_REPORT)
     ranked = [m.issue.id for m in BASE.explain(log.read_text(), {"transformers": "5.1.0"})]
@@ -247,7 +352,10 @@ def test_an_oom_under_zero3_is_not_blamed_on_ddp(tmp_path):
     DeepSpeed's JSON writes it: the DDP entry's condition (strategy ddp) does not hold, and the
     answer is the sharded-OOM entry (activations, offload, the load-time peak, compat fit)."""
     log = tmp_path / "train.log"
-    log.write_text('  "zero_optimization": {"stage": 3, "offload_param": {"device": "none"}},\n' + BASE.get("ddp-oom-no-sharding").example)
+    log.write_text(
+        '  "zero_optimization": {"stage": 3, "offload_param": {"device": "none"}},\n'
+        + BASE.get("ddp-oom-no-sharding").example
+    )
     proc = call_compat("explain", str(log))
     assert proc.returncode == 0, proc.stderr
     assert "strategy the log shows: zero3" in proc.stdout
@@ -302,7 +410,9 @@ def test_a_log_with_two_problems_names_both(tmp_path):
     assert "transformers-tf32-requires-ampere" in also and "set:     --tf32 True" in also
     data = json.loads(call_compat("explain", str(log), "--format", "json").stdout)
     assert [s["id"] for s in data["settings"]] == ["transformers-tf32-requires-ampere"]
-    log.write_text(command.replace("--tf32 True", "--tf32 False") + example + "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-1)\n")
+    log.write_text(
+        command.replace("--tf32 True", "--tf32 False") + example + "GPU 0: Tesla V100-SXM2-32GB (UUID: GPU-1)\n"
+    )
     assert "also sets options" not in call_compat("explain", str(log)).stdout
     a100 = known_issues.clean(command + "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n")
     facts = explain.read(a100, GPUS)
@@ -313,9 +423,12 @@ def test_a_generic_error_in_a_models_own_code_is_the_remote_code_family():
     """TEST INPUT: a made-up traceback whose last frame is a hub model's own configuration code
     (transformers_modules/...), ending in a KeyError no family reads: the answer is that model's
     code and the transformers version it was written for, not a bare exception."""
-    log = ('  File "/root/.cache/huggingface/modules/transformers_modules/Org/Some-Model-8B/configuration_some.py", line 40, in __init__\n'
-           "    self.vision = VisionConfig(**vision_config['params'])\n"
-           "KeyError: 'params'\n")
+    log = (
+        '  File "/root/.cache/huggingface/modules/transformers_modules/Org/Some-Model-8B/configuration_some.py", '
+        "line 40, in __init__\n"
+        "    self.vision = VisionConfig(**vision_config['params'])\n"
+        "KeyError: 'params'\n"
+    )
     facts = explain.read(log, GPUS)
     answer = explain.classify(log, facts)
     assert facts.remote_model == "Org/Some-Model-8B" and answer.family == "remote-code"
@@ -327,9 +440,11 @@ def test_a_generic_error_in_the_projects_own_code_points_at_the_project():
     (no site-packages, not Python's own modules), ending in a ValueError no family reads: the answer
     is the project's pinned versions, latest commit and documented usage. The same error raised in
     Python's own modules stays a bare exception."""
-    log = ('  File "/home/user/SomeTuner/train/rl_training.py", line 120, in main\n'
-           "    score = float(outputs.scores)\n"
-           "ValueError: only one element tensors can be converted to Python scalars\n")
+    log = (
+        '  File "/home/user/SomeTuner/train/rl_training.py", line 120, in main\n'
+        "    score = float(outputs.scores)\n"
+        "ValueError: only one element tensors can be converted to Python scalars\n"
+    )
     facts = explain.read(log, GPUS)
     answer = explain.classify(log, facts)
     assert facts.project_file == "rl_training.py" and facts.package is None
@@ -343,21 +458,42 @@ def test_a_generic_error_in_the_projects_own_code_points_at_the_project():
 # reports, each followed by a made-up exception line (the quoted excerpts stop before theirs).
 FRAME_STYLES = [
     # IPython 8 in VS Code, https://github.com/zai-org/GLM-4/issues/237
-    ("File /opt/conda/lib/python3.10/site-packages/transformers/trainer.py:1885, in Trainer.train(self, "
-     "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n", "transformers", None),
+    (
+        "File /opt/conda/lib/python3.10/site-packages/transformers/trainer.py:1885, in Trainer.train(self, "
+        "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n",
+        "transformers",
+        None,
+    ),
     # IPython 8 on Windows, https://github.com/huggingface/transformers/issues/36723
-    ("File ~\\anaconda3\\Lib\\site-packages\\transformers\\trainer.py:2241, in Trainer.train(self, "
-     "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n", "transformers", None),
+    (
+        "File ~\\anaconda3\\Lib\\site-packages\\transformers\\trainer.py:2241, in Trainer.train(self, "
+        "resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)\n",
+        "transformers",
+        None,
+    ),
     # IPython 7, a one-file module in site-packages, https://github.com/marvin-ai/marvin-python-toolbox/issues/31
-    ("/home/taka/.virtualenvs/iris-species-engine-env/local/lib/python2.7/site-packages/configobj.pyc in "
-     "__getitem__(self, key)\n    552     def __getitem__(self, key):\n", "configobj", None),
+    (
+        "/home/taka/.virtualenvs/iris-species-engine-env/local/lib/python2.7/site-packages/configobj.pyc in "
+        "__getitem__(self, key)\n    552     def __getitem__(self, key):\n",
+        "configobj",
+        None,
+    ),
     # IPython 7, the project's own file, the same report
-    ("/home/taka/marvin/marvin-python-toolbox/marvin_python_toolbox/common/config.pyc in _load(cls, section)\n"
-     "---> 88         cls._conf[section] = load_conf_from_file(section=section)\n", None, "config.pyc"),
+    (
+        "/home/taka/marvin/marvin-python-toolbox/marvin_python_toolbox/common/config.pyc in _load(cls, section)\n"
+        "---> 88         cls._conf[section] = load_conf_from_file(section=section)\n",
+        None,
+        "config.pyc",
+    ),
     # rich, https://github.com/huggingface/transformers/issues/22358
-    ("\u2502 /opt/conda/lib/python3.7/site-packages/transformers/utils/import_utils.py:1110 in _get_module    \u2502\n"
-     "\u2502 \u2771 1110 \u2502   def __getattr__(self, name: str) -> Any:                                              \u2502\n",
-     "transformers", None),
+    (
+        "\u2502 /opt/conda/lib/python3.7/site-packages/transformers/utils/import_utils.py:1110 in _get_module    "
+        "\u2502\n"
+        "\u2502 \u2771 1110 \u2502   def __getattr__(self, name: str) -> Any:                                      "
+        "        \u2502\n",
+        "transformers",
+        None,
+    ),
 ]
 
 
@@ -382,16 +518,20 @@ def test_the_tail_is_the_last_lines_however_they_end():
     rng = random.Random(7)
     for _ in range(500):
         text = "".join(rng.choice(["a", "\n", "\r", "\r\n", "b\u2028", " "]) for _ in range(rng.randint(0, 3000)))
-        assert explain._tail(text) == "\n".join(text.splitlines()[-explain.TAIL_LINES:])
+        assert explain._tail(text) == "\n".join(text.splitlines()[-explain.TAIL_LINES :])
 
 
 def test_a_family_is_read_through_a_launchers_line_prefixes():
     """torchrun's "[rank0]:" before each line of a worker's traceback does not hide its family
     (the syntax-error family reads the exception at a line's start)."""
     # TEST INPUT: https://github.com/khast3x/h8mail/issues/54's traceback, each line prefixed as torchrun does
-    log = "".join("[rank0]: " + line + "\n" for line in (
-        '  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18',
-        '    c.info_news(f"Looking up {t.target} in BreachCompilation")',
-        "                                                            ^",
-        "SyntaxError: invalid syntax"))
+    log = "".join(
+        "[rank0]: " + line + "\n"
+        for line in (
+            '  File "/home/matt/venv/lib/python3.5/site-packages/h8mail/utils/breachcompilation.py", line 18',
+            '    c.info_news(f"Looking up {t.target} in BreachCompilation")',
+            "                                                            ^",
+            "SyntaxError: invalid syntax",
+        )
+    )
     assert explain.classify(log, explain.read(log, GPUS)).family == "syntax-error"

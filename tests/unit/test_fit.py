@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_clean_error
 from harness.answers import fit
-from harness.evidence import records
 from harness.answers.model_configs import ModelConfigs
+from harness.evidence import records
+
+from conftest import ROOT, assert_clean_error
 
 CONFIGS = ModelConfigs.load(ROOT / "matrix")
 
@@ -21,13 +22,16 @@ def test_parameter_count_of_every_shipped_config_that_states_one(entry):
     assert entry.shape.params()["total"] == entry.parameters
 
 
-@pytest.mark.parametrize("key, stated_billions", [
-    ("mixtral_8x7b", 46.7),        # "46.7B total parameters ... 12.9B per token": Mistral AI's announcement, as
-                                   # https://golden.com/wiki/Mixtral_8x7B-K3K664J quotes it
-    ("qwen1_5_moe_a2_7b", 14.3),   # the Qwen/Qwen1.5-MoE-A2.7B model card
-    ("qwen3_30b_a3b", 30.5),       # the Qwen/Qwen3-30B-A3B model card ("30.5B in total and 3.3B activated")
-    ("deepseek_v2_lite", 15.7),    # the deepseek-ai/DeepSeek-V2-Lite model card
-])
+@pytest.mark.parametrize(
+    "key, stated_billions",
+    [
+        ("mixtral_8x7b", 46.7),  # "46.7B total parameters ... 12.9B per token": Mistral AI's announcement, as
+        # https://golden.com/wiki/Mixtral_8x7B-K3K664J quotes it
+        ("qwen1_5_moe_a2_7b", 14.3),  # the Qwen/Qwen1.5-MoE-A2.7B model card
+        ("qwen3_30b_a3b", 30.5),  # the Qwen/Qwen3-30B-A3B model card ("30.5B in total and 3.3B activated")
+        ("deepseek_v2_lite", 15.7),  # the deepseek-ai/DeepSeek-V2-Lite model card
+    ],
+)
 def test_mixture_of_experts_models_count_every_expert(key, stated_billions):
     assert round(CONFIGS.by_name(key).shape.params()["total"] / 1e9, 1) == stated_billions
 
@@ -50,15 +54,27 @@ def test_the_dense_layers_of_a_mixture_of_experts_are_counted_without_walking_th
     """Layer i is sparse when (i + 1) % decoder_sparse_step == 0, i >= first_k_dense_replace and i
     is not in mlp_only_layers: the count agrees with walking every layer, and a config that claims
     a trillion layers is read at once."""
+
     def walked(layers, step, first, only):
         return sum(1 for i in range(layers) if i < first or i in only or (i + 1) % step)
 
     for layers, step, first, only in [(19, 1, 0, []), (19, 2, 1, [3, 5]), (24, 3, 2, [1, 2, 7, 11]), (7, 4, 3, [0])]:
-        cfg = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": layers, "vocab_size": 10, "intermediate_size": 4,
-               "num_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": step, "first_k_dense_replace": first,
-               "mlp_only_layers": only}
+        cfg = {
+            "hidden_size": 8,
+            "num_attention_heads": 2,
+            "num_hidden_layers": layers,
+            "vocab_size": 10,
+            "intermediate_size": 4,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "decoder_sparse_step": step,
+            "first_k_dense_replace": first,
+            "mlp_only_layers": only,
+        }
         assert fit.Shape.from_config(cfg).dense_layers == walked(layers, step, first, only)
-    huge = fit.Shape.from_config({**cfg, "num_hidden_layers": 10**12, "decoder_sparse_step": 1, "first_k_dense_replace": 0})
+    huge = fit.Shape.from_config(
+        {**cfg, "num_hidden_layers": 10**12, "decoder_sparse_step": 1, "first_k_dense_replace": 0}
+    )
     assert huge.sparse_layers == 10**12 - 1  # mlp_only_layers [0] is dense
 
 
@@ -72,7 +88,13 @@ def test_a_vision_language_model_counts_its_vision_tower_frozen():
     full = fit.features(vl, fit.Run(method="full"))
     assert full["_trainable"] == p["total"] - p["vision"] == CONFIGS.by_name("qwen2_7b").parameters
     assert vl.lora_params() == CONFIGS.by_name("qwen2_7b").shape.lora_params()
-    other = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1, "vocab_size": 4, "vision_config": {"depth": 2}}
+    other = {
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 1,
+        "vocab_size": 4,
+        "vision_config": {"depth": 2},
+    }
     assert fit.Shape.from_config(other).vision == 0  # another tower's keys: not counted
 
 
@@ -81,16 +103,25 @@ def test_models_are_found_by_the_names_users_type():
     for name in ("llama3_8b", "Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "META-LLAMA/llama-3.1-8b-instruct"):
         assert CONFIGS.by_name(name).key == "llama3_8b"
     assert CONFIGS.by_name("Qwen/Qwen2.5-7B-Instruct").key == "qwen2_5_7b" and CONFIGS.by_size("4B").key == "qwen3_4b"
-    with pytest.raises(fit.UsageError, match="unknown model 'Qwen2.5-7B-Instrct' \\(did you mean 'qwen2.5-7b-instruct'\\?\\)"):
+    with pytest.raises(
+        fit.UsageError, match="unknown model 'Qwen2.5-7B-Instrct' \\(did you mean 'qwen2.5-7b-instruct'\\?\\)"
+    ):
         CONFIGS.by_name("Qwen2.5-7B-Instrct")
     assert len(CONFIGS.models) >= 30 and all(m.sources for m in CONFIGS.models)
 
 
 def test_glm4_config_keys_are_read_as_their_llama_equivalents():
     glm = {  # THUDM/glm-4-9b-chat config.json, its own key names
-        "add_qkv_bias": True, "ffn_hidden_size": 13696, "hidden_size": 4096, "kv_channels": 128,
-        "multi_query_attention": True, "multi_query_group_num": 2, "num_attention_heads": 32, "num_layers": 40,
-        "padded_vocab_size": 151552, "tie_word_embeddings": False,
+        "add_qkv_bias": True,
+        "ffn_hidden_size": 13696,
+        "hidden_size": 4096,
+        "kv_channels": 128,
+        "multi_query_attention": True,
+        "multi_query_group_num": 2,
+        "num_attention_heads": 32,
+        "num_layers": 40,
+        "padded_vocab_size": 151552,
+        "tie_word_embeddings": False,
     }
     assert fit.Shape.from_config(glm).params()["total"] == CONFIGS.by_name("glm4_9b").parameters
 
@@ -102,8 +133,11 @@ def test_lora_trainable_parameters_follow_the_workloads_lora_config():
     assert CONFIGS.by_name("llama3_8b").shape.lora_params() == 32 * 8 * (8192 + 2 * (4096 + 1024) + 8192)
 
 
-CAL = fit.Calibration({"weights": 1.0, "trainable_state": 1.0, "activations": 10.0, "recompute": 20.0, "checkpoints": 4.0, "logits": 4.0},
-                      {"x": 0.0}, [])
+CAL = fit.Calibration(
+    {"weights": 1.0, "trainable_state": 1.0, "activations": 10.0, "recompute": 20.0, "checkpoints": 4.0, "logits": 4.0},
+    {"x": 0.0},
+    [],
+)
 
 
 def per_card(strategy, cards, method="full", **kw):
@@ -117,7 +151,9 @@ def test_ddp_never_lowers_the_per_card_peak_and_zero3_divides_it():
     z3 = [per_card("zero3", n).total for n in (2, 4, 8)]
     assert z3[0] > z3[1] > z3[2]
     z2, z3_8 = per_card("zero2", 8), per_card("zero3", 8)
-    assert z2.terms["weights"] == pytest.approx(6738415616 * 2.0)  # ZeRO-2: 16-bit weights on every card (CAL's multiplier is 1)
+    assert z2.terms["weights"] == pytest.approx(
+        6738415616 * 2.0
+    )  # ZeRO-2: 16-bit weights on every card (CAL's multiplier is 1)
     assert z3_8.terms["weights"] == pytest.approx(6738415616 * 2.0 / 8)
     assert z2.terms["optimizer"] == pytest.approx(6738415616 * 12.0 / 8)  # fp32 master + 2 moments, divided
     off = per_card("zero3_offload", 8)
@@ -130,6 +166,7 @@ def test_qlora_weights_are_four_bit_and_the_verdict_uses_the_margin():
     q = per_card("single", 1, method="qlora")
     p = CONFIGS.by_name("llama2_7b").shape.params()
     assert q.terms["weights"] == pytest.approx(p["linear"] * (0.5 + 0.5 / 8) + (p["total"] - p["linear"]) * 2)
+
     def verdict(capacity):
         return fit.predict(CONFIGS.by_name("llama2_7b").shape, fit.Run(method="qlora"), CAL, capacity, 0)
 
@@ -149,7 +186,9 @@ def test_lora_rank_and_targets_count_a_and_b_on_each_target_layer():
     assert llama3.lora_params(16, fit.lora_targets("all")) == 81920 * 16 * 32 == 41943040
     assert fit.lora_targets("q_proj,v_proj") == ("q", "v") and fit.lora_targets(["attention"]) == fit.LORA_TARGETS
     # GLM-4's fused query_key_value: 4096 in, 32 x 128 + 2 x 2 x 128 = 4608 out
-    assert CONFIGS.by_name("glm4_9b").shape.lora_params(8, fit.lora_targets("query_key_value")) == 40 * 8 * (4096 + 4608)
+    assert CONFIGS.by_name("glm4_9b").shape.lora_params(8, fit.lora_targets("query_key_value")) == 40 * 8 * (
+        4096 + 4608
+    )
     with pytest.raises(fit.UsageError, match="LoRA target 'c_attn'"):
         fit.lora_targets("q_proj,c_attn")
 
@@ -162,18 +201,23 @@ def test_modules_saved_whole_are_trained_and_kept_beside_the_frozen_copy():
     embed = 128256 * 4096  # Llama 3.1 8B's embed_tokens, 525,336,576 elements
     plain, saved = features_of("llama3_8b"), features_of("llama3_8b", modules_to_save=("embed",))
     assert saved["_trainable"] - plain["_trainable"] == embed
-    assert saved["_weights_bytes"] - plain["_weights_bytes"] == embed * 4  # the trainable copy, fp32 under mixed precision
+    assert (
+        saved["_weights_bytes"] - plain["_weights_bytes"] == embed * 4
+    )  # the trainable copy, fp32 under mixed precision
     assert saved["trainable_state"] - plain["trainable_state"] == embed * 12  # its fp32 gradient and two AdamW moments
 
 
-@pytest.mark.parametrize("optim, state_bytes_per_element", [
-    ("adamw_torch", 8.0),                   # two fp32 moments
-    ("adamw_8bit", 2 * (1 + 4 / 256)),      # two uint8 moments, an fp32 absmax per 256 elements each
-    ("paged_adamw_8bit", 2 * (1 + 4 / 256)),
-    ("lion_8bit", 1 + 4 / 256),             # one moment
-    ("rmsprop", 4.0),
-    ("sgd", 0.0),                           # torch's SGD without momentum keeps nothing
-])
+@pytest.mark.parametrize(
+    "optim, state_bytes_per_element",
+    [
+        ("adamw_torch", 8.0),  # two fp32 moments
+        ("adamw_8bit", 2 * (1 + 4 / 256)),  # two uint8 moments, an fp32 absmax per 256 elements each
+        ("paged_adamw_8bit", 2 * (1 + 4 / 256)),
+        ("lion_8bit", 1 + 4 / 256),  # one moment
+        ("rmsprop", 4.0),
+        ("sgd", 0.0),  # torch's SGD without momentum keeps nothing
+    ],
+)
 def test_optimizer_states_per_trainable_element(optim, state_bytes_per_element):
     lora = 32 * 8 * 8192 * 4  # r=8 on q, k, v, o of Llama 2 7B
     f = features_of(optimizer=fit.optimizer_name(optim))
@@ -217,30 +261,43 @@ def test_offloads_host_memory_is_totalled_over_the_processes_and_checked():
     per_process = sum(free.host.values())
     assert per_process == pytest.approx(LLAMA2_7B * (12 + 2 + 2) / 8)  # master + moments, 16-bit gradients and weights
     short = fit.predict(shape, run, CAL, 24 * fit.GIB, 0, host_memory=(per_process * 8 * 0.99, "the host's RAM,"))
-    assert (free.verdict, free.limit) == ("fits", "card") and (short.verdict, short.limit) == ("does not fit", "host memory")
+    assert (free.verdict, free.limit) == ("fits", "card") and (short.verdict, short.limit) == (
+        "does not fit",
+        "host memory",
+    )
     assert "more than the host's RAM," in short.why
 
 
 def test_the_load_phase_per_strategy_and_loading():
     """Loading, before training: how much host memory the processes materialise, and whether the
     whole model lands on each card before it is sharded (CAL's multipliers are 1; Llama 2 7B)."""
+
     def load(strategy, how="auto", cards=8):
         return per_card(strategy, cards, load=how)
 
     z3 = load("zero3")  # ZeRO-3's default: from_pretrained under zero.Init, 16-bit weights in the engine
-    assert (z3.load["how"], z3.load["host_total"], z3.load["host_per_process"]) == ("sharded", LLAMA2_7B * 2, LLAMA2_7B * 2 / 8)
+    assert (z3.load["how"], z3.load["host_total"], z3.load["host_per_process"]) == (
+        "sharded",
+        LLAMA2_7B * 2,
+        LLAMA2_7B * 2 / 8,
+    )
     fsdp = load("fsdp")  # FSDP's default (cpu_ram_efficient_loading off): every process the whole fp32 model
     assert (fsdp.load["how"], fsdp.load["host_total"]) == ("whole", LLAMA2_7B * 4 * 8)
     assert load("fsdp", "sharded").load["host_total"] == LLAMA2_7B * 4  # rank 0 alone
     assert z3.phase == fsdp.phase == "training step" and z3.total == load("zero3", "whole").total
-    on_card = per_card("zero3", 8, method="lora", load="on-card")  # the whole model on each card before ZeRO-3 shards it
+    on_card = per_card(
+        "zero3", 8, method="lora", load="on-card"
+    )  # the whole model on each card before ZeRO-3 shards it
     assert on_card.total == LLAMA2_7B * 2 + 450 * fit.MIB and on_card.phase == "loading"
     assert per_card("zero3", 8, method="lora").phase == "training step"
     single = load("single", "on-card", cards=1)  # unsharded: the card holds the whole model while training anyway
     assert single.phase == "training step" and single.total == per_card("single", 1).total
     shape, run = CONFIGS.by_name("llama2_7b").shape, fit.Run(method="full", precision="bf16", strategy="fsdp", cards=8)
     short = fit.predict(shape, run, CAL, 80 * fit.GIB, 0, host_memory=(LLAMA2_7B * 4 * 8 * 0.99, "the host's RAM,"))
-    assert (short.verdict, short.limit) == ("does not fit", "host memory") and "in host memory while loading" in short.why
+    assert (short.verdict, short.limit) == (
+        "does not fit",
+        "host memory",
+    ) and "in host memory while loading" in short.why
 
 
 def test_what_each_offload_keeps_in_host_memory():
@@ -250,13 +307,19 @@ def test_what_each_offload_keeps_in_host_memory():
     assert (z2.terms["optimizer"], z2.terms["gradients"], z2.terms["weights"]) == (0, 0, LLAMA2_7B * 2)
     assert z2.host == pytest.approx({"optimizer": LLAMA2_7B * 12 / 8, "gradients": LLAMA2_7B * 2 / 8})
     z3 = per_card("zero3", 8, offload="params")  # the parameters alone
-    assert z3.host == pytest.approx({"weights": LLAMA2_7B * 2 / 8}) and z3.terms["optimizer"] == pytest.approx(LLAMA2_7B * 12 / 8)
+    assert z3.host == pytest.approx({"weights": LLAMA2_7B * 2 / 8}) and z3.terms["optimizer"] == pytest.approx(
+        LLAMA2_7B * 12 / 8
+    )
     assert per_card("zero3", 8, offload="both").total == per_card("zero3_offload", 8).total
     fsdp = per_card("fsdp", 8, offload="both")  # CPUOffload(offload_params=True): all three, fp32
-    assert fsdp.host == pytest.approx({"weights": LLAMA2_7B * 4 / 8, "gradients": LLAMA2_7B * 4 / 8, "optimizer": LLAMA2_7B * 8 / 8})
-    for strategy, offload, says in (("fsdp", "optimizer", "FSDP offloads parameters, gradients and optimizer state together"),
-                                    ("zero2", "params", "ZeRO-2 offloads the optimizer only"),
-                                    ("ddp", "optimizer", "ddp keeps everything on the card")):
+    assert fsdp.host == pytest.approx(
+        {"weights": LLAMA2_7B * 4 / 8, "gradients": LLAMA2_7B * 4 / 8, "optimizer": LLAMA2_7B * 8 / 8}
+    )
+    for strategy, offload, says in (
+        ("fsdp", "optimizer", "FSDP offloads parameters, gradients and optimizer state together"),
+        ("zero2", "params", "ZeRO-2 offloads the optimizer only"),
+        ("ddp", "optimizer", "ddp keeps everything on the card"),
+    ):
         with pytest.raises(fit.UsageError, match=says):
             per_card(strategy, 8, offload=offload)
 
@@ -273,15 +336,23 @@ def test_a_gpu_without_cuda_records_counts_activations_per_layer():
     p = fit.predict(shape, run, counted, None, 0)
     assert p.terms["activations"] == 32 * 1024 * 178176 and p.terms["logits"] == 1024 * 32000 * 10
     ckpt = fit.predict(shape, dataclasses.replace(run, grad_ckpt=True), counted, None, 0)
-    assert ckpt.terms["activations"] == 1024 * 178176 + 32 * 1024 * 4096 * 2  # one layer recomputed, each layer's bf16 input
+    assert (
+        ckpt.terms["activations"] == 1024 * 178176 + 32 * 1024 * 4096 * 2
+    )  # one layer recomputed, each layer's bf16 input
     cpu = fit.calibrate(committed_sweeps()[0])
     assert cpu.coefficients["activations"] * (4096 + 11008) * 0.5 / 178176 == pytest.approx(1.38, abs=0.01)
 
 
 def committed_sweeps():
     recs, _ = records.read_records(records.record_files(ROOT / "results"))
-    return (fit.sweep_records(recs, CONFIGS.calibration_models),
-            fit.sweep_records(recs, {m for m in {r["axes"].get("model") for r in recs} if m and m.startswith("fit_")} - CONFIGS.calibration_models))
+    return (
+        fit.sweep_records(recs, CONFIGS.calibration_models),
+        fit.sweep_records(
+            recs,
+            {m for m in {r["axes"].get("model") for r in recs} if m and m.startswith("fit_")}
+            - CONFIGS.calibration_models,
+        ),
+    )
 
 
 def test_a_warm_cpu_record_does_not_calibrate_the_fit():
@@ -324,17 +395,35 @@ def test_fit_cli_answers_without_importing_torch():
 
 
 def test_fit_says_the_options_and_the_defaults_it_took(compat):
-    proc = compat("fit", "--model-size", "8B", "--gpu", "A100", "--lora-r", "16", "--lora-target", "all", "--optim",
-                  "paged_adamw_8bit", "--grad-accum", "8", "--format", "json")
+    proc = compat(
+        "fit",
+        "--model-size",
+        "8B",
+        "--gpu",
+        "A100",
+        "--lora-r",
+        "16",
+        "--lora-target",
+        "all",
+        "--optim",
+        "paged_adamw_8bit",
+        "--grad-accum",
+        "8",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert "strategy" not in out["run"] and out["run"]["strategies"] == ["single"]
     assert (out["run"]["lora_r"], out["run"]["optimizer"], out["run"]["grad_accum"]) == (16, "paged_adamw_8bit", 8)
     assert out["model"]["trainable"] == 41943040 and out["defaults"] == [
-        "gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)"]
+        "gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)"
+    ]
     text = compat("fit", "--model-size", "8B", "--no-grad-ckpt").stdout
     assert "r=8 on q, k, v, o; fp32; adamw)" in text and "gradient checkpointing off" in text
-    assert "Defaults taken: LoRA r=8 on q, k, v, o (compat's workload; LLaMA-Factory's default lora_target is all" in text
+    assert (
+        "Defaults taken: LoRA r=8 on q, k, v, o (compat's workload; LLaMA-Factory's default lora_target is all" in text
+    )
 
 
 def test_error_bands_give_the_median_and_p90_per_strategy_and_method():
@@ -352,7 +441,10 @@ def test_fit_shows_the_measured_error_of_each_kind_of_prediction(compat):
     errors = {e["says"].split(":")[0]: e for e in json.loads(proc.stdout)["evidence"] if e["rule"] == "fit-error"}
     assert errors["ddp with full"]["kind"] == "measured" and errors["ddp with full"]["band"]["records"] >= 3
     assert "held-out" not in errors["ddp with full"]["says"] and "2 ranks" in errors["ddp with full"]["says"]
-    assert errors["zero3_offload with full"]["kind"] == "predicted" and "its error is not known" in errors["zero3_offload with full"]["says"]
+    assert (
+        errors["zero3_offload with full"]["kind"] == "predicted"
+        and "its error is not known" in errors["zero3_offload with full"]["says"]
+    )
 
 
 def test_fit_text_explains_each_strategy(compat):
@@ -363,17 +455,32 @@ def test_fit_text_explains_each_strategy(compat):
     assert "does not fit" in proc.stdout and "[predicted]" in proc.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model-size", "5B"], "--model-size '5B': compat ships configs for 0.5B, 0.6B, 1B, 1.5B, 1.7B, 2B, 3B, 3.8B, 4B, 7B, 8B, 9B, 12B"),
-    (["--model", "llama2_7"], "unknown model 'llama2_7' (did you mean 'llama2_7b'?)"),
-    (["--model-size", "7B", "--gpu", "P5"], "unknown GPU 'P5'"),
-    (["--model-size", "7B", "--strategy", "ddp"], "--strategy ddp needs --gpus 2 or more"),
-    (["--model-size", "7B", "--lora-target", "q_proj,c_attn"], "LoRA target 'c_attn': compat fit counts all, "),
-    (["--model-size", "7B", "--method", "full", "--lora-r", "16"], "--lora-r, --lora-target and --modules-to-save are LoRA's"),
-    (["--model-size", "7B", "--optim", "adamw_9bit"], "optimizer 'adamw_9bit' (did you mean 'adamw_8bit'?)"),
-    (["--model-size", "7B", "--gpu", "V100", "--pure-bf16"], "pure bf16 trains in bf16, and the precision here is fp16 (Tesla V100 has no bf16)"),
-    (["--model-size", "7B", "--gpus", "2", "--optimizer-in-backward"], "the optimizer step in backward is modelled on one card"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--model-size", "5B"],
+            "--model-size '5B': compat ships configs for 0.5B, 0.6B, 1B, 1.5B, 1.7B, 2B, 3B, 3.8B, 4B, 7B, 8B, 9B, 12B",
+        ),
+        (["--model", "llama2_7"], "unknown model 'llama2_7' (did you mean 'llama2_7b'?)"),
+        (["--model-size", "7B", "--gpu", "P5"], "unknown GPU 'P5'"),
+        (["--model-size", "7B", "--strategy", "ddp"], "--strategy ddp needs --gpus 2 or more"),
+        (["--model-size", "7B", "--lora-target", "q_proj,c_attn"], "LoRA target 'c_attn': compat fit counts all, "),
+        (
+            ["--model-size", "7B", "--method", "full", "--lora-r", "16"],
+            "--lora-r, --lora-target and --modules-to-save are LoRA's",
+        ),
+        (["--model-size", "7B", "--optim", "adamw_9bit"], "optimizer 'adamw_9bit' (did you mean 'adamw_8bit'?)"),
+        (
+            ["--model-size", "7B", "--gpu", "V100", "--pure-bf16"],
+            "pure bf16 trains in bf16, and the precision here is fp16 (Tesla V100 has no bf16)",
+        ),
+        (
+            ["--model-size", "7B", "--gpus", "2", "--optimizer-in-backward"],
+            "the optimizer step in backward is modelled on one card",
+        ),
+    ],
+)
 def test_fit_bad_input_is_a_clear_error(compat, args, message):
     proc = compat("fit", *args)
     assert_clean_error(proc, 2)
@@ -382,8 +489,18 @@ def test_fit_bad_input_is_a_clear_error(compat, args, message):
 
 def test_fit_reads_a_config_json_and_rejects_a_broken_one(compat, tmp_path):
     good = tmp_path / "config.json"
-    good.write_text(json.dumps({"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
-                                "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 32000}))
+    good.write_text(
+        json.dumps(
+            {
+                "hidden_size": 2048,
+                "intermediate_size": 5632,
+                "num_hidden_layers": 22,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 4,
+                "vocab_size": 32000,
+            }
+        )
+    )
     proc = compat("fit", "--model", str(good), "--gpu", "T4", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["model"]["parameters"] == 1100048384  # TinyLlama-1.1B's shape
@@ -425,20 +542,30 @@ def test_the_strategy_check_on_two_cpu_ranks_is_shown_as_measured_evidence(compa
 def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path, compat):
     """TEST INPUT, NOT MEASUREMENTS: real CPU records of matrix/fit-cpu.toml relabelled as sm_90
     records (an H100 and a CUDA torch in their fingerprint, as a GPU record has), each with a
-    training-phase max allocated (its RSS rise while training) and a CUDA context of 500 MiB. Only a check that, for a GPU, compat fit fits its constants on CUDA
-    records where there are any and takes the measured context, and says both; without them it
-    says the figures are predicted. The relabelled records also say torch reserved a tenth more than
-    it allocated: the caching allocator's slack that reserved and nvidia-smi are predicted with."""
+    training-phase max allocated (its RSS rise while training) and a CUDA context of 500 MiB. Only
+    a check that, for a GPU, compat fit fits its constants on CUDA records where there are any and
+    takes the measured context, and says both; without them it says the figures are predicted. The
+    relabelled records also say torch reserved a tenth more than it allocated: the caching
+    allocator's slack that reserved and nvidia-smi are predicted with."""
     import copy
 
     from conftest import ROOT
 
     # the repository's CPU records only: whatever GPU records it holds would measure the context and slack
-    lines = [line for line in (ROOT / "results" / "records.jsonl").read_text().splitlines()
-             if json.loads(line)["axes"]["hardware"] == "cpu"]
+    lines = [
+        line
+        for line in (ROOT / "results" / "records.jsonl").read_text().splitlines()
+        if json.loads(line)["axes"]["hardware"] == "cpu"
+    ]
     cpu = [json.loads(line) for line in lines]
-    sweep = [r for r in cpu if r["outcome"] == "pass" and r["axes"].get("model", "").startswith("fit_w")
-             and r["axes"]["strategy"] == "single" and r["memory"][0].get("train_peak_rss_bytes")]
+    sweep = [
+        r
+        for r in cpu
+        if r["outcome"] == "pass"
+        and r["axes"].get("model", "").startswith("fit_w")
+        and r["axes"]["strategy"] == "single"
+        and r["memory"][0].get("train_peak_rss_bytes")
+    ]
     assert len(sweep) >= 32
     relabelled = []
     for r in sweep:
@@ -447,11 +574,21 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
         g["axes"]["hardware"] = "sm_90"
         m = r["memory"][0]
         allocated = m["train_peak_rss_bytes"] - m["rss_before_train_bytes"]
-        g["memory"] = [{"rank": 0, "device": "cuda:0", "non_torch_after_train_bytes": 500 * 2**20,
-                        "train_max_allocated_bytes": allocated, "torch_max_allocated_bytes": allocated,
-                        "train_max_reserved_bytes": allocated * 11 // 10}]
-        g["fingerprint"] = dict(g["fingerprint"], torch={"version": "2.11.0+cu128", "cuda": "12.8"},
-                                hardware={"gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "arch": "sm_90"}]})
+        g["memory"] = [
+            {
+                "rank": 0,
+                "device": "cuda:0",
+                "non_torch_after_train_bytes": 500 * 2**20,
+                "train_max_allocated_bytes": allocated,
+                "torch_max_allocated_bytes": allocated,
+                "train_max_reserved_bytes": allocated * 11 // 10,
+            }
+        ]
+        g["fingerprint"] = dict(
+            g["fingerprint"],
+            torch={"version": "2.11.0+cu128", "cuda": "12.8"},
+            hardware={"gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "arch": "sm_90"}]},
+        )
         relabelled.append(g)
     results, cpu_only = tmp_path / "results", tmp_path / "cpu-only"
     results.mkdir()
@@ -472,16 +609,27 @@ def test_gpu_predictions_calibrate_on_cuda_records_where_there_are_any(tmp_path,
     assert measured["nvidia_smi_bytes"] == measured["reserved_bytes"] + 500 * 2**20
     assert measured["reserved_expandable_segments_bytes"] is None  # no record of a cell with expandable_segments
     (unmeasured,) = report(cpu_only)["predictions"]
-    assert unmeasured["reserved_bytes"] is None and unmeasured["nvidia_smi_bytes"] is None and unmeasured["allocated_bytes"] > 0
+    assert (
+        unmeasured["reserved_bytes"] is None
+        and unmeasured["nvidia_smi_bytes"] is None
+        and unmeasured["allocated_bytes"] > 0
+    )
 
     on_gpu = evidence(results)
-    assert "fitted on 32 CUDA records of matrix/fit-gpu.toml (CUDA training-phase max allocated per rank, on sm_90)" in on_gpu["fit-terms"]["says"]
+    assert (
+        "fitted on 32 CUDA records of matrix/fit-gpu.toml (CUDA training-phase max allocated per rank, on sm_90)"
+        in on_gpu["fit-terms"]["says"]
+    )
     assert on_gpu["cuda-context"]["kind"] == "measured" and on_gpu["cuda-context"]["says"].startswith(
-        "CUDA context and library workspaces: 500 MiB per process, the median of")
+        "CUDA context and library workspaces: 500 MiB per process, the median of"
+    )
     assert "no-gpu-records" not in on_gpu
     on_cpu = evidence(cpu_only)  # a GPU without CUDA records: counted, not fitted (not the CPU fit)
     assert "none fitted" in on_cpu["fit-terms"]["says"] and "Korthikanti" in on_cpu["fit-terms"]["says"]
-    assert on_cpu["cuda-context"]["kind"] == "predicted" and on_cpu["cuda-context"]["says"] == "CUDA context and runtime buffers: 450 MiB per process"
+    assert (
+        on_cpu["cuda-context"]["kind"] == "predicted"
+        and on_cpu["cuda-context"]["says"] == "CUDA context and runtime buffers: 450 MiB per process"
+    )
     assert on_cpu["no-gpu-records"]["kind"] == "predicted"
 
 
@@ -502,8 +650,10 @@ def test_the_first_h200_records_measure_the_slack_the_context_and_the_count_s_er
     (results / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
     real = {r["id"]: r["memory"][0] for r in h200 if r["memory"][0]["train_max_allocated_bytes"] >= 2**30}
     assert len(real) == 3  # fp32 full, fp32 LoRA, fp16 full of the Qwen2-0.5B shape
-    ratios = sorted((m["train_max_reserved_bytes"] - m["train_max_allocated_bytes"]) / m["train_max_allocated_bytes"]
-                    for m in real.values())
+    ratios = sorted(
+        (m["train_max_reserved_bytes"] - m["train_max_allocated_bytes"]) / m["train_max_allocated_bytes"]
+        for m in real.values()
+    )
     assert ratios[1] == pytest.approx(0.359, abs=0.001)
 
     def report(*args):
@@ -515,16 +665,26 @@ def test_the_first_h200_records_measure_the_slack_the_context_and_the_count_s_er
     (p,) = h100["predictions"]
     assert p["reserved_bytes"] == pytest.approx(p["allocated_bytes"] * (1 + ratios[1]), rel=1e-6)
     evidence = {e["rule"]: e for e in h100["evidence"]}
-    assert evidence["cuda-context"]["kind"] == "measured" and "27 GPU record(s) of sm_90" in evidence["cuda-context"]["says"]
+    assert (
+        evidence["cuda-context"]["kind"] == "measured"
+        and "27 GPU record(s) of sm_90" in evidence["cuda-context"]["says"]
+    )
     error = evidence["fit-error"]
     assert error["kind"] == "measured" and error["band"]["records"] == 2
     assert set(error["records"]) == {i for i in real if "-full-" in next(r["cell"] for r in h200 if r["id"] == i)}
-    assert "(qwen2_500m; NVIDIA H200)" in error["says"] and "fp32 +0.7%" in error["says"] and "fp16 -3.2%" in error["says"]
+    assert (
+        "(qwen2_500m; NVIDIA H200)" in error["says"] and "fp32 +0.7%" in error["says"] and "fp16 -3.2%" in error["says"]
+    )
     assert evidence["no-gpu-records"]["says"].startswith("3 real-size GPU record(s) checked the count")
     p4 = {e["rule"]: e for e in report("--gpu", "P4", "--method", "qlora")["evidence"]}
     assert p4["cuda-context"]["kind"] == "predicted"
-    assert p4["cuda-context"]["says"] == "CUDA context and runtime buffers: 450 MiB per process (measured on sm_90 only, not on sm_61)"
-    assert p4["fit-error"]["kind"] == "predicted" and "fp32 -3.6%" in p4["fit-error"]["says"]  # LoRA's, on 16/32-bit weights
+    assert (
+        p4["cuda-context"]["says"]
+        == "CUDA context and runtime buffers: 450 MiB per process (measured on sm_90 only, not on sm_61)"
+    )
+    assert (
+        p4["fit-error"]["kind"] == "predicted" and "fp32 -3.6%" in p4["fit-error"]["says"]
+    )  # LoRA's, on 16/32-bit weights
 
 
 def test_a_record_s_model_is_read_with_its_own_config_table():
@@ -535,8 +695,12 @@ def test_a_record_s_model_is_read_with_its_own_config_table():
     from harness.answers.fit import shape_of_record
 
     recs = [json.loads(line) for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
-    (rec,) = [r for r in recs if r["cell"] == "sm_90-local-fp32-none-full-single-m_qwen2_500m"
-              and r["fingerprint"]["hardware"]["gpus"][0]["name"] == "NVIDIA H200"]
+    (rec,) = [
+        r
+        for r in recs
+        if r["cell"] == "sm_90-local-fp32-none-full-single-m_qwen2_500m"
+        and r["fingerprint"]["hardware"]["gpus"][0]["name"] == "NVIDIA H200"
+    ]
     shape = shape_of_record(rec)
     assert shape.tied and shape.qkv_bias
     assert shape.params()["total"] == 494_032_768
@@ -554,9 +718,17 @@ def test_a_stored_record_without_its_model_config_is_left_out_not_a_reason_to_st
     from harness import cli
 
     recs = [json_.loads(line) for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
-    two_ranks = next(r for r in recs if r["outcome"] == "pass" and r["axes"].get("ranks", 1) > 1
-                     and str(r["axes"].get("model", "")).startswith("fit_"))
-    (tmp_path / "records.jsonl").write_text("".join(json_.dumps(r) + "\n" for r in recs)
-                                             + json_.dumps(dict(two_ranks, id="0" * 32, settings={})) + "\n")
-    assert cli.main(["fit", "--model-size", "7B", "--gpu", "H100", "--format", "json", "--results", str(tmp_path)]) == 0, capsys.readouterr().err
+    two_ranks = next(
+        r
+        for r in recs
+        if r["outcome"] == "pass"
+        and r["axes"].get("ranks", 1) > 1
+        and str(r["axes"].get("model", "")).startswith("fit_")
+    )
+    (tmp_path / "records.jsonl").write_text(
+        "".join(json_.dumps(r) + "\n" for r in recs) + json_.dumps(dict(two_ranks, id="0" * 32, settings={})) + "\n"
+    )
+    assert (
+        cli.main(["fit", "--model-size", "7B", "--gpu", "H100", "--format", "json", "--results", str(tmp_path)]) == 0
+    ), capsys.readouterr().err
     assert json_.loads(capsys.readouterr().out)["predictions"]

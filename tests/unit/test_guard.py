@@ -37,7 +37,9 @@ def gone(marker: str, within_s: float = 5.0) -> bool:
 
 
 def guarded(tmp_path, *cmd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(guard.command(list(cmd), tmp_path / "start-error"), capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        guard.command(list(cmd), tmp_path / "start-error"), capture_output=True, text=True, timeout=60
+    )
 
 
 def test_it_ends_as_its_command_ended(tmp_path):
@@ -51,7 +53,9 @@ def test_a_command_that_cannot_start_is_told_apart(tmp_path):
     proc = guarded(tmp_path, str(tmp_path / "no-such-program"))
     assert proc.returncode == guard.START_FAILED
     assert guard.start_error(tmp_path / "start-error") == (
-        f"could not start {tmp_path / 'no-such-program'}: [Errno 2] No such file or directory: '{tmp_path / 'no-such-program'}'")
+        f"could not start {tmp_path / 'no-such-program'}: [Errno 2] No such file or directory: "
+        f"'{tmp_path / 'no-such-program'}'"
+    )
 
 
 @pytest.mark.skipif(not guard.SHM.is_dir(), reason="no /dev/shm on this host")
@@ -69,8 +73,12 @@ def test_the_shared_memory_a_cell_leaves_goes_with_it(tmp_path):
         cmd = ["python", "-m", "deepspeed.launcher.runner", "--master_port", str(port), "x.py"]
         pattern = launch.shm_left_by(cmd)
         made = "; ".join(f"echo rank > {p}" for p in mine)
-        proc = subprocess.run(guard.command(["sh", "-c", made], tmp_path / "start-error", shm=pattern),
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            guard.command(["sh", "-c", made], tmp_path / "start-error", shm=pattern),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         assert [p.exists() for p in mine] == [False, False] and theirs.exists()
         assert launch.shm_left_by(["python", "train.py"]) is None
@@ -97,7 +105,7 @@ def test_compat_killed_by_sigkill_takes_its_cells_with_it(tmp_path):
         sys.path.insert(0, {os.getcwd()!r})
         from harness.run import guard
         subprocess.Popen(guard.command(["sh", "-c", "setsid sleep {marker} & sleep {marker}"],
-                         {str(tmp_path / 'start-error')!r}, {str(work)!r}), start_new_session=True)
+                         {str(tmp_path / "start-error")!r}, {str(work)!r}), start_new_session=True)
         time.sleep(1)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
@@ -129,8 +137,10 @@ def test_a_stand_in_killed_by_its_supervisor_takes_the_command_with_it(tmp_path,
     marker = f"{uuid.uuid4().int % 10**6}.5"
     work = tmp_path / "work"
     work.mkdir()
-    proc = subprocess.Popen(guard.command(["sh", "-c", f"setsid sleep {marker} & sleep {marker}"],
-                                          tmp_path / "start-error", work), start_new_session=True)
+    proc = subprocess.Popen(
+        guard.command(["sh", "-c", f"setsid sleep {marker} & sleep {marker}"], tmp_path / "start-error", work),
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 10
         while len(alive(marker)) < 5 and time.monotonic() < deadline:  # two guards, the shell, two sleeps
@@ -152,8 +162,10 @@ def test_a_stop_through_a_stand_in_reaches_the_command_once(tmp_path, stand_in):
     """guard.stop (SIGTERM) on the stand-in is passed to the guard below, which passes it to the
     command: the command sees one SIGTERM, not one from each guard."""
     script = tmp_path / "count.sh"
-    script.write_text(f"n=0; trap 'n=$((n+1)); echo $n > {tmp_path / 'terms'}' TERM; "
-                      "touch " + str(tmp_path / "ready") + "; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 7\n")
+    script.write_text(
+        f"n=0; trap 'n=$((n+1)); echo $n > {tmp_path / 'terms'}' TERM; "
+        "touch " + str(tmp_path / "ready") + "; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; exit 7\n"
+    )
     proc = subprocess.Popen(guard.command(["sh", str(script)], tmp_path / "start-error"))
     deadline = time.monotonic() + 10
     while not (tmp_path / "ready").exists() and time.monotonic() < deadline:

@@ -84,8 +84,10 @@ class FakeNvml:
 
 
 def cards(*names, mig=()):
-    return [{"name": n, "uuid": f"GPU-{i}a2b3c4d-{i:04d}", "bus": f"00000000:{0x18 + i:02X}:00.0", "mig": i in mig}
-            for i, n in enumerate(names)]
+    return [
+        {"name": n, "uuid": f"GPU-{i}a2b3c4d-{i:04d}", "bus": f"00000000:{0x18 + i:02X}:00.0", "mig": i in mig}
+        for i, n in enumerate(names)
+    ]
 
 
 def host(environ, nvml):
@@ -95,7 +97,9 @@ def host(environ, nvml):
 def test_every_card_by_nvml_index_with_its_uuid_when_nothing_restricts_them():
     h = host({}, FakeNvml(cards(H100, H100)))
     assert [(g.index, g.uuid, g.pci_bus_id, g.arch) for g in h.gpus] == [
-        (0, "GPU-0a2b3c4d-0000", "00000000:18:00.0", "sm_90"), (1, "GPU-1a2b3c4d-0001", "00000000:19:00.0", "sm_90")]
+        (0, "GPU-0a2b3c4d-0000", "00000000:18:00.0", "sm_90"),
+        (1, "GPU-1a2b3c4d-0001", "00000000:19:00.0", "sm_90"),
+    ]
     assert [g.cuda_id for g in h.gpus] == ["GPU-0a2b3c4d-0000", "GPU-1a2b3c4d-0001"]
     assert (h.driver, h.cuda_driver, h.refused) == ("580.82.07", "13.0", ())
 
@@ -108,10 +112,14 @@ def test_the_runners_cuda_visible_devices_is_honoured_as_cuda_reads_it():
     # CUDA stops at the first entry that names no card: the cards after it are not used either
     h = host({"CUDA_VISIBLE_DEVICES": "1,7,2"}, nvml)
     assert [g.index for g in h.gpus] == [1]
-    assert h.refused == ("CUDA_VISIBLE_DEVICES=1,7,2: '7' names no card of this host, and CUDA uses no card listed after it",)
+    assert h.refused == (
+        "CUDA_VISIBLE_DEVICES=1,7,2: '7' names no card of this host, and CUDA uses no card listed after it",
+    )
     assert host({"CUDA_VISIBLE_DEVICES": "-1"}, nvml).gpus == ()
     h = host({"CUDA_VISIBLE_DEVICES": ""}, nvml)
-    assert h.gpus == () and h.refused == ("CUDA_VISIBLE_DEVICES is set and empty: the runner lets this job use no card",)
+    assert h.gpus == () and h.refused == (
+        "CUDA_VISIBLE_DEVICES is set and empty: the runner lets this job use no card",
+    )
     assert "CUDA_VISIBLE_DEVICES is set and empty" in h.gpu_probe  # what --require-gpu then says
 
 
@@ -119,8 +127,10 @@ def test_indices_on_a_host_of_mixed_cards_need_pci_bus_order_or_uuids():
     nvml = FakeNvml(cards(A100, H100))
     with pytest.raises(UsageError) as err:
         host({"CUDA_VISIBLE_DEVICES": "1"}, nvml)
-    assert str(err.value).startswith("CUDA_VISIBLE_DEVICES=1 names cards by index on a host of different cards "
-                                      f"({A100}, {H100}): CUDA numbers them fastest first")
+    assert str(err.value).startswith(
+        "CUDA_VISIBLE_DEVICES=1 names cards by index on a host of different cards "
+        f"({A100}, {H100}): CUDA numbers them fastest first"
+    )
     assert [g.name for g in host({"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, nvml).gpus] == [H100]
     assert [g.name for g in host({"CUDA_VISIBLE_DEVICES": "GPU-1a2b"}, nvml).gpus] == [H100]
 
@@ -128,12 +138,16 @@ def test_indices_on_a_host_of_mixed_cards_need_pci_bus_order_or_uuids():
 def test_mig_is_refused_with_the_reason():
     h = host({}, FakeNvml(cards(A100, A100, mig={0})))
     assert [g.index for g in h.gpus] == [1]
-    assert h.refused == (f"GPU 0 ({A100}) is in MIG mode: compat runs cells on whole cards only: a MIG slice has a "
-                         "fraction of the card's memory and compute, so its records would misstate the card; turn MIG "
-                         "off on it (nvidia-smi -i 0 -mig 0) or leave it out with CUDA_VISIBLE_DEVICES",)
+    assert h.refused == (
+        f"GPU 0 ({A100}) is in MIG mode: compat runs cells on whole cards only: a MIG slice has a "
+        "fraction of the card's memory and compute, so its records would misstate the card; turn MIG "
+        "off on it (nvidia-smi -i 0 -mig 0) or leave it out with CUDA_VISIBLE_DEVICES",
+    )
     h = host({"CUDA_VISIBLE_DEVICES": "MIG-5c3e0a1d-aaaa,1"}, FakeNvml(cards(A100, A100)))
     assert [g.index for g in h.gpus] == [1]
-    assert h.refused[0].startswith("CUDA_VISIBLE_DEVICES names the MIG slice MIG-5c3e0a1d-aaaa: compat runs cells on whole cards only")
+    assert h.refused[0].startswith(
+        "CUDA_VISIBLE_DEVICES names the MIG slice MIG-5c3e0a1d-aaaa: compat runs cells on whole cards only"
+    )
     # a card that cannot say (NVML: Not Supported, cards before Ampere) is a whole card
     assert len(host({}, FakeNvml(cards(H100), refuse={"nvmlDeviceGetMigMode"})).gpus) == 1
 
@@ -153,7 +167,11 @@ def test_the_sampler_reads_memory_and_processes_apart():
     with NvmlSampler([0], interval_s=0.001, nvml=nvml) as sampler:
         wait_for(nvml, 4)
     got = sampler.report()[0]
-    assert (got["nvml_baseline_used_bytes"], got["nvml_peak_used_bytes"], got["nvml_peak_minus_baseline_bytes"]) == (1000, 9000, 8000)
+    assert (got["nvml_baseline_used_bytes"], got["nvml_peak_used_bytes"], got["nvml_peak_minus_baseline_bytes"]) == (
+        1000,
+        9000,
+        8000,
+    )
     assert got["nvml_processes_max"] is None
     assert sampler.problem == "" and sampler.process_problem.startswith("NVML process list: ")
 

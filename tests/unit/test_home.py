@@ -7,10 +7,11 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, assert_clean_error, real_records
 from harness import home
 from harness.commands import common
 from harness.errors import UsageError
+
+from conftest import ROOT, assert_clean_error, real_records
 
 
 @pytest.fixture

@@ -19,8 +19,15 @@ import initial  # noqa: E402
 def tiny(rng_seed: int, **extra):
     """A freshly built tiny Llama, torch's generator seeded with `rng_seed` first."""
     torch.manual_seed(rng_seed)
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, **extra)
+    config = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        **extra,
+    )
     return transformers.AutoModelForCausalLM.from_config(config), config
 
 
@@ -46,7 +53,10 @@ def test_two_builds_that_drew_differently_start_from_the_same_weights():
 def test_the_seed_picks_the_values_and_the_hash_says_so():
     a, config = tiny(0)
     b, _ = tiny(0)
-    assert initial.reset_base(torch, a, config, seed=0)["base_sha256"] != initial.reset_base(torch, b, config, seed=1)["base_sha256"]
+    assert (
+        initial.reset_base(torch, a, config, seed=0)["base_sha256"]
+        != initial.reset_base(torch, b, config, seed=1)["base_sha256"]
+    )
     assert not torch.equal(a.lm_head.weight, b.lm_head.weight)
 
 
@@ -66,12 +76,18 @@ def test_lora_a_is_drawn_from_its_name_and_b_stays_zero():
         model, config = tiny(rng_seed)
         initial.reset_base(torch, model, config, seed=0)
         torch.manual_seed(rng_seed)  # peft draws each A from torch's generator wherever the build left it
-        lora = peft.get_peft_model(model, peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
-                                                          target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+        lora = peft.get_peft_model(
+            model,
+            peft.LoraConfig(
+                r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"
+            ),
+        )
         hashes.append(initial.reset_adapters(torch, lora, seed=0))
         adapters.append({n: p.detach().clone() for n, p in lora.named_parameters() if "lora_" in n})
     assert hashes[0] == hashes[1] and len(hashes[0]) == 64
-    assert adapters[0].keys() == adapters[1].keys() and all(torch.equal(adapters[0][n], adapters[1][n]) for n in adapters[0])
+    assert adapters[0].keys() == adapters[1].keys() and all(
+        torch.equal(adapters[0][n], adapters[1][n]) for n in adapters[0]
+    )
     for name, value in adapters[0].items():
         if ".lora_B." in name:
             assert torch.count_nonzero(value) == 0

@@ -8,11 +8,12 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT, call_compat
 from harness.catalog import known_issues
-from harness.errors import MatrixError
 from harness.catalog.known_issues import KnownIssues, error_signature, read_log
+from harness.errors import MatrixError
 from harness.evidence import summary
+
+from conftest import ROOT, call_compat
 
 BASE = KnownIssues.load(ROOT / "matrix")
 IDS = [i.id for i in BASE.issues]
@@ -37,13 +38,16 @@ UNRELATED = {
             dataset = load_dataset("json", data_files="data/train.jsonl")
         FileNotFoundError: Unable to find '/home/user/data/train.jsonl'
         """),
-    "compat-check": "CheckFailed: saving changed the trained model in memory (the saved copy is right): max |logit diff| 0.032 before vs after save_model\n",
+    "compat-check": "CheckFailed: saving changed the trained model in memory (the saved copy is right): max |logit "
+    "diff| 0.032 before vs after save_model\n",
 }
 
 
 def test_the_base_has_at_least_200_cited_entries_each_with_its_report_count():
     assert len(BASE.issues) >= 200
-    assert all(isinstance(i.reports, int) and (i.reports >= 1 or i.found_by) for i in BASE.issues)  # 0: compat's own finding
+    assert all(
+        isinstance(i.reports, int) and (i.reports >= 1 or i.found_by) for i in BASE.issues
+    )  # 0: compat's own finding
     assert len(set(IDS)) == len(IDS)
     for issue in BASE.issues:
         assert issue.sources and all(s.startswith(("https://", "http://")) for s in issue.sources), issue.id
@@ -110,7 +114,7 @@ TRIU_LOG = textwrap.dedent("""\
       File "/opt/conda/lib/python3.10/site-packages/transformers/models/llama/modeling_llama.py", line 1095, in _update_causal_mask
         causal_mask = torch.triu(causal_mask, diagonal=1)
     RuntimeError: "triu_tril_cuda_template" not implemented for 'BFloat16'
-    """)
+    """)  # noqa: E501  (a log line as torch prints it)
 
 
 def compat(*args, stdin: bytes | None = None):
@@ -172,7 +176,10 @@ def test_a_huge_log_keeps_its_start_and_end(tmp_path):
 
 
 def test_error_signature_of_a_launcher_log():
-    log = "Traceback (most recent call last):\n  File \"x.py\", line 9\nImportError: cannot import name 'log' from 'a.b' (/x/y.py)\n"
+    log = (
+        "Traceback (most recent call last):\n  File \"x.py\", line 9\nImportError: cannot import name 'log' from "
+        "'a.b' (/x/y.py)\n"
+    )
     assert error_signature(log) == "ImportError: cannot import name 'log' from 'a.b' (<path>)"
 
 
@@ -180,8 +187,16 @@ def test_tag_needs_signature_and_conditions():
     record = {
         "outcome": "fail",
         "axes": {"hardware": "cpu", "strategy": "zero2", "precision": "fp32", "quantization": "none", "method": "full"},
-        "error": {"type": "ImportError", "message": "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)", "excerpt": ""},
-        "fingerprint": {"packages": {"deepspeed": "0.10.3"}, "torch": {"version": "2.13.0+cpu"}, "hardware": {"gpus": []}},
+        "error": {
+            "type": "ImportError",
+            "message": "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)",
+            "excerpt": "",
+        },
+        "fingerprint": {
+            "packages": {"deepspeed": "0.10.3"},
+            "torch": {"version": "2.13.0+cpu"},
+            "hardware": {"gpus": []},
+        },
     }
     assert summary.issues_shown(BASE, record) == ["deepspeed-old-vs-torch24-elastic-import"]
     record["fingerprint"]["packages"]["deepspeed"] = "0.19.8"  # a DeepSpeed that has the fix
@@ -195,7 +210,9 @@ def write(tmp_path, text):
 
 
 def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         [[issue]]
         id = "ok-entry"
         title = "t"
@@ -217,13 +234,15 @@ def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
         [issue.when]
         torch = "=>2"
         precison = ["bf16"]
-        """)
+        """,
+    )
     with pytest.raises(MatrixError) as err:
         KnownIssues.load(tmp_path)
     p = str(path)
     assert err.value.problems == [
         f"{p}:12: [[issue]] #2 (Bad Id).id: 'Bad Id': an id is lower-case words joined by '-'",
-        f"{p}:15: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a regex RE2 takes (no lookaround, no backreference): missing ): unclosed(",
+        f"{p}:15: [[issue]] #2 (Bad Id).signatures: 'unclosed(' is not a regex RE2 takes (no lookaround, no "
+        "backreference): missing ): unclosed(",
         f"{p}:18: [[issue]] #2 (Bad Id).sources: 'not a url' is not a URL",
         f"{p}:11: [[issue]] #2 (Bad Id): missing key 'reports'",
         f"{p}:20: [[issue]] #2 (Bad Id).when.torch: '=>2' is not a version specifier",
@@ -232,7 +251,9 @@ def test_malformed_entries_are_reported_with_file_and_line(tmp_path):
 
 
 def test_an_example_its_signature_does_not_match_is_an_error(tmp_path):
-    write(tmp_path, """\
+    write(
+        tmp_path,
+        """\
         [[issue]]
         id = "mismatch"
         title = "t"
@@ -242,7 +263,8 @@ def test_an_example_its_signature_does_not_match_is_an_error(tmp_path):
         fix = ["f"]
         sources = ["https://example.org/1"]
         reports = 1
-        """)
+        """,
+    )
     with pytest.raises(MatrixError, match="no signature of this entry matches its own example"):
         KnownIssues.load(tmp_path)
 
@@ -250,8 +272,12 @@ def test_an_example_its_signature_does_not_match_is_an_error(tmp_path):
 def test_no_entry_matches_another_entrys_example_without_a_declared_relation():
     """Two entries whose signatures find each other's examples must say why (`related`): else a
     user's log gets two answers and nothing tells which is theirs."""
-    undeclared = [(a.id, b.id) for a in BASE.issues for b in BASE.issues
-                  if a.id != b.id and a.hits(b.example) and b.id not in a.related and a.id not in b.related]
+    undeclared = [
+        (a.id, b.id)
+        for a in BASE.issues
+        for b in BASE.issues
+        if a.id != b.id and a.hits(b.example) and b.id not in a.related and a.id not in b.related
+    ]
     assert undeclared == []
 
 
@@ -268,9 +294,11 @@ def load_edited(tmp_path, old: str, new: str) -> str:
 
 def test_a_finding_of_compats_own_has_no_public_report_and_says_how_it_was_found(tmp_path):
     found = BASE.get("bnb-cpu-4bit-eval-forward-repacks-weights")
-    assert found.reports == 0 and "bisect-20261126T061911Z-a246de" in found.found_by  # the bisection committed in results/bisect
+    assert (
+        found.reports == 0 and "bisect-20261126T061911Z-a246de" in found.found_by
+    )  # the bisection committed in results/bisect
     text = (ROOT / "matrix" / "known_issues.toml").read_text()
-    entry = text[text.index('id = "bnb-cpu-4bit-eval-forward-repacks-weights"'):]
+    entry = text[text.index('id = "bnb-cpu-4bit-eval-forward-repacks-weights"') :]
     bad = tmp_path / "known_issues.toml"
     bad.write_text("[[issue]]\n" + entry.replace(f'found_by = "{found.found_by}"\n', ""))
     with pytest.raises(MatrixError, match="0 public reports: say how compat found it"):
@@ -278,15 +306,18 @@ def test_a_finding_of_compats_own_has_no_public_report_and_says_how_it_was_found
 
 
 def test_a_relation_names_another_entry(tmp_path):
-    err = load_edited(tmp_path, 'related = { gradckpt-use-reentrant-warning = ', 'related = { no-such-entry = ')
+    err = load_edited(tmp_path, "related = { gradckpt-use-reentrant-warning = ", "related = { no-such-entry = ")
     assert "(gradckpt-no-grad-fn).related: 'no-such-entry' is not another entry's id" in err
 
 
 def test_shown_names_a_condition_of_the_entry(tmp_path):
     """`shown` lists `when` keys the log must show; one the entry does not condition on is an error
     naming the place, not an entry that can never answer."""
-    err = load_edited(tmp_path, 'shown = ["strategy"]\n[issue.when]\nstrategy = ["ddp"]',
-                      'shown = ["precision"]\n[issue.when]\nstrategy = ["ddp"]')
+    err = load_edited(
+        tmp_path,
+        'shown = ["strategy"]\n[issue.when]\nstrategy = ["ddp"]',
+        'shown = ["precision"]\n[issue.when]\nstrategy = ["ddp"]',
+    )
     assert "(ddp-oom-no-sharding).shown: 'precision' is not one of this entry's `when` conditions" in err
 
 
@@ -294,7 +325,12 @@ def test_pins_only_raise_a_floor():
     """`compat recommend` applies the pins of every entry whose conditions hold for a card: an
     upper bound would hold every user on an old release to dodge a break that only some code hits
     (a fix that says "pin X<N" belongs in `fix`, for the users it concerns)."""
-    ceilings = {i.id: str(spec) for i in BASE.issues for spec in i.pins.values() if any(s.operator in ("<", "<=", "==", "~=", "===") for s in spec)}
+    ceilings = {
+        i.id: str(spec)
+        for i in BASE.issues
+        for spec in i.pins.values()
+        if any(s.operator in ("<", "<=", "==", "~=", "===") for s in spec)
+    }
     assert ceilings == {}
 
 
@@ -304,19 +340,35 @@ def test_pins_only_raise_a_floor():
 # configuration_auto.py, lines 576-581) into those tools' layouts. The last is the standard
 # library's configparser raising the same statement (Damian89/extended-ssrf-search#8).
 MODEL_TYPE_FRAMES = [
-    ('  File "/home/anaconda3/envs/qwen/lib/python3.11/site-packages/transformers/models/auto/configuration_auto.py", '
-     "line 723, in __getitem__\n    raise KeyError(key)\nKeyError: 'qwen2'\n", True),
-    ("/usr/local/lib/python3.9/dist-packages/transformers/models/auto/configuration_auto.py in __getitem__(self, key)\n"
-     "    576         if key in self._extra_content:\n    577             return self._extra_content[key]\n"
-     "    578         if key not in self._mapping:\n--> 579             raise KeyError(key)\n"
-     "    580         value = self._mapping[key]\n    581         module_name = model_type_to_module_name(key)\n\n"
-     "KeyError: 'llama'\n", True),
-    ("\u2502 /usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py:579 in __getitem__ \u2502\n"
-     "\u2502   578 \u2502   \u2502   if key not in self._mapping:                                  \u2502\n"
-     "\u2502 > 579 \u2502   \u2502   \u2502   raise KeyError(key)                                       \u2502\n"
-     "\u2502   580 \u2502   \u2502   value = self._mapping[key]                                    \u2502\n"
-     "\u2514" + "\u2500" * 77 + "\u2518\nKeyError: 'llama'\n", True),
-    ('  File "/usr/lib/python3.6/configparser.py", line 959, in __getitem__\n    raise KeyError(key)\nKeyError: \'default\'\n', False),
+    (
+        "  File "
+        '"/home/anaconda3/envs/qwen/lib/python3.11/site-packages/transformers/models/auto/configuration_auto.py", '
+        "line 723, in __getitem__\n    raise KeyError(key)\nKeyError: 'qwen2'\n",
+        True,
+    ),
+    (
+        "/usr/local/lib/python3.9/dist-packages/transformers/models/auto/configuration_auto.py in "
+        "__getitem__(self, key)\n"
+        "    576         if key in self._extra_content:\n    577             return self._extra_content[key]\n"
+        "    578         if key not in self._mapping:\n--> 579             raise KeyError(key)\n"
+        "    580         value = self._mapping[key]\n    581         module_name = model_type_to_module_name(key)\n\n"
+        "KeyError: 'llama'\n",
+        True,
+    ),
+    (
+        "\u2502 /usr/local/lib/python3.10/dist-packages/transformers/models/auto/configuration_auto.py:579 in "
+        "__getitem__ \u2502\n"
+        "\u2502   578 \u2502   \u2502   if key not in self._mapping:                                  \u2502\n"
+        "\u2502 > 579 \u2502   \u2502   \u2502   raise KeyError(key)                                       \u2502\n"
+        "\u2502   580 \u2502   \u2502   value = self._mapping[key]                                    \u2502\n"
+        "\u2514" + "\u2500" * 77 + "\u2518\nKeyError: 'llama'\n",
+        True,
+    ),
+    (
+        '  File "/usr/lib/python3.6/configparser.py", line 959, in __getitem__\n    raise '
+        "KeyError(key)\nKeyError: 'default'\n",
+        False,
+    ),
 ]
 
 
@@ -334,8 +386,11 @@ def test_an_entry_matches_every_wording_its_error_had(issue_id):
     """Where a release reworded an error, the entry lists each wording (`wordings`, verbatim, with
     the releases that print it and where that is written): its signatures must find every one."""
     issue = BASE.get(issue_id)
-    missed = [f"{w['package']}{w['version']}: {w.get('rendered') or w['text']}" for w in issue.wordings
-              if not issue.hits(known_issues.clean(w.get("rendered") or w["text"]))]
+    missed = [
+        f"{w['package']}{w['version']}: {w.get('rendered') or w['text']}"
+        for w in issue.wordings
+        if not issue.hits(known_issues.clean(w.get("rendered") or w["text"]))
+    ]
     assert missed == []
 
 
@@ -350,8 +405,14 @@ def test_no_signature_backtracks_on_long_near_misses():
     from harness.answers import explain
 
     patterns = [s for i in BASE.issues for s in i.signatures]
-    patterns += [f.pattern for f in explain.FAMILIES] + [explain.VERSION, explain.GPU_NAME, explain.BARE_EXCEPTION,
-                                                           explain.ERROR_LINE, explain.WARNING_LINE, explain.FRAME]
+    patterns += [f.pattern for f in explain.FAMILIES] + [
+        explain.VERSION,
+        explain.GPU_NAME,
+        explain.BARE_EXCEPTION,
+        explain.ERROR_LINE,
+        explain.WARNING_LINE,
+        explain.FRAME,
+    ]
     slowest = 0.0
     for issue in BASE.issues:
         hit = issue.hits(known_issues.clean(issue.example))[0]
@@ -373,11 +434,24 @@ def test_no_report_of_the_accuracy_set_was_used_to_write_the_base():
     """bench/explain_accuracy.py measures explain on reports kept apart from the base: none of the
     set's threads may be cited anywhere in the base, nor be one of the threads read while writing entries
     (bench/explain-threads/), or the figure would measure what the base was written from."""
+
     def norm(url):
         return url.split("#")[0].rstrip("/")
-    measured = {norm(json.loads(line)["url"]) for f in (ROOT / "bench" / "explain-accuracy").glob("*.jsonl")
-                for line in f.read_text().splitlines() if line.strip()}
-    cited = {norm(u) for u in re.findall(r"https://github\.com/[^\s\"')\]]+", (ROOT / "matrix" / "known_issues.toml").read_text())}
-    read = {norm(line.split()[0]) for f in (ROOT / "bench" / "explain-threads").glob("*.txt")
-            for line in f.read_text().splitlines() if line.strip()}
+
+    measured = {
+        norm(json.loads(line)["url"])
+        for f in (ROOT / "bench" / "explain-accuracy").glob("*.jsonl")
+        for line in f.read_text().splitlines()
+        if line.strip()
+    }
+    cited = {
+        norm(u)
+        for u in re.findall(r"https://github\.com/[^\s\"')\]]+", (ROOT / "matrix" / "known_issues.toml").read_text())
+    }
+    read = {
+        norm(line.split()[0])
+        for f in (ROOT / "bench" / "explain-threads").glob("*.txt")
+        for line in f.read_text().splitlines()
+        if line.strip()
+    }
     assert len(measured) >= 60 and measured & cited == set() and measured & read == set()

@@ -7,10 +7,11 @@ import dataclasses
 import json
 import shutil
 
-from conftest import ROOT
+from harness.answers.recommend import ResolverData, recommend
 from harness.evidence import lastgood
 from harness.render import table
-from harness.answers.recommend import ResolverData, recommend
+
+from conftest import ROOT
 
 DATA = ResolverData.load(ROOT / "matrix")
 BNB = "bisect-20261126T061911Z-a246de"  # compat bisect cpu-hf2026-fp32-nf4-lora-single --package bitsandbytes
@@ -29,10 +30,17 @@ def test_a_report_gives_the_newest_good_and_the_oldest_bad_release_with_their_re
     (e,) = edges
     report = json.loads((ROOT / "results" / "bisect" / f"{BNB}.json").read_text())
     by_version = {p["version"]: p["record"] for p in report["probes"]}
-    assert (e.hardware, e.configuration, e.base_stack, e.package) == ("cpu", "fp32-nf4-lora-single", "hf2026", "bitsandbytes")
+    assert (e.hardware, e.configuration, e.base_stack, e.package) == (
+        "cpu",
+        "fp32-nf4-lora-single",
+        "hf2026",
+        "bitsandbytes",
+    )
     assert (e.last_good, e.first_bad, e.exact) == ("0.48.2", "0.49.0", True)
     assert (e.good_record, e.bad_record) == (by_version["0.48.2"], by_version["0.49.0"])
-    assert e.bisections == (BNB,) and e.date == "2026-11-26" and e.bad_signature.startswith("CheckFailed: saving changed")
+    assert (
+        e.bisections == (BNB,) and e.date == "2026-11-26" and e.bad_signature.startswith("CheckFailed: saving changed")
+    )
 
 
 def test_an_unreadable_report_is_named_and_the_others_still_count(tmp_path):
@@ -85,9 +93,14 @@ def test_recommend_pins_below_a_boundary_measured_on_the_cards_architecture(tmp_
     rec = recommend(DATA.gpus.find("H100"), 1, "qlora", DATA, [], edges=on_card).as_json()
     assert rec["packages"]["bitsandbytes"] == "==0.48.2"
     (shown,) = [e for e in rec["evidence"] if "first release that breaks" in e["says"]]
-    assert shown["says"].endswith("pinned to its last good release") and shown["records"] == [on_card[0].good_record, on_card[0].bad_record]
+    assert shown["says"].endswith("pinned to its last good release") and shown["records"] == [
+        on_card[0].good_record,
+        on_card[0].bad_record,
+    ]
     with_settings = [dataclasses.replace(e, settings='{"train": {"load_in_kbit_kwarg": true}}') for e in on_card]
     rec = recommend(DATA.gpus.find("H100"), 1, "qlora", DATA, [], edges=with_settings).as_json()
     assert rec["packages"]["bitsandbytes"] != "==0.48.2"  # a loader's keyword: said, not pinned
-    assert any("if your code does what train.load_in_kbit_kwarg = true makes" in n and "pin bitsandbytes<=0.48.2" in n
-               for n in rec["notes"])
+    assert any(
+        "if your code does what train.load_in_kbit_kwarg = true makes" in n and "pin bitsandbytes<=0.48.2" in n
+        for n in rec["notes"]
+    )

@@ -46,7 +46,9 @@ def train(model, steps=4, scaled=False, grad_hook=None):
         opt.zero_grad()
         loss = (model(torch.randn(8, 4)) - 1).pow(2).mean()
         loss.backward()
-        if all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params):  # as a loss scaler skips an overflow
+        if all(
+            p.grad is None or bool(torch.isfinite(p.grad).all()) for p in params
+        ):  # as a loss scaler skips an overflow
             opt.step()
     return watch.verdict()
 
@@ -63,10 +65,14 @@ def test_an_adapter_cut_off_for_one_step_is_named_with_the_pass():
     model = Tiny()
     model.cut_at = {1, 3}
     got = train(model)
-    # A's zero at pass 1 is expected (B is still zero; and B, cut off, stays zero for pass 2); at pass 3 both are cut off
+    # A's zero at pass 1 is expected (B is still zero; and B, cut off, stays zero for pass 2); at pass 3 both are cut
+    # off
     assert got["zero_gradient_passes"] == {"lora_A.weight": [3], "lora_B.weight": [1, 3]}
     assert learn.failure(got).startswith(f"{6 - 2 - got['learned']} of 6 trainable tensors did not learn on every step")
-    assert "an all-zero gradient on backward pass 3 of 4: lora_A.weight; an all-zero gradient on backward passes 1, 3 of 4: lora_B.weight" in learn.failure(got)
+    assert (
+        "an all-zero gradient on backward pass 3 of 4: lora_A.weight; an all-zero gradient on backward passes 1, 3 "
+        "of 4: lora_B.weight" in learn.failure(got)
+    )
 
 
 def test_a_tensor_out_of_the_graph_gets_no_gradient_and_does_not_move():
@@ -76,7 +82,11 @@ def test_a_tensor_out_of_the_graph_gets_no_gradient_and_does_not_move():
     got = train(model)
     assert got["no_gradient"] == ["lora_A.weight", "lora_B.weight"]
     assert set(got["did_not_move"]) == {"lora_A.weight", "lora_B.weight"}
-    assert learn.failure(got) == "2 of 6 trainable tensors did not learn on every step (no gradient reached them: lora_A.weight, lora_B.weight)"
+    assert (
+        learn.failure(got)
+        == "2 of 6 trainable tensors did not learn on every step (no gradient reached them: lora_A.weight, "
+        "lora_B.weight)"
+    )
 
 
 def test_a_non_finite_gradient_fails_unless_fp16_loss_scaling_skips_it():
@@ -90,7 +100,13 @@ def test_a_non_finite_gradient_fails_unless_fp16_loss_scaling_skips_it():
 
 
 def test_layer_numbers_fold_into_one_pattern():
-    names = [f"base_model.model.model.layers.{i}.self_attn.{m}_proj.lora_B.default.weight" for i in (0, 1) for m in ("q", "k")]
-    assert learn.groups(names + ["lm_head.weight"]) == ("base_model.model.model.layers.{0,1}.self_attn.q_proj.lora_B.default.weight, "
-                                                        "base_model.model.model.layers.{0,1}.self_attn.k_proj.lora_B.default.weight, "
-                                                        "lm_head.weight")
+    names = [
+        f"base_model.model.model.layers.{i}.self_attn.{m}_proj.lora_B.default.weight"
+        for i in (0, 1)
+        for m in ("q", "k")
+    ]
+    assert learn.groups(names + ["lm_head.weight"]) == (
+        "base_model.model.model.layers.{0,1}.self_attn.q_proj.lora_B.default.weight, "
+        "base_model.model.model.layers.{0,1}.self_attn.k_proj.lora_B.default.weight, "
+        "lm_head.weight"
+    )

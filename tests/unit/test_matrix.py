@@ -3,9 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_clean_error
-from harness.errors import MatrixError
 from harness.catalog.matrix import MatrixData, cell_settings, load_matrix
+from harness.errors import MatrixError
+
+from conftest import ROOT, assert_clean_error
 
 DATA = MatrixData.load(ROOT / "matrix")
 
@@ -28,7 +29,9 @@ def test_default_cpu_grid_is_llama_in_40_settings_and_five_more_families_in_10_e
     assert len(others) == 50
     assert {(c.precision, c.grad_ckpt) for c in others} == {("fp32", False)}
     for family in ("mistral", "qwen2", "gemma", "glm4", "qwen2_vl"):
-        assert {(c.stack, c.method) for c in others if c.model == family} == {(s, m) for s in ("hf2023", "hf2024", "hf2025", "hf2026", "canary") for m in ("full", "lora")}
+        assert {(c.stack, c.method) for c in others if c.model == family} == {
+            (s, m) for s in ("hf2023", "hf2024", "hf2025", "hf2026", "canary") for m in ("full", "lora")
+        }
         settings = cell_settings(matrix.settings, matrix.models, family)["model"]
         assert settings["family"] == family and settings["config"]  # the family's own fields, as given
     assert cell_settings(matrix.settings, matrix.models, "default")["model"]["family"] == "llama"
@@ -40,7 +43,7 @@ def test_a_family_config_table_is_passed_as_given_and_must_be_a_table(tmp_path):
 
     for name in ("axes.toml", "defaults.toml", "stacks.toml"):
         shutil.copy(ROOT / "matrix" / name, tmp_path / name)
-    (tmp_path / "models.toml").write_text('''
+    (tmp_path / "models.toml").write_text("""
 [fam]
 family = "gemma"
 [fam.config]
@@ -50,7 +53,7 @@ anything_the_family_takes = { nested = [1, 2] }
 [bad]
 family = 3
 config = "head_dim=256"
-''')
+""")
     with pytest.raises(MatrixError) as err:
         MatrixData.load(tmp_path)
     assert err.value.problems == [
@@ -59,11 +62,16 @@ config = "head_dim=256"
     ]
     (tmp_path / "models.toml").write_text((tmp_path / "models.toml").read_text().split("[bad]")[0])
     data = MatrixData.load(tmp_path)
-    assert data.models["fam"]["model"] == {"family": "gemma", "config": {"head_dim": 256, "anything_the_family_takes": {"nested": [1, 2]}}}
+    assert data.models["fam"]["model"] == {
+        "family": "gemma",
+        "config": {"head_dim": 256, "anything_the_family_takes": {"nested": [1, 2]}},
+    }
 
 
 def test_product_with_exclude_lists_and_a_time_limit(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [product]
         hardware = ["cpu", "sm_90"]
         stack = ["local"]
@@ -78,7 +86,8 @@ def test_product_with_exclude_lists_and_a_time_limit(tmp_path):
 
         [settings]
         timeout_s = 30
-    """)
+    """,
+    )
     matrix = load_matrix(path, DATA)
     assert [c.id for c in matrix.cells] == [
         "cpu-local-fp32-none-full-single",
@@ -92,7 +101,9 @@ def test_product_with_exclude_lists_and_a_time_limit(tmp_path):
 def test_a_grid_file_cannot_change_what_its_cells_measure(tmp_path):
     """The tiny model and its run are named in the cell id (m_NAME, a model of models.toml): a
     grid's [settings.model] or [settings.train] would record another run under the same ids."""
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["local"]
@@ -105,15 +116,18 @@ def test_a_grid_file_cannot_change_what_its_cells_measure(tmp_path):
         hidden_size = 128
         [settings.train]
         steps = 3
-    """)
+    """,
+    )
     with pytest.raises(MatrixError) as err:
         load_matrix(path, DATA)
     assert err.value.problems == [
         f"{path}:9: [settings.model]: a grid file does not change the tiny model or its run: its cells would record "
-        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], "
+        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml "
+        "([NAME], "
         "and [NAME.train] for the run) and name it in [product].model: the cell ids then carry it (m_NAME)",
         f"{path}:11: [settings.train]: a grid file does not change the tiny model or its run: its cells would record "
-        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], "
+        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml "
+        "([NAME], "
         "and [NAME.train] for the run) and name it in [product].model: the cell ids then carry it (m_NAME)",
     ]
 
@@ -128,7 +142,14 @@ def test_a_cell_id_is_one_experiment_across_every_shipped_grid():
     owner: dict[str, tuple] = {}
     clashes, shared = [], set()
     grids = grid_paths(ROOT / "matrix")
-    assert {p.name for p in grids} >= {"cpu.toml", "quick.toml", "gpu.toml", "gpu-alloc.toml", "gpu-quant.toml", "gpu-dist.toml"}
+    assert {p.name for p in grids} >= {
+        "cpu.toml",
+        "quick.toml",
+        "gpu.toml",
+        "gpu-alloc.toml",
+        "gpu-quant.toml",
+        "gpu-dist.toml",
+    }
     for path in grids:
         grid = load_matrix(path, DATA)
         for cell in grid.cells:
@@ -143,7 +164,9 @@ def test_a_cell_id_is_one_experiment_across_every_shipped_grid():
 
 
 def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         descripton = "typo at top level"
 
         [product]
@@ -165,30 +188,36 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
         [settings.train]
         step = 3
         seq_len_min = 100
-    """)
+    """,
+    )
     with pytest.raises(MatrixError) as err:
         load_matrix(path, DATA)
     assert err.value.problems == [
         f"{path}:1: descripton: unknown key (did you mean 'description'?)",
-        f"{path}:4: [product].hardware: \"gpu\" is not valid: Where the cell runs: `cpu`, or the CUDA architecture of the GPU, sm_XY (sm_90 for H100).",
-        f"{path}:5: [product].stack: \"locl\" is not one of \"bnb048\", \"canary\", \"deepke2023\", \"hf2023\", \"hf2023ds\", \"hf2024\", \"hf2025\", \"hf2026\", \"local\" (did you mean 'local'?)",
-        f"{path}:6: [product].precision: \"bf61\" is not one of \"fp32\", \"fp16\", \"bf16\" (did you mean 'bf16'?)",
+        f'{path}:4: [product].hardware: "gpu" is not valid: Where the cell runs: `cpu`, or the CUDA architecture '
+        "of the GPU, sm_XY (sm_90 for H100).",
+        f'{path}:5: [product].stack: "locl" is not one of "bnb048", "canary", "deepke2023", "hf2023", "hf2023ds", '
+        '"hf2024", "hf2025", "hf2026", "local" (did you mean \'local\'?)',
+        f'{path}:6: [product].precision: "bf61" is not one of "fp32", "fp16", "bf16" (did you mean \'bf16\'?)',
         f"{path}:8: [product].method: must be a non-empty list of values",
-        f"{path}:10: [product].grad_ckpt: \"yes\" is not one of false, true",
+        f'{path}:10: [product].grad_ckpt: "yes" is not one of false, true',
         f"{path}:11: [product].ranks: repeated value 1",
         f"{path}:15: [[exclude]] #1.precison: unknown axis (did you mean 'precision'?)",
-        f"{path}:18: [settings].timeout_s: \"ten\" must be an integer like the default 600",
+        f'{path}:18: [settings].timeout_s: "ten" must be an integer like the default 600',
         f"{path}:20: [settings.train].step: unknown setting (did you mean 'steps'?)",
         f"{path}:21: [settings.train].seq_len_min: is larger than seq_len_max",
         f"{path}:19: [settings.train]: a grid file does not change the tiny model or its run: its cells would record "
-        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml ([NAME], "
+        "another run under the same ids as every other grid's. Put these keys in a model of matrix/models.toml "
+        "([NAME], "
         "and [NAME.train] for the run) and name it in [product].model: the cell ids then carry it (m_NAME)",
     ]
     assert str(err.value).startswith("12 problems in the matrix data:\n  ")
 
 
 def test_missing_axis_and_empty_exclude(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["local"]
@@ -197,7 +226,8 @@ def test_missing_axis_and_empty_exclude(tmp_path):
         method = ["full"]
 
         [[exclude]]
-    """)
+    """,
+    )
     with pytest.raises(MatrixError) as err:
         load_matrix(path, DATA)
     assert err.value.problems == [
@@ -207,7 +237,9 @@ def test_missing_axis_and_empty_exclude(tmp_path):
 
 
 def test_excluding_everything_is_an_error(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["local"]
@@ -217,7 +249,8 @@ def test_excluding_everything_is_an_error(tmp_path):
         strategy = ["single"]
         [[exclude]]
         method = "full"
-    """)
+    """,
+    )
     with pytest.raises(MatrixError) as err:
         load_matrix(path, DATA)
     assert err.value.problems == [f"{path}: [[exclude]]: the excludes drop every cell of the product"]
@@ -242,7 +275,9 @@ def test_unreadable_files_are_one_clear_problem(tmp_path, content, problem):
 
 
 def test_cli_broken_matrix_exits_2_naming_file_and_key(tmp_path, compat):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["local"]
@@ -250,13 +285,14 @@ def test_cli_broken_matrix_exits_2_naming_file_and_key(tmp_path, compat):
         quantization = ["none"]
         method = ["ful"]
         strategy = ["single"]
-    """)
+    """,
+    )
     for command in ("list", "run"):
         proc = compat(command, "--matrix", str(path))
         assert_clean_error(proc, 2)
         assert proc.stderr == (
             "compat: error: 1 problem in the matrix data:\n"
-            f"  {path}:6: [product].method: \"ful\" is not one of \"full\", \"lora\" (did you mean 'full'?)\n"
+            f'  {path}:6: [product].method: "ful" is not one of "full", "lora" (did you mean \'full\'?)\n'
         )
         assert proc.stdout == ""
 
@@ -282,7 +318,8 @@ def test_broken_stacks_file_reports_every_problem(tmp_path):
 
     for name in ("axes.toml", "defaults.toml"):
         shutil.copy(ROOT / "matrix" / name, tmp_path / name)
-    (tmp_path / "stacks.toml").write_text(textwrap.dedent("""
+    (tmp_path / "stacks.toml").write_text(
+        textwrap.dedent("""
         [old]
         transformers = "4.33.0"
         pef = "==0.5.0"
@@ -298,22 +335,25 @@ def test_broken_stacks_file_reports_every_problem(tmp_path):
 
         [Bad-Name]
         provider = "docker"
-    """).lstrip())
+    """).lstrip()
+    )
     with pytest.raises(MatrixError) as err:
         MatrixData.load(tmp_path)
     path = tmp_path / "stacks.toml"
     assert err.value.problems == [
-        f"{path}:2: [old].transformers: \"4.33.0\" is not a version specifier like \"==4.33.0\" or \">=4.40,<4.41\"",
+        f'{path}:2: [old].transformers: "4.33.0" is not a version specifier like "==4.33.0" or ">=4.40,<4.41"',
         f"{path}:3: [old].pef: unknown key (did you mean 'peft'?)",
-        f"{path}:7: [new].peft: a canary takes the newest release: give a range or \"\", not an exact pin",
-        f"{path}:8: [new].torch: \"latest\" is not a version specifier like \"==4.33.0\" or \">=4.40,<4.41\" (or \"inherit\")",
-        f"{path}:10: [here]: provider = \"current\" runs the interpreter as it is: it takes no packages, torch or canary",
+        f'{path}:7: [new].peft: a canary takes the newest release: give a range or "", not an exact pin',
+        f'{path}:8: [new].torch: "latest" is not a version specifier like "==4.33.0" or ">=4.40,<4.41" (or "inherit")',
+        f'{path}:10: [here]: provider = "current" runs the interpreter as it is: it takes no packages, torch or canary',
         f"{path}:14: [Bad-Name]: a stack name is lower-case letters, digits, '_' and '.' (it goes into cell ids)",
     ]
 
 
 def test_strategy_and_ranks_must_agree(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         [product]
         hardware = ["cpu"]
         stack = ["local"]
@@ -322,19 +362,25 @@ def test_strategy_and_ranks_must_agree(tmp_path):
         method = ["full"]
         strategy = ["single", "ddp", "zero3"]
         ranks = [1, 2]
-    """)
+    """,
+    )
     with pytest.raises(MatrixError) as err:
         load_matrix(path, DATA)
     assert err.value.problems == [
-        f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-single-r2 pair strategy single with 2 rank(s); "
-        "single takes exactly 1: add [[exclude]] strategy = \"single\", ranks = 2",
+        f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-single-r2 pair strategy single with 2 "
+        "rank(s); "
+        'single takes exactly 1: add [[exclude]] strategy = "single", ranks = 2',
         f"{path}:1: [product]: 1 cell(s) such as cpu-local-fp32-none-full-ddp pair strategy ddp with 1 rank(s); "
-        "ddp takes 2 or more: add [[exclude]] strategy = \"ddp\", ranks = 1",
+        'ddp takes 2 or more: add [[exclude]] strategy = "ddp", ranks = 1',
     ]
-    path.write_text(path.read_text() + '[[exclude]]\nstrategy = "single"\nranks = 2\n[[exclude]]\nstrategy = "ddp"\nranks = 1\n')
+    path.write_text(
+        path.read_text() + '[[exclude]]\nstrategy = "single"\nranks = 2\n[[exclude]]\nstrategy = "ddp"\nranks = 1\n'
+    )
     assert [c.id for c in load_matrix(path, DATA).cells] == [
-        "cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-ddp-r2",
-        "cpu-local-fp32-none-full-zero3", "cpu-local-fp32-none-full-zero3-r2",  # DeepSpeed takes 1 rank too
+        "cpu-local-fp32-none-full-single",
+        "cpu-local-fp32-none-full-ddp-r2",
+        "cpu-local-fp32-none-full-zero3",
+        "cpu-local-fp32-none-full-zero3-r2",  # DeepSpeed takes 1 rank too
     ]
 
 
@@ -345,7 +391,8 @@ def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path)
 
     for name in ("axes.toml", "defaults.toml", "stacks.toml"):
         shutil.copy(ROOT / "matrix" / name, tmp_path / name)
-    (tmp_path / "models.toml").write_text(textwrap.dedent("""
+    (tmp_path / "models.toml").write_text(
+        textwrap.dedent("""
         [wide]
         hidden_size = 256
         [wide.train]
@@ -356,21 +403,35 @@ def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path)
         hiden_size = 256
         [broken.train]
         steps = "many"
-    """).lstrip())
+    """).lstrip()
+    )
     with pytest.raises(MatrixError) as err:
         MatrixData.load(tmp_path)
     models = tmp_path / "models.toml"
     assert err.value.problems == [
         f"{models}:8: [broken].hiden_size: unknown setting (did you mean 'hidden_size'?)",
-        f"{models}:10: [broken.train].steps: \"many\" must be an integer like the default 8",
+        f'{models}:10: [broken.train].steps: "many" must be an integer like the default 8',
     ]
     models.write_text(models.read_text().split("[broken]")[0])
     data = MatrixData.load(tmp_path)
 
     def grid(models):
-        return write(tmp_path, "[product]\n" + "\n".join(f"{k} = {v}" for k, v in {
-            "hardware": '["cpu"]', "stack": '["local"]', "precision": '["fp32"]', "quantization": '["none"]',
-            "method": '["full"]', "strategy": '["single"]', "model": models}.items()))
+        return write(
+            tmp_path,
+            "[product]\n"
+            + "\n".join(
+                f"{k} = {v}"
+                for k, v in {
+                    "hardware": '["cpu"]',
+                    "stack": '["local"]',
+                    "precision": '["fp32"]',
+                    "quantization": '["none"]',
+                    "method": '["full"]',
+                    "strategy": '["single"]',
+                    "model": models,
+                }.items()
+            ),
+        )
 
     matrix = load_matrix(grid('["default", "wide"]'), data)
     assert [c.id for c in matrix.cells] == ["cpu-local-fp32-none-full-single", "cpu-local-fp32-none-full-single-m_wide"]
@@ -379,14 +440,14 @@ def test_the_model_axis_takes_models_of_models_toml_and_their_settings(tmp_path)
     assert wide["train"]["seq_len_max"] == 128 and matrix.settings["train"]["seq_len_max"] == 64  # not changed in place
     with pytest.raises(MatrixError) as err:
         load_matrix(grid('["wdie"]'), data)
-    assert "\"wdie\" is not one of \"default\", \"wide\" (did you mean 'wide'?)" in str(err.value)
+    assert '"wdie" is not one of "default", "wide" (did you mean \'wide\'?)' in str(err.value)
 
 
 def test_every_gpu_grid_covers_every_architecture_of_the_gpu_database():
     """A runner with any card compat knows finds cells of its architecture in each GPU grid (it
     used to find none on a P100, sm_60, or an RTX 5090, sm_120)."""
-    from harness.commands.common import matrix_paths
     from harness.catalog.gpus import GpuDb
+    from harness.commands.common import matrix_paths
     from harness.run.hardware import Host
 
     archs = {gpu.arch for gpu in GpuDb.load(ROOT / "matrix").gpus}

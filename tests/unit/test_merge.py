@@ -6,10 +6,11 @@ import json
 import re
 import resource
 
-from conftest import ROOT, assert_clean_error, p4_record, real_records, run_compat, second_runner
 from harness.evidence import merge, records, summary
 from harness.render import page
 from harness.run import hardware
+
+from conftest import ROOT, assert_clean_error, p4_record, real_records, run_compat, second_runner
 
 
 def write_jsonl(path, recs, extra_lines=()):
@@ -24,9 +25,21 @@ def two_runners(tmp_path):
     cpu = real_records(4)
     passed = next(r for r in cpu if r["outcome"] == "pass")
     a = write_jsonl(tmp_path / "a.jsonl", cpu)
-    disagree = second_runner(passed, "ci-cpu-2", outcome="fail", losses=None, finished_at="2026-11-23T09:00:00+00:00",
-                             error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"})
-    b = write_jsonl(tmp_path / "b.jsonl", [p4_record(passed)], ['{"schema_version": 1, "id": "cut off', ])
+    disagree = second_runner(
+        passed,
+        "ci-cpu-2",
+        outcome="fail",
+        losses=None,
+        finished_at="2026-11-23T09:00:00+00:00",
+        error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"},
+    )
+    b = write_jsonl(
+        tmp_path / "b.jsonl",
+        [p4_record(passed)],
+        [
+            '{"schema_version": 1, "id": "cut off',
+        ],
+    )
     with open(b, "a", encoding="utf-8") as f:
         f.write(json.dumps(disagree) + "\n")
     return a, b, passed, disagree
@@ -41,7 +54,10 @@ def test_two_runners_merge_with_provenance_and_a_corrupt_line_is_skipped(tmp_pat
     assert f"compat: skipped {b}:2: not a JSON record" in proc.stderr
     assert f"{a}: 4 record(s) added, 0 already in {into}, 0 line(s) skipped" in proc.stdout
     assert f"{b}: 2 record(s) added, 0 already in {into}, 1 line(s) skipped" in proc.stdout
-    assert f"conflict: {passed['cell']} on cpu — {passed['fingerprint']['hardware']['cpu']}: fail on ci-cpu-2, pass on from a.jsonl" in proc.stdout
+    assert (
+        f"conflict: {passed['cell']} on cpu — {passed['fingerprint']['hardware']['cpu']}: fail on ci-cpu-2, pass "
+        "on from a.jsonl" in proc.stdout
+    )
 
     merged, bad = records.read_records([into / "records.jsonl"])
     assert bad == [] and len(merged) == 6
@@ -60,7 +76,9 @@ def test_two_runners_merge_with_provenance_and_a_corrupt_line_is_skipped(tmp_pat
     assert "## sm_61 — Tesla P4" in md and "## cpu — " in md
     assert "✅ pass ⚠️ conflict" in md or "❌ fail ⚠️ conflict" in md
     html = (into / "index.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="compat-data">(.*?)</script>', html, re.S).group(1))
+    data = json.loads(
+        re.search(r'<script type="application/json" id="compat-data">(.*?)</script>', html, re.S).group(1)
+    )
     (row,) = [r for r in data["rows"] if r["conflict"]]
     assert {(c["runner"], c["outcome"]) for c in row["conflict"]} == {("ci-cpu-2", "fail"), ("from a.jsonl", "pass")}
     assert set(data["runners"]) == {"ci-cpu-2", "ci-gpu-p4", "from a.jsonl"}
@@ -87,10 +105,20 @@ def test_a_disk_that_fills_while_merging_stops_cleanly_and_keeps_every_byte(tmp_
     compat("merge", str(write_jsonl(tmp_path / "first.jsonl", real_records(6)[4:])), "--into", str(into), "--no-table")
     before = (into / "records.jsonl").read_bytes()
     limit = len(before) + 1000
-    proc = run_compat("merge", str(a), "--into", str(into), "--no-table", timeout=120,  # a process: its own file-size limit
-                      preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY)))
+    proc = run_compat(
+        "merge",
+        str(a),
+        "--into",
+        str(into),
+        "--no-table",
+        timeout=120,  # a process: its own file-size limit
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY)),
+    )
     assert_clean_error(proc, 74)
-    assert f"{into / 'records.jsonl'}: a record could not be appended (File too large); the file is as it was before this write" in proc.stderr
+    assert (
+        f"{into / 'records.jsonl'}: a record could not be appended (File too large); the file is as it was before "
+        "this write" in proc.stderr
+    )
     assert (into / "records.jsonl").read_bytes() == before
     proc = compat("merge", str(a), "--into", str(into), "--no-table")
     assert proc.returncode == 0 and f"{a}: 4 record(s) added" in proc.stdout, proc.stdout + proc.stderr
@@ -103,7 +131,9 @@ def test_the_same_id_with_other_content_is_reported_and_the_merged_copy_kept(tmp
     tampered = dict(rec, outcome="fail")
     (report,) = merge.merge([write_jsonl(tmp_path / "b.jsonl", [tampered])], into)
     assert report.added == 0 and [str(x) for x in report.bad] == [
-        f"{tmp_path / 'b.jsonl'}:1: record id {rec['id']} is already merged with different content; the merged copy is kept"]
+        f"{tmp_path / 'b.jsonl'}:1: record id {rec['id']} is already merged with different content; the merged "
+        "copy is kept"
+    ]
     (kept,), _ = records.read_records([into / "records.jsonl"])
     assert kept["outcome"] == rec["outcome"]
 
@@ -137,21 +167,37 @@ def test_conflicts_are_between_runners_not_within_one():
     (c,) = summary.conflicts([older, newer, other], summary.key).values()
     assert [(summary.runner_name(r), r["outcome"]) for r in c.records] == [("r2", "fail"), ("r1", "pass")]
     other_versions = second_runner(other, "r2")
-    other_versions["fingerprint"] = dict(other["fingerprint"], packages={**other["fingerprint"]["packages"], "transformers": "4.33.0"})
+    other_versions["fingerprint"] = dict(
+        other["fingerprint"], packages={**other["fingerprint"]["packages"], "transformers": "4.33.0"}
+    )
     assert len(summary.conflicts([newer, other_versions], summary.key)) == 0  # different versions: no clash
 
 
 def test_runner_identity_names_the_runner_and_its_ci_run():
     assert hardware.runner_identity({"COMPAT_RUNNER_NAME": "alice-p4", "RUNNER_NAME": "gh-1"}) == {"name": "alice-p4"}
-    assert hardware.runner_identity({
-        "RUNNER_NAME": "gpu-t4-01", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "42",
-    }) == {"name": "gpu-t4-01", "ci_run": "https://github.com/o/r/actions/runs/42"}
+    assert hardware.runner_identity(
+        {
+            "RUNNER_NAME": "gpu-t4-01",
+            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_RUN_ID": "42",
+        }
+    ) == {"name": "gpu-t4-01", "ci_run": "https://github.com/o/r/actions/runs/42"}
     assert hardware.runner_identity({})["name"]  # the host name
 
 
 def test_page_embeds_record_text_as_data_that_cannot_close_its_element():
-    rec = second_runner(real_records(1)[0], "</script><script>alert(1)</script>", outcome="fail", error={
-        "type": "X", "message": "<!-- </script>", "signature": "</script><img src=x onerror=alert(2)>", "excerpt": "&lt; ]]>"})
+    rec = second_runner(
+        real_records(1)[0],
+        "</script><script>alert(1)</script>",
+        outcome="fail",
+        error={
+            "type": "X",
+            "message": "<!-- </script>",
+            "signature": "</script><img src=x onerror=alert(2)>",
+            "excerpt": "&lt; ]]>",
+        },
+    )
     text = page.render(page.page_data([rec]), "compat table")
     assert text.count("</script>") == 2  # the data block's and the app's own
     assert "<img" not in text and "<!-- </script>" not in text

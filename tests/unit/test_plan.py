@@ -4,9 +4,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.catalog.cell import Cell
+from harness.run.cellrecord import merge_nvml
 from harness.run.envs import StackEnv
 from harness.run.hardware import Gpu, Host, NvmlSampler
-from harness.run.cellrecord import merge_nvml
 from harness.run.launch import WORKLOAD, cell_environment, launch_command
 from harness.run.runner import plan
 
@@ -94,8 +94,10 @@ def test_cell_environment_sets_cards_and_allocator_and_drops_the_runners_own(mon
 
 def test_nvml_readings_join_the_rank_on_that_card():
     # a 2-rank cell on physical cards 2 and 3: torch calls them cuda:0 and cuda:1
-    ranks = [{"rank": 0, "device": "cuda:0", "torch_max_allocated_bytes": 10},
-             {"rank": 1, "device": "cuda:1", "torch_max_allocated_bytes": 11}]
+    ranks = [
+        {"rank": 0, "device": "cuda:0", "torch_max_allocated_bytes": 10},
+        {"rank": 1, "device": "cuda:1", "torch_max_allocated_bytes": 11},
+    ]
     nvml = {2: {"nvml_peak_used_bytes": 500}, 3: {"nvml_peak_used_bytes": 700}, 5: {"nvml_peak_used_bytes": 1}}
     merged = merge_nvml(ranks, [2, 3], nvml)
     assert merged[0] == {**ranks[0], "physical_index": 2, "nvml_peak_used_bytes": 500}
@@ -164,8 +166,13 @@ def test_the_deepspeed_ops_a_config_builds_are_read_from_its_optimizer(tmp_path)
 
     root = Path(__file__).resolve().parents[2] / "matrix" / "deepspeed"
     assert [deepspeed_ops(root / f"{s}.json") for s in ("zero2", "zero3", "zero3_offload")] == [
-        ["FusedAdamBuilder"], ["FusedAdamBuilder"], ["CPUAdamBuilder"]]
+        ["FusedAdamBuilder"],
+        ["FusedAdamBuilder"],
+        ["CPUAdamBuilder"],
+    ]
     assert ops({"optimizer": {"type": "AdamW", "params": {"torch_adam": True}}}) == []  # torch's own AdamW
     assert ops({"optimizer": {"type": "Lamb"}}) == [] and ops({"zero_optimization": {"stage": 3}}) == []
-    assert ops({"optimizer": {"type": "Adam"}, "zero_optimization": {"offload_optimizer": {"device": "nvme"}}}) == ["CPUAdamBuilder"]
+    assert ops({"optimizer": {"type": "Adam"}, "zero_optimization": {"offload_optimizer": {"device": "nvme"}}}) == [
+        "CPUAdamBuilder"
+    ]
     assert deepspeed_ops(tmp_path / "missing.json") == [] and ops([1, 2]) == []

@@ -6,12 +6,13 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, assert_clean_error
 from harness.answers import preflight
-from harness.run import runner
-from harness.errors import MatrixError, UsageError
-from harness.run.hardware import Gpu, Host
 from harness.catalog.matrix import MatrixData
+from harness.errors import MatrixError, UsageError
+from harness.run import runner
+from harness.run.hardware import Gpu, Host
+
+from conftest import ROOT, assert_clean_error
 
 MATRIX = ROOT / "matrix"
 DATA = MatrixData.load(MATRIX)
@@ -67,17 +68,29 @@ def test_each_preset_maps_to_its_cells_on_a_cpu_host(name):
 
 def test_on_a_gpu_host_with_fewer_cards_the_cell_runs_on_the_cards_there():
     _, found = jobs("qwen2vl-8cards-replicated", hardware="sm_90", cards_here=1)
-    assert [j.cell.id for j in found] == ["sm_90-local-bf16-none-lora-single-gc+m_qwen2_vl",
-                                          "sm_90-local-bf16-none-lora-fsdp-gc+r2+m_qwen2_vl",
-                                          "sm_90-local-bf16-none-lora-zero3-gc+m_qwen2_vl"]
-    assert found[0].notes == ["8 cards asked for: this host has 1 sm_90 card, so the cell runs 1 rank; memory per card "
-                              "is measured at 1, not 8, ways of sharding"]
+    assert [j.cell.id for j in found] == [
+        "sm_90-local-bf16-none-lora-single-gc+m_qwen2_vl",
+        "sm_90-local-bf16-none-lora-fsdp-gc+r2+m_qwen2_vl",
+        "sm_90-local-bf16-none-lora-zero3-gc+m_qwen2_vl",
+    ]
+    assert found[0].notes == [
+        "8 cards asked for: this host has 1 sm_90 card, so the cell runs 1 rank; memory per card "
+        "is measured at 1, not 8, ways of sharding"
+    ]
     # FSDP on one card is no FSDP: it keeps 2 ranks, and the planner records it unsupported on this host
-    assert found[1].notes == ["8 cards asked for: this host has 1 sm_90 card; FSDP shards over 2 or more, so the cell "
-                              "asks for 2 and is recorded as unsupported here"]
+    assert found[1].notes == [
+        "8 cards asked for: this host has 1 sm_90 card; FSDP shards over 2 or more, so the cell "
+        "asks for 2 and is recorded as unsupported here"
+    ]
     h100 = Gpu(index=0, name="NVIDIA H100 80GB HBM3", compute_capability="9.0", memory_bytes=80 * 2**30)
-    planned = runner.plan([j.cell for j in found], Host(cpu="test", gpus=(h100,), driver=None, cuda_driver=None, gpu_probe="test"))
-    assert [(p.here, p.unsupported, p.reason) for p in planned][1] == (False, True, "needs 2 sm_90 cards; this host has 1")
+    planned = runner.plan(
+        [j.cell for j in found], Host(cpu="test", gpus=(h100,), driver=None, cuda_driver=None, gpu_probe="test")
+    )
+    assert [(p.here, p.unsupported, p.reason) for p in planned][1] == (
+        False,
+        True,
+        "needs 2 sm_90 cards; this host has 1",
+    )
     assert planned[0].here and planned[2].here
     _, found = jobs("qwen2vl-8cards-replicated", hardware="sm_90", cards_here=8)
     assert [j.cell.ranks for j in found] == [8, 8, 8] and found[0].notes == []
@@ -93,7 +106,10 @@ def test_gpus_given_on_the_command_line_win_over_the_variants():
 def test_the_training_yaml_s_fp16_wins_over_accelerate_s_mixed_precision_as_at_run_time():
     _, (job,) = jobs("llamafactory-fsdp-qlora-fp16")
     assert job.req.why["precision"] == "llama3_lora_sft.yaml: fp16 = True"
-    assert "precision: llama3_lora_sft.yaml: fp16 = True overrides fsdp_config.yaml: mixed_precision = bf16" in job.req.notes
+    assert (
+        "precision: llama3_lora_sft.yaml: fp16 = True overrides fsdp_config.yaml: mixed_precision = bf16"
+        in job.req.notes
+    )
     assert job.req.train == {"gradient_accumulation_steps": 8}
 
 
@@ -101,9 +117,14 @@ def test_an_accelerate_fsdp_config_is_handed_to_the_trainer_as_given():
     _, (job,) = jobs("llamafactory-fsdp-qlora-fp16")
     assert preflight.fsdp_args(job.req) == {
         "fsdp": "full_shard offload auto_wrap",
-        "fsdp_config": {"fsdp_backward_prefetch": "BACKWARD_PRE", "fsdp_forward_prefetch": False,
-                        "fsdp_cpu_ram_efficient_loading": True, "fsdp_state_dict_type": "FULL_STATE_DICT",
-                        "fsdp_sync_module_states": True, "fsdp_use_orig_params": True},
+        "fsdp_config": {
+            "fsdp_backward_prefetch": "BACKWARD_PRE",
+            "fsdp_forward_prefetch": False,
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_state_dict_type": "FULL_STATE_DICT",
+            "fsdp_sync_module_states": True,
+            "fsdp_use_orig_params": True,
+        },
     }
 
 
@@ -130,26 +151,42 @@ def broken(tmp_path, text: str, name: str = "mine"):
     return tmp_path
 
 
-GOOD = '''description = "x"
+GOOD = """description = "x"
 configs = ["llama31_lora_sft.yaml"]
 sources = ["https://github.com/o/r/issues/1"]
-'''
+"""
 
 
-@pytest.mark.parametrize("text, problems", [
-    (GOOD + 'soruces = []\n', ["preset.toml:4: soruces: unknown key (did you mean 'sources'?)"]),
-    ('description = "x"\nconfigs = ["nope.yaml"]\n', [
-        "preset.toml:2: configs: no such file in",
-        "preset.toml: sources: must list the reports the preset mirrors, as https:// addresses"]),
-    (GOOD + '[[variant]]\nname = "a"\nstack = "hf2099"\n[[variant]]\nname = "a"\ngpus = 0\n', [
-        "preset.toml:6: [[variant]] #1.stack: \"hf2099\" is not one of",
-        "preset.toml:8: [[variant]] #2.name: 'a' is the name of an earlier variant",
-        "preset.toml:9: [[variant]] #2.gpus: 0 must be a whole number of cards, 1 or more"]),
-    (GOOD + '[settings.train]\npading = "max_length"\n', ["preset.toml:5: [settings.train].pading: unknown setting (did you mean 'padding'?)"]),
-    (GOOD + '[[variant]]\nname = "b"\n[variant.settings.train]\npadding = "packed"\n',
-     ["[variant.settings.train].padding: \"packed\" is not one of \"longest\", \"max_length\""]),
-    ('description = "x"\nconfigs = [\n', ["preset.toml: not valid TOML"]),
-])
+@pytest.mark.parametrize(
+    "text, problems",
+    [
+        (GOOD + "soruces = []\n", ["preset.toml:4: soruces: unknown key (did you mean 'sources'?)"]),
+        (
+            'description = "x"\nconfigs = ["nope.yaml"]\n',
+            [
+                "preset.toml:2: configs: no such file in",
+                "preset.toml: sources: must list the reports the preset mirrors, as https:// addresses",
+            ],
+        ),
+        (
+            GOOD + '[[variant]]\nname = "a"\nstack = "hf2099"\n[[variant]]\nname = "a"\ngpus = 0\n',
+            [
+                'preset.toml:6: [[variant]] #1.stack: "hf2099" is not one of',
+                "preset.toml:8: [[variant]] #2.name: 'a' is the name of an earlier variant",
+                "preset.toml:9: [[variant]] #2.gpus: 0 must be a whole number of cards, 1 or more",
+            ],
+        ),
+        (
+            GOOD + '[settings.train]\npading = "max_length"\n',
+            ["preset.toml:5: [settings.train].pading: unknown setting (did you mean 'padding'?)"],
+        ),
+        (
+            GOOD + '[[variant]]\nname = "b"\n[variant.settings.train]\npadding = "packed"\n',
+            ['[variant.settings.train].padding: "packed" is not one of "longest", "max_length"'],
+        ),
+        ('description = "x"\nconfigs = [\n', ["preset.toml: not valid TOML"]),
+    ],
+)
 def test_a_broken_preset_lists_every_problem_with_file_and_line(tmp_path, text, problems):
     home = broken(tmp_path, text)
     with pytest.raises(MatrixError) as exc:
@@ -168,8 +205,10 @@ def test_a_broken_preset_through_the_cli_is_exit_code_2(compat, tmp_path):
 def test_an_unknown_preset_says_which_there_are(compat):
     proc = compat("preflight", "--preset", "glm4-lora-zero3", "--plan")
     assert_clean_error(proc, 2)
-    assert proc.stderr == ("compat: error: no preset 'glm4-lora-zero3' (did you mean 'glm4-lora-zero3-offload'?); "
-                           f"matrix/presets/ has {', '.join(sorted(CPU_CELLS))}\n")
+    assert proc.stderr == (
+        "compat: error: no preset 'glm4-lora-zero3' (did you mean 'glm4-lora-zero3-offload'?); "
+        f"matrix/presets/ has {', '.join(sorted(CPU_CELLS))}\n"
+    )
 
 
 def test_configs_and_a_preset_together_or_neither_is_a_usage_error(compat):
@@ -186,23 +225,32 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("Preset qwen2vl-8cards-replicated: Qwen2-VL-72B LoRA (LLaMA-Factory) on 8 cards")
-    assert "  reported on 8 cards of A100 80GB; sources:\n    https://github.com/hiyouga/LlamaFactory/issues/5589\n" in out
+    assert (
+        "  reported on 8 cards of A100 80GB; sources:\n    https://github.com/hiyouga/LlamaFactory/issues/5589\n" in out
+    )
     assert out.count("== variant ") == 3
     # the first variant lists every field; the later ones only the files they add
     assert out.count("qwen2vl_lora_sft.yaml: dataset") == 1
-    assert "Read, besides the first variant's files: \n  " in out and "fsdp_config.yaml  (accelerate config, 16 fields)" in out
+    assert (
+        "Read, besides the first variant's files: \n  " in out
+        and "fsdp_config.yaml  (accelerate config, 16 fields)" in out
+    )
     # the real model's size, predicted by compat fit for the strategies of the variants, labelled so
     assert "Predicted for the real model (Qwen/Qwen2-VL-72B-Instruct, 72B), not measured: compat fit" in out
     assert "on 8 x A100 (80.0 GiB per card; 'fits' leaves 10% free)" in out
-    table = out[out.index("  strategy  per card"):].splitlines()[1:4]
+    table = out[out.index("  strategy  per card") :].splitlines()[1:4]
     assert [row.split()[0] for row in table] == ["ddp", "fsdp", "zero3"]
     assert "does not fit" in table[0] and table[2].split()[3:5] == ["training", "fits"]
+
     # the FSDP variant's accelerate config turns cpu_ram_efficient_loading on: rank 0 alone loads the
     # whole model in host memory (72.7 B x 2 bytes, 135.4 GiB), where DDP's 8 processes each do; it
     # offloads (fsdp_offload_params), so training keeps a little more there than loading did
     def explained(strategy):  # its line of what it does, not its line of allocated/reserved/nvidia-smi
-        (line,) = [row for row in out.splitlines() if row.startswith(f"    {strategy}: ")
-                   and not row.startswith(f"    {strategy}: allocated ")]
+        (line,) = [
+            row
+            for row in out.splitlines()
+            if row.startswith(f"    {strategy}: ") and not row.startswith(f"    {strategy}: allocated ")
+        ]
         return line
 
     fsdp = explained("fsdp")
@@ -238,10 +286,16 @@ def test_model_size_gives_the_fit_prediction_where_the_model_s_name_has_no_size(
     proc = compat("preflight", str(yaml), "--plan", "--gpu", "4090", "--model-size", "7B")
     assert proc.returncode == 0, proc.stderr
     assert "Predicted for the real model (/data/models/my-llama, 7B), not measured: compat fit" in proc.stdout
-    assert "sequence 1024 x batch 1 per card" in proc.stdout and "on 1 x GeForce RTX 4090 (24.0 GiB per card" in proc.stdout
+    assert (
+        "sequence 1024 x batch 1 per card" in proc.stdout
+        and "on 1 x GeForce RTX 4090 (24.0 GiB per card" in proc.stdout
+    )
     proc = compat("preflight", str(yaml), "--plan", "--model-size", "5B")
     assert proc.returncode == 0, proc.stderr
-    assert "Predicted for the real model (/data/models/my-llama, 5B), not measured: compat fit\n  no prediction; compat fit says: --model-size '5B'" in proc.stdout
+    assert (
+        "Predicted for the real model (/data/models/my-llama, 5B), not measured: compat fit\n  no prediction; "
+        "compat fit says: --model-size '5B'" in proc.stdout
+    )
 
 
 def test_a_preset_s_sequence_lengths_are_checked_as_a_matrix_s_are(tmp_path):

@@ -5,8 +5,9 @@ and with their outcome and timing read back; the display is drawn into a string,
 import io
 import json
 
-from conftest import ROOT
 from harness.run import progress
+
+from conftest import ROOT
 
 
 def records(outcome: str, n: int = 1) -> list[dict]:
@@ -20,9 +21,13 @@ def test_a_cell_that_did_not_train_shows_its_reason_and_no_memory_figure():
     assert "peak rank 0: " in progress.line(1, 3, passed) and "loss " in progress.line(1, 3, passed)
     assert failed["error"]["signature"] in progress.line(2, 3, failed) and "peak " in progress.line(2, 3, failed)
     text = progress.line(3, 3, skipped)
-    assert text.startswith(f"[3/3] {skipped['cell']}  unsupported  ") and skipped["reason"] in text and "peak" not in text
+    assert (
+        text.startswith(f"[3/3] {skipped['cell']}  unsupported  ") and skipped["reason"] in text and "peak" not in text
+    )
     install_error = dict(failed, outcome="install-error", reason="")
-    assert progress.line(1, 1, install_error).endswith(failed["error"]["signature"]) and "peak" not in progress.line(1, 1, install_error)
+    assert progress.line(1, 1, install_error).endswith(failed["error"]["signature"]) and "peak" not in progress.line(
+        1, 1, install_error
+    )
 
 
 def draw(live: progress.Live) -> str:
@@ -48,7 +53,9 @@ def test_the_live_display_counts_cells_shows_what_runs_and_estimates_the_time_le
         live.started(cell)
         text = draw(live)
         assert "3/6 cells  [###############...............]  2 pass  1 unsupported" in text
-        assert "running cpu-x-fp32-none-full-single  0:00" in text and "env hf2024" not in text  # the env is made: a cell started
+        assert (
+            "running cpu-x-fp32-none-full-single  0:00" in text and "env hf2024" not in text
+        )  # the env is made: a cell started
         mean = (done[0]["duration_s"] + done[1]["duration_s"]) / 2  # the unsupported cell did not train: not counted
         assert abs(live.eta_s(live._running[cell.id]) - 3 * mean) < 1e-6  # two waiting, one just started
         assert "ETA about " in text
@@ -76,8 +83,11 @@ def test_plain_lines_off_a_terminal_and_the_live_display_on_one(monkeypatch):
 def test_a_quantized_cell_that_failed_on_a_cpu_says_its_result_is_the_cpus(capsys):
     with open(ROOT / "results" / "records.jsonl", encoding="utf-8") as f:
         recs = [json.loads(line) for line in f]
-    cpu_quant_fail = next(r for r in recs if r["outcome"] == "fail" and r["axes"]["hardware"] == "cpu"
-                          and r["axes"]["quantization"] != "none")
+    cpu_quant_fail = next(
+        r
+        for r in recs
+        if r["outcome"] == "fail" and r["axes"]["hardware"] == "cpu" and r["axes"]["quantization"] != "none"
+    )
     other_fail = next(r for r in recs if r["outcome"] == "fail" and r["axes"]["quantization"] == "none")
     cpu_quant_pass = next(r for r in recs if r["outcome"] == "pass" and r["axes"]["quantization"] != "none")
     show = progress.Lines(3)

@@ -9,10 +9,11 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from conftest import ROOT, assert_clean_error, call_compat
-from harness.errors import MatrixError, UsageError
-from harness.catalog.gpus import GpuDb
 from harness.answers.recommend import ResolverData, recommend
+from harness.catalog.gpus import GpuDb
+from harness.errors import MatrixError, UsageError
+
+from conftest import ROOT, assert_clean_error, call_compat
 
 DATA = ResolverData.load(ROOT / "matrix")
 
@@ -52,8 +53,12 @@ def test_p4_gets_no_bf16_a_torch_with_sm6x_kernels_and_a_4bit_bitsandbytes():
                 assert e["rule"]
             else:
                 assert e["records"] and e["hardware"] and e["date"]
-    assert all(e["sources"] for e in ev["precision"] + ev["torch"] + ev["packages.bitsandbytes"] if e["kind"] == "predicted")
-    bisected = [e for e in ev["packages.bitsandbytes"] if e["kind"] == "measured"]  # compat bisect's boundary, measured on the CPU
+    assert all(
+        e["sources"] for e in ev["precision"] + ev["torch"] + ev["packages.bitsandbytes"] if e["kind"] == "predicted"
+    )
+    bisected = [
+        e for e in ev["packages.bitsandbytes"] if e["kind"] == "measured"
+    ]  # compat bisect's boundary, measured on the CPU
     assert bisected and all("not on sm_61: the pin is not moved" in e["says"] for e in bisected)
 
 
@@ -74,8 +79,15 @@ def test_b200_gets_torch_2_7_or_newer_with_a_cuda_12_8_or_newer_build():
 
 def test_aliases_as_people_type_them():
     db = GpuDb.load(ROOT / "matrix")
-    for name, key in [("P4", "p4"), ("Tesla P4", "p4"), ("tesla-p4", "p4"), ("4090", "rtx4090"),
-                      ("RTX 4090", "rtx4090"), ("NVIDIA GeForce RTX 4090", "rtx4090"), ("h100", "h100")]:
+    for name, key in [
+        ("P4", "p4"),
+        ("Tesla P4", "p4"),
+        ("tesla-p4", "p4"),
+        ("4090", "rtx4090"),
+        ("RTX 4090", "rtx4090"),
+        ("NVIDIA GeForce RTX 4090", "rtx4090"),
+        ("h100", "h100"),
+    ]:
         assert db.find(name).key == key
     assert len(db.gpus) >= 15
 
@@ -98,9 +110,14 @@ def test_constraints_are_a_pip_constraints_file():
 
 def test_measured_records_of_the_card_come_before_rules():
     record = {
-        "id": "r" * 32, "outcome": "pass", "finished_at": "2026-11-20T10:00:00Z",
+        "id": "r" * 32,
+        "outcome": "pass",
+        "finished_at": "2026-11-20T10:00:00Z",
         "axes": {"hardware": "sm_90", "precision": "bf16", "quantization": "none", "method": "lora"},
-        "fingerprint": {"torch": {"version": "2.11.0+cu128"}, "packages": {"transformers": "5.23.0", "peft": "0.21.2", "accelerate": "1.15.0"}},
+        "fingerprint": {
+            "torch": {"version": "2.11.0+cu128"},
+            "packages": {"transformers": "5.23.0", "peft": "0.21.2", "accelerate": "1.15.0"},
+        },
     }
     rec = recommend(DATA.gpus.find("H100"), 1, "lora", DATA, [record])
     assert (rec.torch_version, rec.torch_variant) == ("2.11.0", "cu128")
@@ -112,8 +129,10 @@ def test_measured_records_of_the_card_come_before_rules():
 
 
 def test_recommend_starts_without_torch():
-    code = ("import sys; from harness.cli import main; main(['recommend', '--gpu', 'P4', '--format', 'json']); "
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+    code = (
+        "import sys; from harness.cli import main; main(['recommend', '--gpu', 'P4', '--format', 'json']); "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
@@ -126,8 +145,10 @@ def test_broken_gpu_database_names_file_and_line(tmp_path):
     with pytest.raises(MatrixError) as err:
         GpuDb.load(tmp_path)
     # every problem of the table at once (before issue 19's one validator, a bad cc hid the rest)
-    assert err.value.problems == [f"{tmp_path / 'gpus.toml'}:5: [gpu.x1].cc: '8' is not a compute capability like \"8.6\"",
-                                  f"{tmp_path / 'gpus.toml'}:7: [gpu.x1].bf16: must be true or false, not 'yes'"]
+    assert err.value.problems == [
+        f"{tmp_path / 'gpus.toml'}:5: [gpu.x1].cc: '8' is not a compute capability like \"8.6\"",
+        f"{tmp_path / 'gpus.toml'}:7: [gpu.x1].bf16: must be true or false, not 'yes'",
+    ]
     with pytest.raises(UsageError):
         GpuDb.load(ROOT / "matrix").find("")
 

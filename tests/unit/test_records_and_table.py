@@ -2,12 +2,13 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, assert_clean_error, fast_view, slow_view
+from harness.catalog import outcome
+from harness.catalog.cell import Cell
 from harness.evidence import records
 from harness.render import table
-from harness.catalog import outcome
 from harness.run import classify
-from harness.catalog.cell import Cell
+
+from conftest import ROOT, assert_clean_error, fast_view, slow_view
 
 
 def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished="2026-11-22T04:00:00+00:00", **extra):
@@ -21,8 +22,11 @@ def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished
         "losses": {"first": 4.8, "last": 4.1},
         "memory": [{"rank": 0, "device": "cpu", "peak_rss_bytes": 400 * 2**20}],
         "finished_at": finished,
-        "fingerprint": {"hardware": {"cpu": "Test CPU", "gpus": []}, "python": "3.11.7",
-                        "packages": {"torch": "2.13.0", "transformers": "5.23.0", "peft": "0.21.2", "accelerate": "1.15.0"}},
+        "fingerprint": {
+            "hardware": {"cpu": "Test CPU", "gpus": []},
+            "python": "3.11.7",
+            "packages": {"torch": "2.13.0", "transformers": "5.23.0", "peft": "0.21.2", "accelerate": "1.15.0"},
+        },
         "evidence": "measured",
     }
     rec.update(extra)
@@ -30,20 +34,36 @@ def make_record(cell="cpu-local-fp32-none-full-single", outcome="pass", finished
 
 
 def test_signature_drops_numbers_paths_and_addresses():
-    a = outcome.signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.10 GiB total)\nmore")
-    b = outcome.signature("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 15.7 GiB total)")
+    a = outcome.signature(
+        "torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.10 GiB total)\nmore"
+    )
+    b = outcome.signature(
+        "torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 1.50 GiB (GPU 3; 15.7 GiB total)"
+    )
     assert a == "OutOfMemoryError: CUDA out of memory. Tried to allocate <n> MiB (GPU <n>; <n> GiB total)"
     assert b == "OutOfMemoryError: CUDA out of memory. Tried to allocate <n> GiB (GPU <n>; <n> GiB total)"
-    assert outcome.signature("builtins.KeyError", "at 0x7f3a1b2c in /opt/env/lib/x.py") == "KeyError: at <hex> in <path>"
-    assert outcome.signature("CheckFailed", "strategy fsdp2 on sm_90 in bf16, 2 ranks") == "CheckFailed: strategy fsdp2 on sm_90 in bf16, <n> ranks"
+    assert (
+        outcome.signature("builtins.KeyError", "at 0x7f3a1b2c in /opt/env/lib/x.py") == "KeyError: at <hex> in <path>"
+    )
+    assert (
+        outcome.signature("CheckFailed", "strategy fsdp2 on sm_90 in bf16, 2 ranks")
+        == "CheckFailed: strategy fsdp2 on sm_90 in bf16, <n> ranks"
+    )
 
 
 def test_oom_is_told_apart_from_other_failures():
     assert outcome.is_oom("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2 GiB")
-    assert outcome.is_oom("builtins.RuntimeError", "[enforce fail at alloc_cpu.cpp:117] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
+    assert outcome.is_oom(
+        "builtins.RuntimeError",
+        "[enforce fail at alloc_cpu.cpp:117] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 "
+        "bytes",
+    )
     assert outcome.is_oom("builtins.MemoryError", "")
     assert not outcome.is_oom("builtins.RuntimeError", "\"triu_tril_cuda_template\" not implemented for 'BFloat16'")
-    assert not outcome.is_oom("builtins.ValueError", "You can't pass `load_in_4bit`or `load_in_8bit` as a kwarg when passing `quantization_config`")
+    assert not outcome.is_oom(
+        "builtins.ValueError",
+        "You can't pass `load_in_4bit`or `load_in_8bit` as a kwarg when passing `quantization_config`",
+    )
 
 
 def test_append_keeps_existing_lines_and_survives_a_cut_line(tmp_path):
@@ -60,29 +80,36 @@ def test_append_keeps_existing_lines_and_survives_a_cut_line(tmp_path):
 def test_invalid_records_are_named_by_file_and_line(tmp_path):
     path = tmp_path / "x.jsonl"
     good = make_record()
-    path.write_text("\n".join([
-        json.dumps(good),
-        "[1, 2]",
-        json.dumps({k: v for k, v in good.items() if k != "outcome"}),
-        json.dumps(dict(good, outcome="maybe")),
-        json.dumps(dict(good, schema_version=99)),
-        json.dumps(dict(good, axes=dict(good["axes"], ranks="two"))),
-        json.dumps(dict(good, memory=[{"rank": 0, "device": "cpu", "peak_rss_bytes": "lots"}])),
-        json.dumps(dict(good, cell="<script>alert(1)</script>")),
-        json.dumps({"level": "info", "msg": "a line of some other tool's JSON log"}),
-        '{"schema_version": 1, "id": "0123',
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps(good),
+                "[1, 2]",
+                json.dumps({k: v for k, v in good.items() if k != "outcome"}),
+                json.dumps(dict(good, outcome="maybe")),
+                json.dumps(dict(good, schema_version=99)),
+                json.dumps(dict(good, axes=dict(good["axes"], ranks="two"))),
+                json.dumps(dict(good, memory=[{"rank": 0, "device": "cpu", "peak_rss_bytes": "lots"}])),
+                json.dumps(dict(good, cell="<script>alert(1)</script>")),
+                json.dumps({"level": "info", "msg": "a line of some other tool's JSON log"}),
+                '{"schema_version": 1, "id": "0123',
+            ]
+        )
+        + "\n"
+    )
     recs, bad = records.read_records([path])
     assert len(recs) == 1
     assert [str(b) for b in bad] == [
         f"{path}:2: not a JSON object but a JSON list",
         f"{path}:3: the record must contain ['outcome'] properties",
-        f"{path}:4: outcome must be one of ['pass', 'fail', 'oom', 'unsupported', 'timeout', 'crash', 'install-error', 'infra'], not 'maybe'",
+        f"{path}:4: outcome must be one of ['pass', 'fail', 'oom', 'unsupported', 'timeout', 'crash', "
+        "'install-error', 'infra'], not 'maybe'",
         f"{path}:5: schema_version 99; this compat reads 1",
         f"{path}:6: axes.ranks must be integer, not 'two'",
         f"{path}:7: memory[0].peak_rss_bytes must be integer or number or null, not 'lots'",
         f"{path}:8: cell must match pattern ^[a-z0-9][a-z0-9_.+-]{{0,199}}$, not '<script>alert(1)</script>'",
-        f"{path}:9: the record must contain ['axes', 'cell', 'evidence', 'fingerprint', 'finished_at', 'id', 'outcome', 'schema_version'] properties",
+        f"{path}:9: the record must contain ['axes', 'cell', 'evidence', 'fingerprint', 'finished_at', 'id', "
+        "'outcome', 'schema_version'] properties",
         f"{path}:10: not a JSON record (DecodeError: JSON is malformed: invalid character (byte 33))",
     ]
 
@@ -90,9 +117,14 @@ def test_invalid_records_are_named_by_file_and_line(tmp_path):
 def test_table_keeps_latest_per_cell_and_versions_and_escapes_error_text():
     old = make_record(outcome="fail", finished="2026-11-01T00:00:00+00:00")
     new = make_record(finished="2026-11-22T00:00:00+00:00")
-    other_version = make_record(outcome="fail", finished="2026-11-02T00:00:00+00:00",
-                                error={"signature": "ValueError: a|b <script>x</script> `c`"})
-    other_version["fingerprint"] = dict(other_version["fingerprint"], packages={"torch": "2.13.0", "transformers": "4.33.0"})
+    other_version = make_record(
+        outcome="fail",
+        finished="2026-11-02T00:00:00+00:00",
+        error={"signature": "ValueError: a|b <script>x</script> `c`"},
+    )
+    other_version["fingerprint"] = dict(
+        other_version["fingerprint"], packages={"torch": "2.13.0", "transformers": "4.33.0"}
+    )
     text = table.render([old, new, other_version], "compat table")
     assert "Generated by `compat table`" in text
     assert "Do not edit by hand" in text
@@ -117,7 +149,9 @@ def test_table_shows_the_known_issues_a_failed_record_matched():
     rec = make_record(outcome="fail", error={"signature": "ImportError: cannot import name 'log'"})
     rec["known_issues"] = ["deepspeed-old-vs-torch24-elastic-import"]
     (row,) = [line for line in table.render([rec], "compat table").splitlines() if line.startswith("| `cpu-")]
-    assert row.endswith("| ImportError: cannot import name 'log' (known issue: deepspeed-old-vs-torch24-elastic-import) |")
+    assert row.endswith(
+        "| ImportError: cannot import name 'log' (known issue: deepspeed-old-vs-torch24-elastic-import) |"
+    )
 
 
 def test_list_json_does_not_import_torch():
@@ -133,7 +167,11 @@ def test_list_json_does_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     result = json.loads(out.stdout)
-    assert result == {"rc": 0, "ids": ["cpu-hf2023-bf16-none-full-single", "cpu-hf2023-bf16-none-lora-single"], "heavy": []}
+    assert result == {
+        "rc": 0,
+        "ids": ["cpu-hf2023-bf16-none-full-single", "cpu-hf2023-bf16-none-lora-single"],
+        "heavy": [],
+    }
 
 
 def test_list_text_and_no_match(compat):
@@ -173,9 +211,11 @@ def test_a_launcher_that_raised_is_read_from_its_log():
         "ImportError: cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)\n"
     )
     assert raised_in_log(deepspeed_import) == (
-        "ImportError", "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)")
+        "ImportError",
+        "cannot import name 'log' from 'torch.distributed.elastic.agent.server.api' (/x/api.py)",
+    )
     torchrun_child = (
-        "Traceback (most recent call last):\n  File \"run.py\", line 1\n"
+        'Traceback (most recent call last):\n  File "run.py", line 1\n'
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n=====\nfinetune.py FAILED\n"
     )
     assert raised_in_log(torchrun_child) is None  # a rank died: the rank's result says how
@@ -183,7 +223,9 @@ def test_a_launcher_that_raised_is_read_from_its_log():
 
 
 def test_a_record_from_before_the_known_issue_base_is_tagged_when_rendered():
-    rec = make_record(outcome="fail", error={"signature": "RuntimeError: There are currently no available devices found"})
+    rec = make_record(
+        outcome="fail", error={"signature": "RuntimeError: There are currently no available devices found"}
+    )
     assert "known issue" not in table.render([rec], "compat table")
     row = table.render([rec], "compat table", tag=lambda r: ["accelerate-fsdp-no-accelerator"]).splitlines()[-1]
     assert row.endswith("(known issue: accelerate-fsdp-no-accelerator) |")
@@ -192,8 +234,12 @@ def test_a_record_from_before_the_known_issue_base_is_tagged_when_rendered():
 
 
 def test_a_crash_excerpt_starts_at_faulthandlers_report():
-    log = "\n".join(["step 1"] * 40 + ["Fatal Python error: Segmentation fault", "", "Thread 0x7f (most recent call first):"]
-                    + [f'  File "threading.py", line {i} in run' for i in range(40)] + ["Extension modules: numpy (total: 27)"])
+    log = "\n".join(
+        ["step 1"] * 40
+        + ["Fatal Python error: Segmentation fault", "", "Thread 0x7f (most recent call first):"]
+        + [f'  File "threading.py", line {i} in run' for i in range(40)]
+        + ["Extension modules: numpy (total: 27)"]
+    )
     excerpt = classify.crash_excerpt(log)
     assert excerpt.startswith("Fatal Python error: Segmentation fault")
     assert classify.crash_excerpt("no report\nKilled") == "no report\nKilled"
@@ -225,12 +271,16 @@ def test_reader_view_is_the_whole_record_cut_and_validated():
     view for every real record in results/, and for every value of every real record replaced by
     a hostile one, the same view or the same reason to refuse it. The fast types taking a value
     the schema refuses would publish it."""
-    lines = [raw for path in records.record_files(ROOT / "results") for raw in path.read_bytes().splitlines() if raw.strip()]
+    lines = [
+        raw for path in records.record_files(ROOT / "results") for raw in path.read_bytes().splitlines() if raw.strip()
+    ]
     assert len(lines) > 100  # the project's real records
     for raw in lines:
         assert fast_view(raw) == slow_view(raw) and fast_view(raw)[0] is not None
     # a real record with two memory items, settings and a runner: every value of it replaced
-    rec = next(r for r in map(json.loads, lines) if len(r.get("memory") or []) == 2 and "settings" in r and r.get("runner"))
+    rec = next(
+        r for r in map(json.loads, lines) if len(r.get("memory") or []) == 2 and "settings" in r and r.get("runner")
+    )
     rec["memory"][0]["timeline"] = [[0.0, 1]]
     rec["losses"] = {**(rec.get("losses") or {}), "steps": [1.0, 0.5]}
     rec["a_later_key"] = {"x": 1}
@@ -247,7 +297,14 @@ def test_reader_view_is_the_whole_record_cut_and_validated():
     view, _ = fast_view(json.dumps(rec).encode())
     assert "timeline" not in view["memory"][0] and "steps" not in view["losses"] and "a_later_key" not in view
     assert view["axes"]["an_axis_not_in_the_schema"] == "x"
-    assert set(view["fingerprint"]["packages"]) <= {"torch", "transformers", "peft", "accelerate", "bitsandbytes", "deepspeed"}
+    assert set(view["fingerprint"]["packages"]) <= {
+        "torch",
+        "transformers",
+        "peft",
+        "accelerate",
+        "bitsandbytes",
+        "deepspeed",
+    }
     for raw in (b"[1, 2]", b'"text"', b"{}", b'{"id": NaN}', b"\xff", b"[" * 100000):
         assert fast_view(raw) == slow_view(raw)
     assert fast_view(b'{"id": NaN}')[1] == "not JSON"

@@ -160,16 +160,27 @@ def test_a_failing_job_waits_for_the_running_ones_and_keeps_their_results():
 
 def test_prepare_runs_before_each_start_in_the_callers_thread():
     seen = []
-    run_jobs(list("ab"), {"cpu": [0]}, lambda j: Need("cpu", 1), lambda j, s: j,
-             lambda j, r: None, prepare=lambda j: seen.append((j, threading.get_ident())))
+    run_jobs(
+        list("ab"),
+        {"cpu": [0]},
+        lambda j: Need("cpu", 1),
+        lambda j, s: j,
+        lambda j, r: None,
+        prepare=lambda j: seen.append((j, threading.get_ident())),
+    )
     assert seen == [("a", threading.get_ident()), ("b", threading.get_ident())]
 
 
 def test_a_job_bigger_than_its_pool_is_refused_before_anything_runs():
     ran = []
     with pytest.raises(ValueError, match="needs 4 of 'sm_90'; the host has 2"):
-        run_jobs(["x", "y"], {"sm_90": [0, 1]}, lambda j: Need("sm_90", 4 if j == "y" else 1),
-                 lambda j, s: ran.append(j), lambda j, r: None)
+        run_jobs(
+            ["x", "y"],
+            {"sm_90": [0, 1]},
+            lambda j: Need("sm_90", 4 if j == "y" else 1),
+            lambda j, s: ran.append(j),
+            lambda j, r: None,
+        )
     assert ran == []
 
 
@@ -177,7 +188,13 @@ def test_once_the_budget_is_spent_no_job_starts_and_the_rest_are_handed_back():
     """compat run --stop-after: the running jobs finish and keep their results, the others wait
     for --resume. The budget is a count of starts here, not a clock."""
     starts, done = [], []
-    left = run_jobs(list("abcde"), {"cpu": [0]}, lambda j: Need("cpu", 1), lambda j, s: starts.append(j) or j,
-                    lambda j, r: done.append(r), may_start=lambda: len(starts) < 2)
+    left = run_jobs(
+        list("abcde"),
+        {"cpu": [0]},
+        lambda j: Need("cpu", 1),
+        lambda j, s: starts.append(j) or j,
+        lambda j, r: done.append(r),
+        may_start=lambda: len(starts) < 2,
+    )
     assert (starts, done, left) == (["a", "b"], ["a", "b"], ["c", "d", "e"])
     assert run_jobs(list("ab"), {"cpu": [0]}, lambda j: Need("cpu", 1), lambda j, s: j, lambda j, r: None) == []

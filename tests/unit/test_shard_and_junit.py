@@ -5,10 +5,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import ROOT, call_compat
-from harness.run import junit
-from harness.commands.common import shard
 from harness.catalog.matrix import MatrixData, load_matrix
+from harness.commands.common import shard
+from harness.run import junit
+
+from conftest import ROOT, call_compat
 
 CELLS = load_matrix(ROOT / "matrix" / "cpu.toml", MatrixData.load(ROOT / "matrix")).cells
 
@@ -41,29 +42,53 @@ def test_a_bad_shard_is_a_clear_error(bad):
 
 
 def record(cell, outcome, **extra):
-    return {"id": cell.replace("-", "") + "0" * 8, "cell": cell, "outcome": outcome, "duration_s": 2.5,
-            "axes": {"hardware": "cpu", "stack": "local"}, "log": f"logs/{cell}.log", **extra}
+    return {
+        "id": cell.replace("-", "") + "0" * 8,
+        "cell": cell,
+        "outcome": outcome,
+        "duration_s": 2.5,
+        "axes": {"hardware": "cpu", "stack": "local"},
+        "log": f"logs/{cell}.log",
+        **extra,
+    }
 
 
 def test_junit_has_one_case_per_cell_with_the_outcome_as_junit_sees_it(tmp_path):
     recs = [
         record("cpu-local-fp32-none-full-single", "pass"),
-        record("cpu-local-fp32-none-lora-single", "fail", error={"signature": "ValueError: <script>alert(1)</script>", "excerpt": "Traceback ...\x1b[31m\x00boom"},
-               known_issues=["some-issue"]),
-        record("sm_90-local-bf16-none-full-ddp-r2", "unsupported", reason="needs 2 sm_90 cards; this host has no CUDA GPU"),
-        record("cpu-local-bf16-none-full-single", "infra", error={"signature": "NoResult: no result file", "excerpt": "tail"}),
+        record(
+            "cpu-local-fp32-none-lora-single",
+            "fail",
+            error={"signature": "ValueError: <script>alert(1)</script>", "excerpt": "Traceback ...\x1b[31m\x00boom"},
+            known_issues=["some-issue"],
+        ),
+        record(
+            "sm_90-local-bf16-none-full-ddp-r2", "unsupported", reason="needs 2 sm_90 cards; this host has no CUDA GPU"
+        ),
+        record(
+            "cpu-local-bf16-none-full-single",
+            "infra",
+            error={"signature": "NoResult: no result file", "excerpt": "tail"},
+        ),
     ]
     path = tmp_path / "out" / "junit.xml"
     junit.write(path, recs, "compat run test")
     root = ET.parse(path).getroot()
     (suite,) = root.findall("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("4", "1", "1", "1")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        "4",
+        "1",
+        "1",
+        "1",
+    )
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert list(cases) == [r["cell"] for r in recs]
     assert [child.tag for child in cases["cpu-local-fp32-none-full-single"]] == ["system-out"]
     failure = cases["cpu-local-fp32-none-lora-single"].find("failure")
     assert failure.get("type") == "fail"
-    assert failure.get("message") == "ValueError: <script>alert(1)</script> (known issue: some-issue)"  # escaped, read back intact
+    assert (
+        failure.get("message") == "ValueError: <script>alert(1)</script> (known issue: some-issue)"
+    )  # escaped, read back intact
     assert "\x00" not in failure.text and "boom" in failure.text
     assert cases["sm_90-local-bf16-none-full-ddp-r2"].find("skipped").get("message").startswith("needs 2 sm_90 cards")
     assert cases["cpu-local-bf16-none-full-single"].find("error").get("type") == "infra"

@@ -26,8 +26,17 @@ MAX_LINES = 60
 MAX_ROOT_MODULES = 6
 
 # wing -> its floor; two wings on one floor may not import each other
-FLOORS = {"errors": 0, "data": 1, "catalog": 2, "evidence": 3, "run": 4, "render": 4, "answers": 5,
-          "commands": 6, "door": 7}
+FLOORS = {
+    "errors": 0,
+    "data": 1,
+    "catalog": 2,
+    "evidence": 3,
+    "run": 4,
+    "render": 4,
+    "answers": 5,
+    "commands": 6,
+    "door": 7,
+}
 ROOT_MODULES = {"errors": "errors", "home": "data", "tomldata": "data", "cli": "door", "__main__": "door"}
 
 
@@ -143,18 +152,26 @@ def test_no_import_loops():
 
 def test_the_workloads_stand_apart():
     edges = graph()
-    into = sorted(a for a, targets in edges.items() for b in targets
-                  if (wing(a) == "workloads") != (wing(b) == "workloads") and wing(b) is not None)
+    into = sorted(
+        a
+        for a, targets in edges.items()
+        for b in targets
+        if (wing(a) == "workloads") != (wing(b) == "workloads") and wing(b) is not None
+    )
     assert into == []
 
 
 def test_the_checks_see_an_upward_import_a_sideways_one_and_a_loop():
-    edges = {"harness.catalog.cell": {"harness.evidence.records"},  # up
-             "harness.run.runner": {"harness.render.table"},  # sideways, one floor
-             "harness.evidence.records": {"harness.evidence.summary", "harness.errors", "harness"},
-             "harness.evidence.summary": {"harness.evidence.records"}}  # a loop
-    assert upward(edges) == ["harness.catalog.cell (catalog) -> harness.evidence.records (evidence)",
-                             "harness.run.runner (run) -> harness.render.table (render)"]
+    edges = {
+        "harness.catalog.cell": {"harness.evidence.records"},  # up
+        "harness.run.runner": {"harness.render.table"},  # sideways, one floor
+        "harness.evidence.records": {"harness.evidence.summary", "harness.errors", "harness"},
+        "harness.evidence.summary": {"harness.evidence.records"},
+    }  # a loop
+    assert upward(edges) == [
+        "harness.catalog.cell (catalog) -> harness.evidence.records (evidence)",
+        "harness.run.runner (run) -> harness.render.table (render)",
+    ]
     assert loops(edges) == [["harness.evidence.records", "harness.evidence.summary"]]
 
 
@@ -172,6 +189,9 @@ def test_no_function_is_longer_than_sixty_lines():
 
 
 def test_only_the_cli_and_its_commands_parse_arguments():
-    parsing = sorted(str(p.relative_to(HARNESS)) for p in HARNESS.rglob("*.py")
-                     if re.search(r"^\s*(import argparse|from argparse import)", p.read_text(encoding="utf-8"), re.MULTILINE))
+    parsing = sorted(
+        str(p.relative_to(HARNESS))
+        for p in HARNESS.rglob("*.py")
+        if re.search(r"^\s*(import argparse|from argparse import)", p.read_text(encoding="utf-8"), re.MULTILINE)
+    )
     assert parsing and all(p == "cli.py" or p.startswith("commands/") for p in parsing), parsing

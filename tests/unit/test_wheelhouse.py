@@ -3,9 +3,10 @@ tests/integration/test_wheelhouse_offline.py)."""
 
 import pytest
 
-from conftest import assert_clean_error, call_compat
 from harness.errors import UsageError
 from harness.run.wheelhouse import Target
+
+from conftest import assert_clean_error, call_compat
 
 
 def test_a_target_names_every_manylinux_its_glibc_runs():
@@ -13,13 +14,19 @@ def test_a_target_names_every_manylinux_its_glibc_runs():
     tags = target.pip_platforms
     assert tags[0] == "manylinux_2_28_x86_64" and tags[-2:] == ["manylinux_2_5_x86_64", "manylinux1_x86_64"]
     assert {"manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "manylinux_2_17_x86_64"} <= set(tags)
-    assert Target.parse("3.11", "aarch64-manylinux_2_17").pip_platforms[:2] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert Target.parse("3.11", "aarch64-manylinux_2_17").pip_platforms[:2] == [
+        "manylinux_2_17_aarch64",
+        "manylinux2014_aarch64",
+    ]
 
 
-@pytest.mark.parametrize("python, platform, says", [
-    ("312", None, "--python '312': give the target's Python as MAJOR.MINOR, e.g. 3.12"),
-    ("3.12", "win_amd64", "--platform 'win_amd64': give a Linux target as ARCH-manylinux_X_Y"),
-])
+@pytest.mark.parametrize(
+    "python, platform, says",
+    [
+        ("312", None, "--python '312': give the target's Python as MAJOR.MINOR, e.g. 3.12"),
+        ("3.12", "win_amd64", "--platform 'win_amd64': give a Linux target as ARCH-manylinux_X_Y"),
+    ],
+)
 def test_a_target_that_is_not_one_is_refused(python, platform, says):
     with pytest.raises(UsageError) as err:
         Target.parse(python, platform)

@@ -14,8 +14,11 @@ WORKFLOW = ROOT / ".ci" / "github-actions" / "gpu-matrix.yml"
 
 
 def check_workflow(path):
-    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_template_is_a_valid_github_workflow():
@@ -73,14 +76,27 @@ def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
 
     tox = configparser.ConfigParser(interpolation=None)
     tox.read(ROOT / "tox.ini")
-    for env, grids in (("gpu-matrix", ["matrix/gpu*.toml"]),
-                       ("cpu-matrix", ["matrix/cpu.toml", "matrix/cpu-dist.toml", "matrix/cpu-quant.toml", "matrix/cpu-qlora-dist.toml"])):
+    for env, grids in (
+        ("gpu-matrix", ["matrix/gpu*.toml"]),
+        (
+            "cpu-matrix",
+            ["matrix/cpu.toml", "matrix/cpu-dist.toml", "matrix/cpu-quant.toml", "matrix/cpu-qlora-dist.toml"],
+        ),
+    ):
         commands = [c for c in tox[f"testenv:{env}"]["commands"].splitlines() if c.strip()]
         assert len(commands) == 1 and commands[0].split()[:2] == ["compat", "run"], commands
         assert [w.strip("'\"") for w in commands[0].split() if w.strip("'\"").startswith("matrix/")] == grids
     gpu_grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
-    assert [p.name for p in gpu_grids] == ["gpu-alloc.toml", "gpu-dist.toml", "gpu-quant.toml", "gpu-size-alloc.toml",
-                                           "gpu-size-dist.toml", "gpu-size-quant.toml", "gpu-size.toml", "gpu.toml"]
+    assert [p.name for p in gpu_grids] == [
+        "gpu-alloc.toml",
+        "gpu-dist.toml",
+        "gpu-quant.toml",
+        "gpu-size-alloc.toml",
+        "gpu-size-dist.toml",
+        "gpu-size-quant.toml",
+        "gpu-size.toml",
+        "gpu.toml",
+    ]
 
 
 def test_a_gpu_runner_hands_its_nccl_settings_to_cells_and_runs_a_grid_in_ten_minute_steps():
@@ -109,8 +125,10 @@ def test_the_review_template_is_a_valid_workflow_run_on_pull_requests_with_the_b
     assert doc["permissions"] == {"contents": "read"}
     steps = doc["jobs"]["review"]["steps"]
     checkouts = [s["with"] for s in steps if s.get("uses", "").startswith("actions/checkout@")]
-    assert [(c["ref"], c["path"]) for c in checkouts] == [("${{ github.event.pull_request.base.sha }}", "base"),
-                                                          ("${{ github.event.pull_request.head.sha }}", "pr")]
+    assert [(c["ref"], c["path"]) for c in checkouts] == [
+        ("${{ github.event.pull_request.base.sha }}", "base"),
+        ("${{ github.event.pull_request.head.sha }}", "pr"),
+    ]
     assert any(s.get("run") == "python -m pip install ./base" for s in steps)
 
 
@@ -128,10 +146,15 @@ def _review_step(tmp_path, pr_lines: list[str]) -> subprocess.CompletedProcess:
     (base / "matrix").symlink_to(ROOT / "matrix")
     shutil.copy(ROOT / "results" / "records.jsonl", base / "results" / "records.jsonl")
     (pr / "results" / "records.jsonl").write_text("".join(line + "\n" for line in pr_lines))
-    env = dict(os.environ, GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     env.pop("COMPAT_HOME", None)
-    return subprocess.run(["bash", "-e", "-c", step["run"]], cwd=base, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=base, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(tmp_path):
@@ -150,7 +173,10 @@ def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(
     assert "1 record(s) would be added" in ok.stdout and "```" in (tmp_path / "ok" / "summary.md").read_text()
 
     removed = _review_step(tmp_path / "removed", published[1:] + [added])
-    assert removed.returncode == 1 and "::error file=results/records.jsonl::1 published record line(s) removed or edited" in removed.stdout
+    assert (
+        removed.returncode == 1
+        and "::error file=results/records.jsonl::1 published record line(s) removed or edited" in removed.stdout
+    )
 
     refused = _review_step(tmp_path / "refused", published + [hostile])
     assert refused.returncode == 1
@@ -168,10 +194,14 @@ def test_the_release_template_builds_checks_and_publishes_with_trusted_publishin
     build, publish = doc["jobs"]["build"], doc["jobs"]["publish"]
     script = "\n".join(s.get("run", "") for s in build["steps"])
     assert "python -m build" in script and "twine check --strict" in script
-    assert "unset COMPAT_HOME" in script and "cd \"$(mktemp -d)\"" in script  # answers outside the checkout
+    assert "unset COMPAT_HOME" in script and 'cd "$(mktemp -d)"' in script  # answers outside the checkout
     for command in ("recommend", "fit", "preflight --plan", "explain"):
         assert f'"$compat" {command}' in script
-    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"} and publish["environment"] == "pypi"
+    assert (
+        publish["needs"] == "build"
+        and publish["permissions"] == {"id-token": "write"}
+        and publish["environment"] == "pypi"
+    )
     (step,) = [s for s in publish["steps"] if s.get("uses", "").startswith("pypa/gh-action-pypi-publish@")]
     assert "with" not in step and "secrets." not in RELEASE.read_text()  # no token: trusted publishing
 
@@ -182,7 +212,7 @@ def test_a_failing_canary_is_bisected_on_its_runner_and_its_drafts_reach_the_pul
     assert grid["run"].endswith("--bisect-canary")  # into incoming/bisect/, uploaded with the records
     publish = doc["jobs"]["publish"]["steps"]
     keep = next(s for s in publish if "results/bisect" in s.get("run", ""))
-    assert 'for d in incoming/records-*/bisect; do' in keep["run"] and "bisect-*.known-issue.toml" in keep["run"]
+    assert "for d in incoming/records-*/bisect; do" in keep["run"] and "bisect-*.known-issue.toml" in keep["run"]
     assert ">> results/bisect/records.jsonl" in keep["run"]  # every runner's probes, appended
     merge_at = next(i for i, s in enumerate(publish) if "compat merge" in s.get("run", ""))
     assert publish.index(keep) > merge_at  # kept after the merge, in results/bisect/: never in results/records.jsonl

@@ -56,7 +56,11 @@ def test_each_quantization_value_asks_for_its_bitsandbytes_config():
     assert nf4dq.load_in_4bit and nf4dq.bnb_4bit_quant_type == "nf4" and nf4dq.bnb_4bit_use_double_quant
     assert str(nf4dq.bnb_4bit_compute_dtype) == "torch.bfloat16"
     fp4 = finetune.quantization_config("fp4", "fp32")
-    assert fp4.bnb_4bit_quant_type == "fp4" and not fp4.bnb_4bit_use_double_quant and str(fp4.bnb_4bit_compute_dtype) == "torch.float32"
+    assert (
+        fp4.bnb_4bit_quant_type == "fp4"
+        and not fp4.bnb_4bit_use_double_quant
+        and str(fp4.bnb_4bit_compute_dtype) == "torch.float32"
+    )
     assert finetune.quantization_config("int8", "fp16").load_in_8bit
     with pytest.raises(ValueError, match="unknown quantization 'nf3'"):
         finetune.quantization_config("nf3", "bf16")
@@ -66,7 +70,9 @@ def wrapped(name: str, parameter_type: str = "Parameter", **methods):
     """A stand-in for a trained model: an object of a class called `name` with parameters of a
     class called `parameter_type`, and the given methods."""
     param = type(parameter_type, (), {})()
-    return type(name, (), {"parameters": lambda self: [param], **{k: (lambda self, v=v: v) for k, v in methods.items()}})()
+    return type(
+        name, (), {"parameters": lambda self: [param], **{k: (lambda self, v=v: v) for k, v in methods.items()}}
+    )()
 
 
 NO_ZERO = {"zero_stage": None, "offload": False}
@@ -77,7 +83,9 @@ def test_a_cell_passes_only_as_the_strategy_it_names():
     finetune.check_strategy("ddp", NO_ZERO, wrapped("DistributedDataParallel"), result)
     assert result["checks"] == {"wrapped_as": "DistributedDataParallel", "parameter_types": ["Parameter"]}
     finetune.check_strategy("fsdp2", NO_ZERO, wrapped("Model", "DTensor"), {"checks": {}})
-    with pytest.raises(finetune.CheckFailed, match="strategy ddp asked for, but the trained model is a Model with Parameter"):
+    with pytest.raises(
+        finetune.CheckFailed, match="strategy ddp asked for, but the trained model is a Model with Parameter"
+    ):
         finetune.check_strategy("ddp", NO_ZERO, wrapped("Model"), {"checks": {}})
     with pytest.raises(finetune.CheckFailed, match="strategy fsdp2 asked for"):
         finetune.check_strategy("fsdp2", NO_ZERO, wrapped("Model"), {"checks": {}})
@@ -90,8 +98,13 @@ def test_a_zero_cell_passes_only_with_the_stage_and_offload_it_names():
     result = {"checks": {}}
     finetune.check_strategy("zero3_offload", zero3_offload, engine, result)
     assert result["checks"]["zero"] == {"stage": 3, "offload_optimizer": True, "offload_param": True}
-    no_offload = wrapped("DeepSpeedEngine", zero_optimization_stage=3, zero_offload_optimizer=None, zero_offload_param=None)
-    with pytest.raises(finetune.CheckFailed, match=r"ZeRO stage 3 with CPU offload, but DeepSpeed ran stage 3 \(offload optimizer False"):
+    no_offload = wrapped(
+        "DeepSpeedEngine", zero_optimization_stage=3, zero_offload_optimizer=None, zero_offload_param=None
+    )
+    with pytest.raises(
+        finetune.CheckFailed,
+        match=r"ZeRO stage 3 with CPU offload, but DeepSpeed ran stage 3 \(offload optimizer False",
+    ):
         finetune.check_strategy("zero3_offload", zero3_offload, no_offload, {"checks": {}})
     with pytest.raises(finetune.CheckFailed, match="strategy zero2 asked for, but the trained model is a Model"):
         finetune.check_strategy("zero2", {"zero_stage": 2, "offload": False}, wrapped("Model"), {"checks": {}})

@@ -20,35 +20,51 @@ def fake_torch(cuda="12.8", init_error=None, count=1, capability=(9, 0), segment
             raise RuntimeError(init_error)
 
     memory = SimpleNamespace(_snapshot=lambda: {"segments": segments or [], "allocator_settings": settings or {}})
-    cuda_ns = SimpleNamespace(init=init, device_count=lambda: count, get_device_capability=lambda i: capability,
-                              get_device_name=lambda i: "NVIDIA A100-SXM4-80GB", set_device=lambda i: None,
-                              synchronize=lambda *a: None, memory_reserved=lambda i: 2 * 2**20, memory=memory)
-    return SimpleNamespace(__version__="2.11.0+cu128", version=SimpleNamespace(cuda=cuda), cuda=cuda_ns,
-                           zeros=lambda *a, **k: None)
+    cuda_ns = SimpleNamespace(
+        init=init,
+        device_count=lambda: count,
+        get_device_capability=lambda i: capability,
+        get_device_name=lambda i: "NVIDIA A100-SXM4-80GB",
+        set_device=lambda i: None,
+        synchronize=lambda *a: None,
+        memory_reserved=lambda i: 2 * 2**20,
+        memory=memory,
+    )
+    return SimpleNamespace(
+        __version__="2.11.0+cu128", version=SimpleNamespace(cuda=cuda), cuda=cuda_ns, zeros=lambda *a, **k: None
+    )
 
 
 SPEC = {"hardware": "sm_90", "host": {"driver": "535.54", "cuda_driver": "12.2"}, "expandable_segments": False}
 
 
 def test_a_torch_that_cannot_use_the_card_is_the_runners_problem():
-    torch = fake_torch(init_error="The NVIDIA driver on your system is too old (found version 12020). Please update your GPU driver")
+    torch = fake_torch(
+        init_error="The NVIDIA driver on your system is too old (found version 12020). Please update your GPU driver"
+    )
     with pytest.raises(finetune.RunnerProblem) as err:
         finetune.cuda_start(SPEC, torch)
-    assert str(err.value) == ("torch 2.11.0+cu128 (built for CUDA 12.8) cannot use the card: The NVIDIA driver on your "
-                              "system is too old (found version 12020). Please update your GPU driver (the driver supports CUDA 12.2)")
+    assert str(err.value) == (
+        "torch 2.11.0+cu128 (built for CUDA 12.8) cannot use the card: The NVIDIA driver on your "
+        "system is too old (found version 12020). Please update your GPU driver (the driver supports CUDA 12.2)"
+    )
 
 
 def test_a_card_of_another_architecture_is_the_runners_problem():
     with pytest.raises(finetune.RunnerProblem) as err:
         finetune.cuda_start(SPEC, fake_torch(capability=(8, 0)))
-    assert str(err.value) == ("the cell is for sm_90, but its card is a NVIDIA A100-SXM4-80GB (sm_80): the harness and "
-                              "CUDA disagree on which card is which")
+    assert str(err.value) == (
+        "the cell is for sm_90, but its card is a NVIDIA A100-SXM4-80GB (sm_80): the harness and "
+        "CUDA disagree on which card is which"
+    )
 
 
 def test_a_rank_without_its_card_is_the_runners_problem(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaa")
-    with pytest.raises(finetune.RunnerProblem, match=r"torch sees 1 card\(s\) in CUDA_VISIBLE_DEVICES=GPU-aaa; rank 0 needs card 1"):
+    with pytest.raises(
+        finetune.RunnerProblem, match=r"torch sees 1 card\(s\) in CUDA_VISIBLE_DEVICES=GPU-aaa; rank 0 needs card 1"
+    ):
         finetune.cuda_start(SPEC, fake_torch(count=1))
 
 
@@ -59,24 +75,38 @@ def test_a_good_card_becomes_the_current_device_and_its_context_is_measured_wher
     assert (cuda["cuda_context"], cuda["context_source"]) == (None, None)
 
 
-@pytest.mark.parametrize("asked, segments, settings, fails", [
-    (True, [{"device": 0, "is_expandable": True}], {}, False),
-    (True, [{"device": 0, "is_expandable": False}], {}, True),  # torch ignored the setting (pytorch#183387)
-    (False, [{"device": 0, "is_expandable": True}], {}, True),  # a runner's setting leaked into a baseline cell
-    (False, [{"device": 0, "is_expandable": False}], {}, False),
-    (True, [], {"expandable_segments": True}, False),  # no segment yet: the allocator's effective setting
-    (True, [{"device": 0}], {}, False),  # a torch that cannot say: recorded as unknown, not failed
-])
+@pytest.mark.parametrize(
+    "asked, segments, settings, fails",
+    [
+        (True, [{"device": 0, "is_expandable": True}], {}, False),
+        (True, [{"device": 0, "is_expandable": False}], {}, True),  # torch ignored the setting (pytorch#183387)
+        (False, [{"device": 0, "is_expandable": True}], {}, True),  # a runner's setting leaked into a baseline cell
+        (False, [{"device": 0, "is_expandable": False}], {}, False),
+        (True, [], {"expandable_segments": True}, False),  # no segment yet: the allocator's effective setting
+        (True, [{"device": 0}], {}, False),  # a torch that cannot say: recorded as unknown, not failed
+    ],
+)
 def test_the_allocator_did_what_the_cell_asked_for(asked, segments, settings, fails):
     checks = {}
-    run = lambda: finetune.check_allocator(fake_torch(segments=segments, settings=settings),  # noqa: E731
-                                           {**SPEC, "expandable_segments": asked}, {"index": 0}, checks)
+
+    def run():
+        return finetune.check_allocator(
+            fake_torch(segments=segments, settings=settings),
+            {**SPEC, "expandable_segments": asked},
+            {"index": 0},
+            checks,
+        )
+
     if fails:
         with pytest.raises(finetune.CheckFailed, match="allocator segments"):
             run()
     else:
         run()
-    expected = None if segments == [{"device": 0}] else (settings.get("expandable_segments") if not segments else segments[0]["is_expandable"])
+    expected = (
+        None
+        if segments == [{"device": 0}]
+        else (settings.get("expandable_segments") if not segments else segments[0]["is_expandable"])
+    )
     assert checks["expandable_segments_used"] == expected
 
 
@@ -86,8 +116,14 @@ def test_the_trainers_fsdp_saves_whole_weights(monkeypatch):
     monkeypatch.delenv("FSDP_STATE_DICT_TYPE", raising=False)
     from harness.catalog import strategies
 
-    spec = {"hardware": "cpu", "strategy": "fsdp2", "strategy_facts": strategies.get("fsdp2").spec(), "grad_ckpt": False, "precision": "fp32",
-            "train": {"steps": 1, "batch_size": 1, "lr": 0.1, "seed": 0}}
+    spec = {
+        "hardware": "cpu",
+        "strategy": "fsdp2",
+        "strategy_facts": strategies.get("fsdp2").spec(),
+        "grad_ckpt": False,
+        "precision": "fp32",
+        "train": {"steps": 1, "batch_size": 1, "lr": 0.1, "seed": 0},
+    }
     args = finetune.training_arguments(spec, "/tmp/compat-test-out", ["LlamaDecoderLayer"])
     config = {k.removeprefix("fsdp_"): v for k, v in args.fsdp_config.items()}
     assert config["state_dict_type"] == "FULL_STATE_DICT" and str(config["version"]) == "2"
@@ -99,6 +135,7 @@ def test_the_trainers_fsdp_saves_whole_weights(monkeypatch):
 def test_a_card_a_cuda_error_left_unusable_still_gets_its_result_written(monkeypatch):
     """After a device-side assert every CUDA call raises; the rank's memory entry says so and the
     result file is still written (it used to be the first thing lost)."""
+
     def broken(*args):
         raise RuntimeError("CUDA error: device-side assert triggered")
 
