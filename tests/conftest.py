@@ -169,6 +169,7 @@ def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
     """`base` moved onto a Tesla P4 (sm_61) for rendering tests: GPU fingerprint and per-card
     torch/NVML memory figures in the shape the workload and the harness write them."""
     axes = dict(base["axes"], hardware="sm_61")
+    # a GPU record's torch is a CUDA build
     fp = dict(
         base["fingerprint"],
         hardware={
@@ -186,7 +187,7 @@ def p4_record(base: dict, runner: str = "ci-gpu-p4") -> dict:
             ],
         },
         torch={"version": "2.6.0+cu124", "cuda": "12.4"},
-    )  # a GPU record's torch is a CUDA build
+    )
     memory = [
         {
             "rank": 0,

@@ -48,9 +48,8 @@ class Releases:
     versions: list[str]  # oldest first
     sources: list[str]  # where they were read, in words
     problems: list[str]  # what could not be read (an index out of reach), said in the report
-    uploaded: dict[str, str] = dataclasses.field(
-        default_factory=dict
-    )  # version -> its first file's upload time (the index's)
+    # version -> its first file's upload time (the index's)
+    uploaded: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def version_of_file(package: str, filename: str) -> str | None:

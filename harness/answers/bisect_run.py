@@ -386,12 +386,8 @@ class Bisection:
 
 # -- the canary that bisects itself --------------------------------------------------------------
 
-REGRESSIONS = (
-    "fail",
-    "crash",
-    "oom",
-    "timeout",
-)  # what a canary cell may newly do; install-error and infra are not the stack's training
+# what a canary cell may newly do; install-error and infra are not the stack's training
+REGRESSIONS = ("fail", "crash", "oom", "timeout")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -93,13 +93,13 @@ FRAME = known_issues.compile_signature(
     r"|\x{2502} (?P<rich>\S{1,400}\.pyc?):\d+ in \w"
 )
 
-PACKAGE_DIR = re.compile(
-    r"(?:site|dist)-packages/([A-Za-z0-9_]+)(?:/|\.pyc?$)"
-)  # a package's folder, or a one-file module
+# a package's folder, or a one-file module
+PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)(?:/|\.pyc?$)")
 REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
+# Python's own modules, <frozen ...>, eggs
 PYTHON_OWN = re.compile(
     r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/"
-)  # Python's own modules, <frozen ...>, eggs
+)
 
 
 def frame_path(m) -> str:
@@ -471,10 +471,11 @@ FAMILIES = (
 )
 
 
+# or any class named with its module path
 BARE_EXCEPTION = known_issues.compile_signature(
     r"^(?:\[rank\d{1,5}\]:\s*)?\s*(?P<type>[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt)"
     r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$"
-)  # or any class named with its module path
+)
 ERROR_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
 WARNING_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
 DIGITS = re.compile(r"\d+")

@@ -277,9 +277,8 @@ class Shape:
         linear = sum(i * o * k for _, i, o, k in self.linears())
         bias = self.layers * (self.heads + 2 * self.kv_heads) * self.hd if self.qkv_bias else 0
         latent = self.layers * (self.mla[0] + self.mla[4]) if self.mla else 0  # MLA's kv_a (and q_a) norms
-        norms = (
-            self.layers * 2 * self.hidden + self.hidden + bias + latent
-        )  # small, unquantized: counted with the norms
+        # small, unquantized: counted with the norms
+        norms = self.layers * 2 * self.hidden + self.hidden + bias + latent
         embed = self.vocab * self.hidden
         head = 0 if self.tied else self.vocab * self.hidden
         return {
@@ -1158,12 +1157,10 @@ class Report:
     defaults: tuple[str, ...] = ()  # the settings the user did not give, and whose default each took
     read_as: str = ""  # how the model name given was read: which shipped config it is
     bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
-    gpu_checks: list = dataclasses.field(
-        default_factory=list
-    )  # error_table rows of gpu_check_records (a GPU prediction)
-    slack: dict = dataclasses.field(
-        default_factory=dict
-    )  # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
+    # error_table rows of gpu_check_records (a GPU prediction)
+    gpu_checks: list = dataclasses.field(default_factory=list)
+    # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
+    slack: dict = dataclasses.field(default_factory=dict)
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
 
     def quantities(self, p: "Prediction") -> dict:
@@ -1377,9 +1374,8 @@ class Report:
 
     def as_json(self) -> dict:
         p = self.model.shape.params()
-        run = {
-            k: v for k, v in dataclasses.asdict(self.run).items() if k != "strategy"
-        }  # each prediction names its own
+        # each prediction names its own
+        run = {k: v for k, v in dataclasses.asdict(self.run).items() if k != "strategy"}
         return {
             "model": {
                 "key": self.model.key,
@@ -1424,7 +1420,7 @@ class Report:
                 if r.grad_accum > 1
                 else ""
             )
-            + f", gradient checkpointing {'on' if r.grad_ckpt else 'off'}",
+            + f", gradient checkpointing {'on' if r.grad_ckpt else 'off'}"
         ]
         if self.read_as:
             lines.insert(0, f"Model: {self.read_as}")

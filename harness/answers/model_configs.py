@@ -22,6 +22,7 @@ from harness.answers.fit import Shape, load_json_config
 from harness.errors import MatrixError, UsageError
 from harness.tomldata import POSITIVE_INT, TEXT, TEXT_LIST, URL, Key, Table, check, did_you_mean, kind, load_data
 
+# a vision-language model's tower (fit._vision_params)
 CONFIG_KEYS = (
     "hidden_size",
     "intermediate_size",
@@ -49,7 +50,7 @@ CONFIG_KEYS = (
     "v_head_dim",
     "q_lora_rank",
     "vision_config",
-)  # a vision-language model's tower (fit._vision_params)
+)
 _SOURCES = "missing: every model config cites where its values are stated"
 # a [model.KEY] table of matrix/model_configs.toml; its config keys are checked by fit.Shape
 MODEL = Table(

@@ -71,9 +71,8 @@ class Request:
     model_name: str = ""
     model_size: str = ""  # "8B", from the model's name
     fit: dict = dataclasses.field(default_factory=dict)  # seq_len, batch, LoRA and optimizer settings: for compat fit
-    fit_defaults: list[str] = dataclasses.field(
-        default_factory=list
-    )  # the settings compat fit took a tool's default for
+    # the settings compat fit took a tool's default for
+    fit_defaults: list[str] = dataclasses.field(default_factory=list)
     train: dict = dataclasses.field(default_factory=dict)  # [settings.train] of the tiny run, from the configs
     used: list[str] = dataclasses.field(default_factory=list)  # "file: field"
     not_modelled: list[str] = dataclasses.field(default_factory=list)

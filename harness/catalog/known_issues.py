@@ -59,12 +59,8 @@ from harness.errors import MatrixError
 from harness.tomldata import NONEMPTY_TEXT, SPECIFIER, TABLE, TEXT_LIST, URL, Key, Kind, Table, check, kind, load_data
 
 PACKAGES = TRACKED  # harness/catalog/packages.py
-CONDITION_AXES = (
-    "precision",
-    "quantization",
-    "method",
-    "strategy",
-)  # the cell axes a known issue's conditions may name
+# the cell axes a known issue's conditions may name
+CONDITION_AXES = ("precision", "quantization", "method", "strategy")
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # what launchers put before each line of a worker's output: torchrun's "[rank3]:" (or "[default0]:"
@@ -147,10 +143,8 @@ class Issue:
 
 
 VERDICT_RANK = {"hold": 3, "unknown": 2, "unshown": 1, "contradicted": 0}
-ANSWERS = (
-    "hold",
-    "unknown",
-)  # the verdicts under which a match answers the log; below them the family answer comes first
+# the verdicts under which a match answers the log; below them the family answer comes first
+ANSWERS = ("hold", "unknown")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,9 +60,8 @@ class Matrix:
     description: str
     cells: tuple[Cell, ...]
     settings: dict  # defaults.toml merged with the file's [settings]
-    models: dict = dataclasses.field(
-        default_factory=dict
-    )  # matrix/models.toml: name -> {"model": {...}, "train": {...}}
+    # matrix/models.toml: name -> {"model": {...}, "train": {...}}
+    models: dict = dataclasses.field(default_factory=dict)
 
 
 def cell_settings(settings: dict, models: dict, model: str) -> dict:

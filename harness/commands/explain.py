@@ -85,12 +85,7 @@ def _as_json(name: str, signature: str, facts, answer, matches: list, also: list
             "project_file": facts.project_file,
             "strategy": facts.strategy,
         },
-        "family": {
-            "name": answer.family,
-            "matched": answer.matched,
-            "cause": answer.cause,
-            "next_step": answer.step,
-        },
+        "family": {"name": answer.family, "matched": answer.matched, "cause": answer.cause, "next_step": answer.step},
         "matches": [
             {
                 "id": m.issue.id,

@@ -141,12 +141,7 @@ def _raised(etype: str, message: str) -> Outcome:
 def error(etype: str, message: str, excerpt: str) -> dict:
     """A record's `error`: the exception's type, its message's first lines, its signature, and an
     excerpt of the log or traceback."""
-    return {
-        "type": etype,
-        "message": first_lines(message),
-        "signature": signature(etype, message),
-        "excerpt": excerpt,
-    }
+    return {"type": etype, "message": first_lines(message), "signature": signature(etype, message), "excerpt": excerpt}
 
 
 def read_text(path: Path) -> str:

@@ -30,9 +30,8 @@ class RunContext:
     envs: EnvManager
     matrix_dir: Path = MATRIX_DIR  # where matrix/deepspeed/<strategy>.json are read from
     known_issues: KnownIssues | None = None  # failed cells are tagged with the entries they match
-    models: dict = dataclasses.field(
-        default_factory=dict
-    )  # matrix/models.toml, for cells with a model other than "default"
+    # matrix/models.toml, for cells with a model other than "default"
+    models: dict = dataclasses.field(default_factory=dict)
     run_id: str = dataclasses.field(
         default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     )
@@ -61,9 +60,8 @@ class Override:
 
     deepspeed_config: Path | None = None  # a user's own, used as given, instead of matrix/deepspeed/
     fsdp_args: dict | None = None  # a user's own TrainingArguments fsdp / fsdp_config, as given
-    record_extra: dict = dataclasses.field(
-        default_factory=dict
-    )  # fields its record carries (compat preflight's "preflight")
+    # fields its record carries (compat preflight's "preflight")
+    record_extra: dict = dataclasses.field(default_factory=dict)
 
 
 NO_OVERRIDE = Override()

@@ -115,12 +115,7 @@ class EnvManager:
                 self.base_python,
                 None,
                 "current",
-                {
-                    "name": stack.name,
-                    "provider": "current",
-                    "python": self.base_python,
-                    "canary": False,
-                },
+                {"name": stack.name, "provider": "current", "python": self.base_python, "canary": False},
             )
         t0 = time.perf_counter()
         base = self.base()

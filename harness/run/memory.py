@@ -45,10 +45,4 @@ def staircase(timeline: list[dict]) -> dict | None:
     flag = (
         len(rises) >= MIN_RISES and with_length >= MIN_WITH_LENGTH * len(rises) and last - first >= MIN_GROWTH * first
     )
-    return {
-        "metric": metric,
-        "flag": flag,
-        "rises": rises,
-        "growth_bytes": last - first,
-        "rule": STAIRCASE_RULE,
-    }
+    return {"metric": metric, "flag": flag, "rises": rises, "growth_bytes": last - first, "rule": STAIRCASE_RULE}

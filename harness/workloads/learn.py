@@ -32,9 +32,8 @@ class Watch:
         self.gradients, self.values = gradients, values
         self.nonzero = {name: 0 for name, _ in self.params}
         self.nonfinite, self.expected_zero = dict(self.nonzero), dict(self.nonzero)
-        self.zero: dict[str, list[int]] = {
-            name: [] for name, _ in self.params
-        }  # the passes (1, 2, ...) whose gradient was all zeros
+        # the passes (1, 2, ...) whose gradient was all zeros
+        self.zero: dict[str, list[int]] = {name: [] for name, _ in self.params}
         self.before = {name: self.fingerprint(p) for name, p in self.params} if values else {}
         by_name = dict(self.params)
         # a LoRA A matrix's gradient is B's transpose times the output's: zero while B is all zeros
@@ -111,9 +110,8 @@ class Watch:
             | set(out["nonfinite_gradient"])
             | set(out["did_not_move"])
         )
-        out["learned"] = (
-            len(self.params) - len(unused) - len(failed) if out["observed"] else None
-        )  # None: nothing watched
+        # None: nothing watched
+        out["learned"] = len(self.params) - len(unused) - len(failed) if out["observed"] else None
         return out
 
 

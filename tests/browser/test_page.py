@@ -134,9 +134,8 @@ def test_charts_render_per_card_memory(browser, page):
         r.get_attribute("class"): float(r.get_attribute("width"))
         for r in chart.find_elements("css selector", "rect[class^=bar-]")
     }
-    assert (
-        widths["bar-allocated"] < widths["bar-reserved"] < widths["bar-nvml_used"] < widths["bar-rss"]
-    )  # 300 < 420 < 700 < 900 MiB
+    # 300 < 420 < 700 < 900 MiB
+    assert widths["bar-allocated"] < widths["bar-reserved"] < widths["bar-nvml_used"] < widths["bar-rss"]
     detail = browser.find_element("id", "detail").text
     assert "measured" in detail and page["passed"]["id"] not in detail  # the P4 row is the second runner's own record
     assert "merged from\nb.jsonl:1" in detail
@@ -241,9 +240,8 @@ def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(
     browser.find_element("id", "why-cells").click()
     shown = visible_rows(browser)
     assert shown and {r.get_attribute("data-hardware") for r in shown} == {cpu_label}
-    assert page["hostile"]["id"] in {
-        r.get_attribute("data-id") for r in shown
-    }  # the disputed cell's row shown: the newer record
+    # the disputed cell's row shown: the newer record
+    assert page["hostile"]["id"] in {r.get_attribute("data-id") for r in shown}
 
     # a card with a (contributed) record: measured on its architecture, and predicted beside it
     Select(browser.find_element("id", "gpu-picker")).select_by_value("gpu:Tesla P4")

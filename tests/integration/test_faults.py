@@ -150,9 +150,8 @@ def test_a_frozen_adapter_fails_a_cell_that_otherwise_passes_and_is_named(run):
         clean["outcome"] == "pass"
         and clean["checks"]["learned"]["learned"] == clean["checks"]["learned"]["trainable_tensors"]
     )
-    assert (
-        frozen["outcome"] == "fail" and frozen["losses"]["eval_after"] < frozen["losses"]["eval_before"]
-    )  # the loss still fell
+    # the loss still fell
+    assert frozen["outcome"] == "fail" and frozen["losses"]["eval_after"] < frozen["losses"]["eval_before"]
     first = "base_model.model.model.layers.0.self_attn.q_proj"
     assert frozen["checks"]["learned"]["no_gradient"] == [
         f"{first}.lora_A.default.weight",

@@ -78,11 +78,12 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_compats_data_and_the_sdist_its_sources(installed):
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     data = {n.removeprefix("harness/data/") for n in names if n.startswith("harness/data/")}
+    # last known good
     shipped = (
         {str(p.relative_to(ROOT)) for p in (ROOT / "matrix").rglob("*") if p.is_file()}
         | {"results/records.jsonl"}
         | {f"results/bisect/{p.name}" for p in (ROOT / "results" / "bisect").glob("bisect-*.json")}
-    )  # last known good
+    )
     assert data == shipped
     with tarfile.open(installed["sdist"]) as sdist:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}

@@ -21,11 +21,7 @@ def load(path):
 
 def compat(*args, home=ROOT):
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        cwd=home,
-        timeout=1800,
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=home, timeout=1800
     )
 
 

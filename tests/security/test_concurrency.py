@@ -111,12 +111,13 @@ def test_runs_use_one_env_at_once_without_waiting_for_each_other(tmp_path):
         while said[-1] and not said[-1].startswith("ready") and len(said) < 50:
             said.append(first.stdout.readline())
         assert said[-1].split() == ["ready", "False"], said  # made it
+        # waiting for `first` would outlast this
         second = subprocess.run(
             [sys.executable, "-c", HOLD.format(root=str(ROOT), envs=str(envs), wheels=str(wheels), sleep=0)],
             capture_output=True,
             text=True,
             timeout=300,
-        )  # waiting for `first` would outlast this
+        )
         assert second.returncode == 0, second.stderr
         assert second.stdout.split()[-2:] == ["ready", "True"] and "waiting" not in second.stdout  # reused, no wait
         pruned = run_compat("envs", "--env-dir", str(envs), "--prune", "--older-than", "0", timeout=120)

@@ -193,9 +193,8 @@ def test_contributor_text_is_text_in_the_markdown(results, tmp_path):
     path = tmp_path / "text.jsonl"
     path.write_text(json.dumps(rec) + "\n")
     assert compat("merge", str(path), "--into", str(results)).returncode == 0
-    (row,) = [
-        line for line in (results / "COMPATIBILITY.md").read_text().splitlines() if "evil" in line
-    ]  # there, as text
+    # there, as text
+    (row,) = [line for line in (results / "COMPATIBILITY.md").read_text().splitlines() if "evil" in line]
     assert "![" not in row.replace("!\\[", "") and "](" not in row.replace("\\](", "")  # no image, no link
     assert "https://evil" not in row and "www.evil" not in row and "@evil" not in row  # nothing a forge links by itself
 

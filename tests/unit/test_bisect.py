@@ -80,11 +80,8 @@ def test_releases_come_from_the_folders_and_the_index_yanked_and_pre_releases_le
         "README.txt",
     ):
         (tmp_path / name).write_text("")
-    listed = {
-        "1.3": (False, "2024-01-02T03:04:05Z"),
-        "1.4": (True, None),
-        "1.5": (False, None),
-    }  # as the index says: 1.4 yanked
+    # as the index says: 1.4 yanked
+    listed = {"1.3": (False, "2024-01-02T03:04:05Z"), "1.4": (True, None), "1.5": (False, None)}
     got = bisect.releases("Compat.Probe", [tmp_path], offline=False, read_index=lambda p, i: listed)
     assert got.versions == ["1.0", "1.1", "1.2", "1.3", "1.5"] and got.problems == []
     assert got.uploaded == {"1.3": "2024-01-02T03:04:05Z"}  # the folders' files carry no upload time
@@ -140,10 +137,8 @@ def test_a_paired_probe_is_judged_on_the_difference_the_settings_make():
     assert bisect.judge_paired(dict(refused), refused)[0] == GOOD  # it fails that way without them too: not theirs
     assert bisect.judge_paired(passed, no_gpu) == (SKIP, "passes with the settings, fail without")
     assert bisect.judge_paired({"outcome": "install-error"}, {"outcome": "install-error"})[0] == SKIP
-    removed = {
-        "outcome": "fail",
-        "error": {"signature": "TypeError: unexpected keyword"},
-    }  # a later release's way of refusing
+    # a later release's way of refusing
+    removed = {"outcome": "fail", "error": {"signature": "TypeError: unexpected keyword"}}
     assert bisect.judge_paired(removed, passed) == (BAD, "without the settings: pass")
 
 
@@ -229,9 +224,8 @@ def test_a_failing_canary_is_paired_with_the_control_that_passes_and_the_package
     assert set(nf4.differ) <= {name for name, _ in stacks["canary"].packages}  # only what the canary moves
     assert "cpu-canary-fp32-int8-lora-single" not in pairs
     assert all(p.canary["axes"]["stack"] == "canary" and p.control["outcome"] == "pass" for p in pairs.values())
-    assert (
-        bisect_run.canary_pairs([r for r in recs if r["axes"]["stack"] != "bnb048"], stacks) == []
-    )  # no passing control
+    # no passing control
+    assert bisect_run.canary_pairs([r for r in recs if r["axes"]["stack"] != "bnb048"], stacks) == []
 
 
 def test_the_draft_known_issue_entry_carries_the_boundary_and_a_signature_that_matches_the_error():

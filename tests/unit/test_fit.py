@@ -151,9 +151,8 @@ def test_ddp_never_lowers_the_per_card_peak_and_zero3_divides_it():
     z3 = [per_card("zero3", n).total for n in (2, 4, 8)]
     assert z3[0] > z3[1] > z3[2]
     z2, z3_8 = per_card("zero2", 8), per_card("zero3", 8)
-    assert z2.terms["weights"] == pytest.approx(
-        6738415616 * 2.0
-    )  # ZeRO-2: 16-bit weights on every card (CAL's multiplier is 1)
+    # ZeRO-2: 16-bit weights on every card (CAL's multiplier is 1)
+    assert z2.terms["weights"] == pytest.approx(6738415616 * 2.0)
     assert z3_8.terms["weights"] == pytest.approx(6738415616 * 2.0 / 8)
     assert z2.terms["optimizer"] == pytest.approx(6738415616 * 12.0 / 8)  # fp32 master + 2 moments, divided
     off = per_card("zero3_offload", 8)
@@ -201,9 +200,8 @@ def test_modules_saved_whole_are_trained_and_kept_beside_the_frozen_copy():
     embed = 128256 * 4096  # Llama 3.1 8B's embed_tokens, 525,336,576 elements
     plain, saved = features_of("llama3_8b"), features_of("llama3_8b", modules_to_save=("embed",))
     assert saved["_trainable"] - plain["_trainable"] == embed
-    assert (
-        saved["_weights_bytes"] - plain["_weights_bytes"] == embed * 4
-    )  # the trainable copy, fp32 under mixed precision
+    # the trainable copy, fp32 under mixed precision
+    assert saved["_weights_bytes"] - plain["_weights_bytes"] == embed * 4
     assert saved["trainable_state"] - plain["trainable_state"] == embed * 12  # its fp32 gradient and two AdamW moments
 
 
@@ -285,9 +283,8 @@ def test_the_load_phase_per_strategy_and_loading():
     assert (fsdp.load["how"], fsdp.load["host_total"]) == ("whole", LLAMA2_7B * 4 * 8)
     assert load("fsdp", "sharded").load["host_total"] == LLAMA2_7B * 4  # rank 0 alone
     assert z3.phase == fsdp.phase == "training step" and z3.total == load("zero3", "whole").total
-    on_card = per_card(
-        "zero3", 8, method="lora", load="on-card"
-    )  # the whole model on each card before ZeRO-3 shards it
+    # the whole model on each card before ZeRO-3 shards it
+    on_card = per_card("zero3", 8, method="lora", load="on-card")
     assert on_card.total == LLAMA2_7B * 2 + 450 * fit.MIB and on_card.phase == "loading"
     assert per_card("zero3", 8, method="lora").phase == "training step"
     single = load("single", "on-card", cards=1)  # unsharded: the card holds the whole model while training anyway
@@ -336,9 +333,8 @@ def test_a_gpu_without_cuda_records_counts_activations_per_layer():
     p = fit.predict(shape, run, counted, None, 0)
     assert p.terms["activations"] == 32 * 1024 * 178176 and p.terms["logits"] == 1024 * 32000 * 10
     ckpt = fit.predict(shape, dataclasses.replace(run, grad_ckpt=True), counted, None, 0)
-    assert (
-        ckpt.terms["activations"] == 1024 * 178176 + 32 * 1024 * 4096 * 2
-    )  # one layer recomputed, each layer's bf16 input
+    # one layer recomputed, each layer's bf16 input
+    assert ckpt.terms["activations"] == 1024 * 178176 + 32 * 1024 * 4096 * 2
     cpu = fit.calibrate(committed_sweeps()[0])
     assert cpu.coefficients["activations"] * (4096 + 11008) * 0.5 / 178176 == pytest.approx(1.38, abs=0.01)
 
@@ -682,9 +678,8 @@ def test_the_first_h200_records_measure_the_slack_the_context_and_the_count_s_er
         p4["cuda-context"]["says"]
         == "CUDA context and runtime buffers: 450 MiB per process (measured on sm_90 only, not on sm_61)"
     )
-    assert (
-        p4["fit-error"]["kind"] == "predicted" and "fp32 -3.6%" in p4["fit-error"]["says"]
-    )  # LoRA's, on 16/32-bit weights
+    # LoRA's, on 16/32-bit weights
+    assert p4["fit-error"]["kind"] == "predicted" and "fp32 -3.6%" in p4["fit-error"]["says"]
 
 
 def test_a_record_s_model_is_read_with_its_own_config_table():

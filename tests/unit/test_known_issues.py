@@ -45,9 +45,8 @@ UNRELATED = {
 
 def test_the_base_has_at_least_200_cited_entries_each_with_its_report_count():
     assert len(BASE.issues) >= 200
-    assert all(
-        isinstance(i.reports, int) and (i.reports >= 1 or i.found_by) for i in BASE.issues
-    )  # 0: compat's own finding
+    # 0: compat's own finding
+    assert all(isinstance(i.reports, int) and (i.reports >= 1 or i.found_by) for i in BASE.issues)
     assert len(set(IDS)) == len(IDS)
     for issue in BASE.issues:
         assert issue.sources and all(s.startswith(("https://", "http://")) for s in issue.sources), issue.id
@@ -294,9 +293,8 @@ def load_edited(tmp_path, old: str, new: str) -> str:
 
 def test_a_finding_of_compats_own_has_no_public_report_and_says_how_it_was_found(tmp_path):
     found = BASE.get("bnb-cpu-4bit-eval-forward-repacks-weights")
-    assert (
-        found.reports == 0 and "bisect-20261126T061911Z-a246de" in found.found_by
-    )  # the bisection committed in results/bisect
+    # the bisection committed in results/bisect
+    assert found.reports == 0 and "bisect-20261126T061911Z-a246de" in found.found_by
     text = (ROOT / "matrix" / "known_issues.toml").read_text()
     entry = text[text.index('id = "bnb-cpu-4bit-eval-forward-repacks-weights"') :]
     bad = tmp_path / "known_issues.toml"

@@ -33,13 +33,7 @@ def two_runners(tmp_path):
         finished_at="2026-11-23T09:00:00+00:00",
         error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "excerpt": "boom"},
     )
-    b = write_jsonl(
-        tmp_path / "b.jsonl",
-        [p4_record(passed)],
-        [
-            '{"schema_version": 1, "id": "cut off',
-        ],
-    )
+    b = write_jsonl(tmp_path / "b.jsonl", [p4_record(passed)], ['{"schema_version": 1, "id": "cut off'])
     with open(b, "a", encoding="utf-8") as f:
         f.write(json.dumps(disagree) + "\n")
     return a, b, passed, disagree

@@ -53,9 +53,8 @@ def test_the_live_display_counts_cells_shows_what_runs_and_estimates_the_time_le
         live.started(cell)
         text = draw(live)
         assert "3/6 cells  [###############...............]  2 pass  1 unsupported" in text
-        assert (
-            "running cpu-x-fp32-none-full-single  0:00" in text and "env hf2024" not in text
-        )  # the env is made: a cell started
+        # the env is made: a cell started
+        assert "running cpu-x-fp32-none-full-single  0:00" in text and "env hf2024" not in text
         mean = (done[0]["duration_s"] + done[1]["duration_s"]) / 2  # the unsupported cell did not train: not counted
         assert abs(live.eta_s(live._running[cell.id]) - 3 * mean) < 1e-6  # two waiting, one just started
         assert "ETA about " in text

@@ -47,6 +47,7 @@ def test_each_node_s_architecture_comes_from_its_label_else_its_cards_name():
         ],
         GPUDB,
     )
+    # a dead node is not planned on; a label outranks the name
     assert [(n.host, n.arch, n.gpus) for n in nodes] == [
         ("host1", None, 0),
         ("host2", "sm_75", 1),
@@ -55,7 +56,7 @@ def test_each_node_s_architecture_comes_from_its_label_else_its_cards_name():
         ("host5", "sm_90", 4),
         ("host6", None, 1),
         ("host8", "sm_86", 1),
-    ]  # a dead node is not planned on; a label outranks the name
+    ]
 
 
 def test_the_cluster_runs_what_one_of_its_nodes_can_and_says_why_not_for_the_rest():
@@ -74,11 +75,8 @@ def test_the_cluster_runs_what_one_of_its_nodes_can_and_says_why_not_for_the_res
     assert got[2] == (True, False, "")
     assert got[3] == (False, True, "needs 2 sm_75 cards on one node; the Ray cluster's largest sm_75 node has 1")
     assert got[4] == (True, False, "")
-    assert got[5] == (
-        False,
-        False,
-        "needs 1 sm_90 card on one node; the Ray cluster has sm_75, sm_80",
-    )  # another runner's
+    # another runner's
+    assert got[5] == (False, False, "needs 1 sm_90 card on one node; the Ray cluster has sm_75, sm_80")
     # a cluster with no GPU compat can name records its GPU cells unsupported, and says how to name the cards
     bare = raydispatch.cluster_nodes([node(1), node(6, 1, "Z9")], GPUDB)
     (p,) = raydispatch.plan([cells[2]], bare)
@@ -93,11 +91,12 @@ def test_a_cell_asks_ray_for_its_cards_by_label_or_by_accelerator_type():
         [node(1), node(2, 1, "T4"), node(3, 1, "T4"), node(4, 1, "Tesla-T4"), node(5, 2, label="sm_80")], GPUDB
     )
     assert raydispatch.placement(Cell("cpu", "local", "fp32", "none", "lora", "single"), nodes) == {"num_cpus": 1}
+    # the name most sm_75 nodes carry
     assert raydispatch.placement(Cell("sm_75", "local", "fp16", "none", "lora", "single"), nodes) == {
         "num_cpus": 1,
         "num_gpus": 1,
         "accelerator_type": "T4",
-    }  # the name most sm_75 nodes carry
+    }
     assert raydispatch.placement(Cell("sm_80", "local", "bf16", "none", "lora", "ddp", ranks=2), nodes) == {
         "num_cpus": 1,
         "num_gpus": 2,
@@ -177,10 +176,8 @@ def test_preflight_on_a_cluster_runs_on_the_asked_cards_else_the_most_on_a_node(
     from harness.commands.preflight import cluster_arch
 
     nodes = raydispatch.cluster_nodes([node(1), node(2, 1, "T4"), node(3, 2, "A100"), node(4, 4, label="sm_86")], GPUDB)
-    assert cluster_arch(nodes, "T4", ROOT / "matrix") == (
-        "sm_75",
-        1,
-    )  # the card the configs are for, where there is one
+    # the card the configs are for, where there is one
+    assert cluster_arch(nodes, "T4", ROOT / "matrix") == ("sm_75", 1)
     assert cluster_arch(nodes, "", ROOT / "matrix") == ("sm_86", 4)
     assert cluster_arch(nodes, "P4", ROOT / "matrix") == ("sm_86", 4)  # no sm_61 node: the most cards on one
     assert cluster_arch(nodes, "no such card", ROOT / "matrix") == ("sm_86", 4)

@@ -56,9 +56,8 @@ def test_p4_gets_no_bf16_a_torch_with_sm6x_kernels_and_a_4bit_bitsandbytes():
     assert all(
         e["sources"] for e in ev["precision"] + ev["torch"] + ev["packages.bitsandbytes"] if e["kind"] == "predicted"
     )
-    bisected = [
-        e for e in ev["packages.bitsandbytes"] if e["kind"] == "measured"
-    ]  # compat bisect's boundary, measured on the CPU
+    # compat bisect's boundary, measured on the CPU
+    bisected = [e for e in ev["packages.bitsandbytes"] if e["kind"] == "measured"]
     assert bisected and all("not on sm_61: the pin is not moved" in e["says"] for e in bisected)
 
 

@@ -86,9 +86,8 @@ def test_junit_has_one_case_per_cell_with_the_outcome_as_junit_sees_it(tmp_path)
     assert [child.tag for child in cases["cpu-local-fp32-none-full-single"]] == ["system-out"]
     failure = cases["cpu-local-fp32-none-lora-single"].find("failure")
     assert failure.get("type") == "fail"
-    assert (
-        failure.get("message") == "ValueError: <script>alert(1)</script> (known issue: some-issue)"
-    )  # escaped, read back intact
+    # escaped, read back intact
+    assert failure.get("message") == "ValueError: <script>alert(1)</script> (known issue: some-issue)"
     assert "\x00" not in failure.text and "boom" in failure.text
     assert cases["sm_90-local-bf16-none-full-ddp-r2"].find("skipped").get("message").startswith("needs 2 sm_90 cards")
     assert cases["cpu-local-bf16-none-full-single"].find("error").get("type") == "infra"

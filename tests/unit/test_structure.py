@@ -162,12 +162,13 @@ def test_the_workloads_stand_apart():
 
 
 def test_the_checks_see_an_upward_import_a_sideways_one_and_a_loop():
+    # a loop
     edges = {
         "harness.catalog.cell": {"harness.evidence.records"},  # up
         "harness.run.runner": {"harness.render.table"},  # sideways, one floor
         "harness.evidence.records": {"harness.evidence.summary", "harness.errors", "harness"},
         "harness.evidence.summary": {"harness.evidence.records"},
-    }  # a loop
+    }
     assert upward(edges) == [
         "harness.catalog.cell (catalog) -> harness.evidence.records (evidence)",
         "harness.run.runner (run) -> harness.render.table (render)",
