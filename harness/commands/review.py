@@ -49,7 +49,7 @@ def handle(args) -> int:
         raise UsageError(f"--results {results}: is a file, not a results folder")
     matrix_dir = find_home().matrix
     base = known_issues_base(matrix_dir)
-    tag = base.tag if base else None
+    tag = summary.tagger(base)
     layout = support.Layout.load(matrix_dir)
     trust = rules()
     shown, stored_bad = records.reduce_records(
