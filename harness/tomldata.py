@@ -11,13 +11,16 @@ match) stays with the file's loader.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
 import errno
+import functools
+import hashlib
+import marshal
 import os
 import re
 import stat
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,8 +66,25 @@ def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
 
 def read_toml(path: Path, problems: list[str]) -> dict:
     """The parsed file, or {} with the reason appended to `problems`."""
+    return _read_toml(path, problems)[0]
+
+
+def _read_toml(path: Path, problems: list[str]) -> tuple[dict, str]:
+    """(the parsed file, its text), or ({}, "") with the reason appended to `problems`. A file read
+    before, byte for byte, is taken parsed from the cache (parsing is most of the time a large
+    file costs: 0.19 s for the known-issue base, against 1 ms decoded)."""
     try:
-        return tomllib.loads(read_regular(path).decode("utf-8"))
+        data = read_regular(path)
+        text = data.decode("utf-8")
+        key = f"toml-{digest(data, PARSER)}"
+        doc = cached(key)
+        if not isinstance(doc, dict):
+            import tomllib  # only here: a file read before is taken parsed
+
+            doc = tomllib.loads(text)
+            if _plain(doc):  # dates and times are left to the parser
+                store(key, doc)
+        return doc, text
     except NotAFile as exc:
         problems.append(f"{path}: {exc}")
     except FileNotFoundError:
@@ -73,17 +93,19 @@ def read_toml(path: Path, problems: list[str]) -> dict:
         problems.append(f"{path}: is a directory, not a TOML file")
     except UnicodeDecodeError as exc:
         problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # tomllib.TOMLDecodeError: the others of its kind are said above
         problems.append(f"{path}: not valid TOML: {exc}")
     except RecursionError:
         problems.append(f"{path}: nested too deeply to be compat's data")
     except OSError as exc:
         problems.append(f"{path}: cannot be read: {exc.strerror}")
-    return {}
+    return {}, ""
 
 
 def did_you_mean(word: str, choices) -> str:
     """' (did you mean 'precision'?)' for the closest choice, or '' when none is close."""
+    import difflib
+
     close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -106,10 +128,10 @@ def load_data(path: Path, tables: tuple[str, ...]) -> tuple[dict, "Locator"]:
 def open_data(path: Path) -> tuple[dict, "Locator"]:
     """A data file, parsed, and its locator; MatrixError if it cannot be read."""
     problems: list[str] = []
-    doc = read_toml(path, problems)
+    doc, text = _read_toml(path, problems)
     if problems:
         raise MatrixError(problems)
-    return doc, Locator(path, path.read_text(encoding="utf-8"))
+    return doc, Locator(path, text)
 
 
 # -- declarations ------------------------------------------------------------------------------
@@ -242,7 +264,11 @@ class Locator:
 
     def __init__(self, path: Path, text: str):
         self.path = path
-        self.lines = text.splitlines()
+        self.text = text
+
+    @functools.cached_property
+    def lines(self) -> list[str]:  # split on the first message: a file with no problem is never split
+        return self.text.splitlines()
 
     def __call__(self, key: str, label: str, message: str, table: str = "", nth: int = 0) -> str:
         start, end = 0, len(self.lines)
@@ -260,3 +286,108 @@ class Locator:
         if table and start < len(self.lines) and (start or nth == 0):
             return f"{self.path}:{start + 1}: {label}: {message}"
         return f"{self.path}: {label}: {message}"
+
+
+# -- what compat derives from its data files, kept between runs ---------------------------------
+# A data file's parsed form, and the checked form of the known-issue base, are stored under a key
+# made of the file's bytes and of what turned them into that form (the parser; the checking
+# code and the libraries it uses), so a changed file, or a changed compat, is read and checked
+# afresh. The folder is the user's own, as pip's cache is: $COMPAT_CACHE_DIR, else
+# $XDG_CACHE_HOME/compat/data or ~/.cache/compat/data. An entry that cannot be read is as none; one
+# that cannot be written is left out; COMPAT_CACHE_DIR="" keeps nothing.
+
+PARSER = f"tomllib-py{sys.version_info[0]}.{sys.version_info[1]}"
+# entries are Python's marshal format: plain data only (tables, lists, text, numbers), read back in
+# a millisecond with nothing to import; it changes between Python versions, which PARSER names
+ENTRY = f"marshal{marshal.version}-py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def cache_dir() -> Path | None:
+    if "COMPAT_CACHE_DIR" in os.environ:
+        return Path(os.environ["COMPAT_CACHE_DIR"]) if os.environ["COMPAT_CACHE_DIR"] else None
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compat" / "data"
+
+
+def digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def cached(key: str):
+    """What `store` kept under `key`, or None."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    path = folder / f"{key}.{ENTRY}"
+    try:
+        value = marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):  # none yet, or damaged: made again
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used: the newest are the ones kept
+    return value
+
+
+def store(key: str, value) -> None:
+    """Keep `value` (plain data) under `key`: written whole to a new file, then moved into place."""
+    folder = cache_dir()
+    if folder is None:
+        return
+    import tempfile
+
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(marshal.dumps(value))
+        os.replace(tmp, folder / f"{key}.{ENTRY}")
+        tmp = None
+        _prune(folder)
+    except (OSError, TypeError, ValueError):  # a read-only home, a full disk: compat works without it
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def stamp(*modules: str) -> str:
+    """The installed files of `modules` (names, sizes, times), found without importing them: a
+    cache entry made with one release of a library is not read with another."""
+    import importlib.util
+
+    parts = []
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        folder = Path(spec.origin).parent if spec and spec.origin else None
+        if folder is None:
+            parts.append(f"{name}: none")
+            continue
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if entry.is_file() and entry.name.endswith((".py", ".so", ".pyd")):
+                info = entry.stat()
+                parts.append(f"{name}/{entry.name} {info.st_size} {info.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+KEPT = 64  # entries the folder holds: the newest; a file edited many times leaves no trail
+
+
+def _prune(folder: Path) -> None:
+    entries = sorted(folder.glob(f"*.{ENTRY}"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in entries[KEPT:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
+def _plain(value) -> bool:
+    """Only tables, arrays, text, numbers and booleans: plain data, kept as it is."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return isinstance(value, (str, int, float, bool))

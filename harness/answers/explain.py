@@ -49,44 +49,36 @@ LIBRARIES = {
     "auto-gptq": "auto-gptq",
 }
 _LIB = "|".join(sorted((re.escape(k) for k in LIBRARIES), key=len, reverse=True))
-VERSION = known_issues.compile_signature(
+VERSION = known_issues.Signature(
     r"(?i)(?:^|[\s\[`'\"(-])(?P<name>" + _LIB + r")[`'\"]?(?:\s+(?:version|info))?(?:\s*\(GPU\?\))?"
     r"(?:\s*==\s*|\s*:\s*|\s*\.{3,}\s*|[ "
     r"\t]{2,}|\s+v?)(?P<version>\d+\.\d+(?:\.\d+)?(?:(?:rc|a|b|\.dev|\.post)\d+)?(?:\+[\w.]+)?)"
 )
-GPU_NAME = known_issues.compile_signature(
+GPU_NAME = known_issues.Signature(
     r"(?:GPU \d+: |GPU type: |GPU model: |device name: |Device \d+ \[|^\|\s+\d+\s+)"
     r"(?P<name>(?:NVIDIA |Tesla |Quadro |GeForce )[A-Za-z0-9][A-Za-z0-9 "
     r".-]{1,40}?)(?:\s+(?:On|Off)\b|\s*\(|\s*\]|\s*$|\s{2,})"
 )
-CAPABILITY = known_issues.compile_signature(
+CAPABILITY = known_issues.Signature(
     r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)"
 )
 ZERO3 = strategies.for_deepspeed(3, False).name
 # the strategy a log shows, most specific first: a ZeRO stage, FSDP, else several ranks (DDP)
 STRATEGY = (
-    (
-        ZERO3,
-        known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3'),
-    ),
+    (ZERO3, known_issues.Signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
     (
         strategies.for_deepspeed(2, False).name,
-        known_issues.compile_signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2'),
+        known_issues.Signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?2\b|"stage":\s*2|zero_stage\s*[:=]\s*2'),
     ),
-    (
-        strategies.for_trainer_fsdp(1).name,
-        known_issues.compile_signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b"),
-    ),
+    (strategies.for_trainer_fsdp(1).name, known_issues.Signature(r"FullyShardedDataParallel|fsdp_config|\bFSDP\b")),
     (
         strategies.data_parallel(2).name,
-        known_issues.compile_signature(
-            r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]"
-        ),
+        known_issues.Signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]"),
     ),
 )
 # a traceback's frame: Python's own, IPython's (8: `File PATH:LINE, in f`; 7 and Colab: `PATH in f(...)`,
 # Colab making the path a link) and rich's (`│ PATH:LINE in f │`); frame_path() gives its file
-FRAME = known_issues.compile_signature(
+FRAME = known_issues.Signature(
     r'File "(?P<path>[^"\n]{1,400})", line \d+'
     r'|(?m:^\s*File (?P<ipython>[^\s"][^\n]{0,400}?\.pyc?):\d+, in \w)'
     r"|(?m:^\[?(?P<ipython7>(?:/|~|[A-Za-z]:\\)[^\s\[\]()]{1,400}\.pyc?)\]?(?:\([^)\n]{0,200}\))? in \w)"
@@ -156,7 +148,8 @@ class Facts:
 def read(text: str, gpu_db=None) -> Facts:
     """The facts of a cleaned log (known_issues.clean)."""
     facts = Facts(exception=outcome.raised_in_log(text))
-    for m in VERSION.finditer(text):
+    lowered = text.lower()  # one lower-cased copy for every pattern's needles
+    for m in VERSION.finditer(text, lowered):
         name = LIBRARIES[m.group("name").lower()]
         facts.versions.setdefault(name, m.group("version"))  # the first mention: the env report comes first
     raised = facts.exception or _bare_exception(_tail(text))
@@ -171,12 +164,12 @@ def read(text: str, gpu_db=None) -> Facts:
             facts.package = installed.group(1)
         elif last and not PYTHON_OWN.search(last):
             facts.project_file = last.rsplit("/", 1)[-1]
-    for m in GPU_NAME.finditer(text):
+    for m in GPU_NAME.finditer(text, lowered):
         name = _card(m.group("name").strip(), gpu_db)
         if name not in facts.gpus:
             facts.gpus.append(name)
-    facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(text)), None)
-    cc = CAPABILITY.search(text)
+    facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(text, lowered)), None)
+    cc = CAPABILITY.search(text, lowered)
     if cc:
         raw = cc.group("cc")
         facts.cc = raw if "." in raw else f"{raw[:-1]}.{raw[-1]}"
@@ -204,13 +197,13 @@ def _card(name: str, gpu_db) -> str:
 @dataclasses.dataclass(frozen=True)
 class Family:
     name: str
-    pattern: object  # RE2, searched in the log's last lines
+    pattern: known_issues.Signature  # searched in the log's last lines
     cause: str
     step: str  # the next step; {name} fields come from the pattern's groups and the facts
 
 
 def _f(name, pattern, cause, step) -> Family:
-    return Family(name, known_issues.compile_signature(pattern), cause, step)
+    return Family(name, known_issues.Signature(pattern), cause, step)
 
 
 # Most specific first: the first family whose pattern is in the log's last lines answers.
@@ -472,12 +465,12 @@ FAMILIES = (
 
 
 # or any class named with its module path
-BARE_EXCEPTION = known_issues.compile_signature(
+BARE_EXCEPTION = known_issues.Signature(
     r"^(?:\[rank\d{1,5}\]:\s*)?\s*(?P<type>[A-Za-z_][\w.]{0,120}(?:Error|Exception|Exit|Interrupt)"
     r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$"
 )
-ERROR_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
-WARNING_LINE = known_issues.compile_signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
+ERROR_LINE = known_issues.Signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
+WARNING_LINE = known_issues.Signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
 DIGITS = re.compile(r"\d+")
 
 
@@ -602,8 +595,9 @@ def _classify(tail: str, facts: Facts) -> Answer:
     exception it ends with and the package that raised it; else its last error line; else that
     there is none."""
     tail = known_issues.RANK_PREFIX.sub("", tail)  # a launcher's "[rank3]:" before each line
+    lowered = tail.lower()
     for fam in FAMILIES:
-        m = fam.pattern.search(tail)
+        m = fam.pattern.search(tail, lowered)
         if m:
             fields = _fields(m, facts)
             line = tail[tail.rfind("\n", 0, m.start()) + 1 :].split("\n", 1)[0]  # the whole line it is on

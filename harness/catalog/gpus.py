@@ -12,7 +12,6 @@ No torch: this is read by `compat recommend`, which must start fast.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from pathlib import Path
 
@@ -191,12 +190,11 @@ class GpuDb:
             return names[wanted]
         # a similar name of another architecture is another card, not a typo of this one: an
         # "RTX 5050" is no RTX 4050; where the name tells no architecture, nothing is suggested
+        import difflib  # only for a name compat does not know
+
         arch = architecture_of(wanted)
-        close = [
-            c
-            for c in difflib.get_close_matches(wanted, list(names), n=12, cutoff=0.5)
-            if arch is not None and names[c].architecture.split()[0] == arch
-        ]
+        near = difflib.get_close_matches(wanted, list(names), n=12, cutoff=0.5)
+        close = [c for c in near if arch is not None and names[c].architecture.split()[0] == arch]
         suggestions = list(dict.fromkeys(names[c].aliases[0] for c in close))[:3]
         hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
         raise UsageError(

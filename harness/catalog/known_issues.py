@@ -46,13 +46,16 @@ No torch here: `compat explain` must start fast.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from pathlib import Path
+from re import _constants as sre_constants
+from re import _parser as sre_parser
 
-import re2
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from harness import tomldata
 from harness.catalog import outcome
 from harness.catalog.packages import TRACKED
 from harness.errors import MatrixError
@@ -75,7 +78,7 @@ class Issue:
     id: str
     title: str
     cause: str
-    signatures: tuple  # RE2 patterns (compile_signature)
+    signatures: tuple  # Signature: RE2 patterns, each compiled and searched only where its needles are in a log
     example: str
     fix: tuple[str, ...]
     pins: dict[str, SpecifierSet]
@@ -87,14 +90,16 @@ class Issue:
     wordings: tuple = ()
     related: dict = dataclasses.field(default_factory=dict)  # id -> what tells the two apart
     shown: tuple = ()  # `when` keys that must be known (not just not contradicted) for this entry to answer
-    settings: tuple = ()  # RE2 patterns: the option that leads to this failure, as a command line or config shows it
+    settings: tuple = ()  # Signature: the option that leads to this failure, as a command line or config shows it
 
-    def hits(self, text: str) -> list[str]:
+    def hits(self, text: str, lowered: str | None = None) -> list[str]:
         """The log text the signatures found: one entry per distinct place in the log (two
-        signatures matching the same line count once)."""
+        signatures matching the same line count once). `lowered`: text.lower(), where the caller
+        has it (one log searched by every entry)."""
+        lowered = text.lower() if lowered is None else lowered
         spans: list[tuple[int, int]] = []
         for sig in self.signatures:
-            m = sig.search(text)
+            m = sig.search(text, lowered)
             if m and not any(m.start() < end and start < m.end() for start, end in spans):
                 spans.append(m.span())
             elif m:  # overlapping: keep the wider reading of that place
@@ -172,10 +177,42 @@ class KnownIssues:
 
     @classmethod
     def load(cls, directory: Path) -> "KnownIssues":
+        """The base in `directory`, read and checked once per content: in this process (the
+        resolver, the trust rules and the tagger share it) and between runs (its checked form is
+        kept, keyed by the file's bytes and the checking code: tomldata's cache)."""
         path = directory / "known_issues.toml"
+        try:
+            key = f"known_issues-{tomldata.digest(tomldata.read_regular(path), _checker())}"
+        except (OSError, ValueError):
+            key = None  # said by the checked load below, as any reader says it
+        if (key, path) in _LOADED:
+            return _LOADED[key, path]
+        base = cls._from_checked(path, tomldata.cached(key)) if key else None
+        if base is None:
+            base, checked, plain = cls._checked(path)
+            tomldata.store(f"known_issues-{tomldata.digest(checked, _checker())}", plain)
+        if key:
+            if len(_LOADED) >= 8:
+                _LOADED.pop(next(iter(_LOADED)))
+            _LOADED[key, path] = base
+        return base
+
+    @classmethod
+    def _from_checked(cls, path: Path, plain) -> "KnownIssues | None":
+        """The base from the form `_checked` gave the cache; None for anything else."""
+        try:
+            return cls(path, tuple(_issue(table, needles) for table, needles in plain))
+        except (TypeError, ValueError, KeyError, AttributeError):  # not what _plain writes: checked again
+            return None
+
+    @classmethod
+    def _checked(cls, path: Path) -> tuple["KnownIssues", bytes, list]:
+        """The base read and checked entry by entry (MatrixError naming every problem), the bytes
+        it was read from, and what the cache keeps of it: each entry's table as the file has it,
+        with its needles."""
         doc, where = load_data(path, ("issue",))
         problems: list[str] = []
-        issues, ids, whens = [], set(), 0
+        issues, ids, whens, plain = [], set(), 0, []
         for n, table in enumerate(doc.get("issue") or []):
             label = f"[[issue]] #{n + 1}" + (
                 f" ({table.get('id')})" if isinstance(table, dict) and table.get("id") else ""
@@ -192,6 +229,7 @@ class KnownIssues:
                 problems.append(at("id", f"{issue.id!r} is used by another entry"))
             ids.add(issue.id)
             issues.append(issue)
+            plain.append([table, [sorted(s.wanted) if s.wanted is not None else None for s in issue.signatures]])
         for n, issue in enumerate(issues if not problems else ()):  # every entry parsed: n is its place in the file
             for other in issue.related:
                 if other not in ids or other == issue.id:
@@ -208,7 +246,7 @@ class KnownIssues:
             problems.append(f"{path}: no [[issue]] entries")
         if problems:
             raise MatrixError(problems)
-        return cls(path, tuple(issues))
+        return cls(path, tuple(issues)), where.text.encode("utf-8"), plain
 
     def get(self, issue_id: str) -> Issue | None:
         return next((i for i in self.issues if i.id == issue_id), None)
@@ -220,7 +258,8 @@ class KnownIssues:
         capability and strategy the log (or an env report) shows: entries whose conditions those
         contradict go last, and those whose conditions they confirm go first."""
         text = RANK_PREFIX.sub("", clean(text))
-        found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text))]
+        lowered = text.lower()
+        found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text, lowered))]
         return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
 
     def set_to_fail(
@@ -249,10 +288,14 @@ class KnownIssues:
         return [m.issue.id for m in self.explain(text) if m.issue.applies(packages, cc, axes)]
 
 
+@functools.lru_cache(maxsize=4096)
 def compile_signature(pattern: str):
     """A signature as RE2 compiles it: matching takes time linear in the text, whatever the text
     (Python's re backtracks: near-miss lines made `compat explain` run for minutes). Multi-line:
-    ^ and $ match at line ends, as the signatures are written."""
+    ^ and $ match at line ends, as the signatures are written. Each pattern is compiled once per
+    process: checking the base compiles them, and matching takes the same."""
+    import re2  # here, not at import: answers that match no log (recommend, fit) never load it
+
     options = re2.Options()
     options.log_errors = False  # a bad pattern is reported with its file and line, not on stderr
     return re2.compile(f"(?m){pattern}", options)
@@ -315,6 +358,8 @@ def _version_in(version: str, spec: SpecifierSet) -> bool:
 
 
 def _signature_problem(pattern) -> str | None:
+    import re2
+
     try:
         compile_signature(pattern)
     except (re2.error, TypeError) as exc:
@@ -430,21 +475,24 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
     if not any(s.search(clean(table["example"])) for s in signatures):
         problems.append(at("example", "no signature of this entry matches its own example"))
         return None
-    when = {
-        key: SpecifierSet(value)
-        if key not in CONDITION_AXES
-        else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
-        for key, value in (table.get("when") or {}).items()
-    }
+    when = _when(table)
     missing = [k for k in table.get("shown") or () if k not in when]
     if missing:
         problems.append(at("shown", f"{missing[0]!r} is not one of this entry's `when` conditions"))
         return None
+    return _issue(table, [needles(s) for s in table["signatures"]], when)
+
+
+def _issue(table: dict, wanted: list, when: dict | None = None) -> Issue:
+    """The entry a checked [[issue]] table makes, with each signature's needles (`wanted`) and
+    its `when` conditions where made already."""
+    if when is None:
+        when = _when(table)
     return Issue(
         id=table["id"],
         title=table["title"].strip(),
         cause=table["cause"].strip(),
-        signatures=signatures,
+        signatures=tuple(Signature(p, w) for p, w in zip(table["signatures"], wanted, strict=True)),
         example=table["example"],
         fix=tuple(table["fix"]),
         pins={k: SpecifierSet(v) for k, v in (table.get("pins") or {}).items()},
@@ -455,5 +503,115 @@ def _parse_issue(table, at, at_when, where, label, n, problems) -> Issue | None:
         related=dict(table.get("related") or {}),
         wordings=tuple(table.get("wordings") or ()),
         shown=tuple(table.get("shown") or ()),
-        settings=tuple(compile_signature(p) for p in table.get("settings") or ()),
+        settings=tuple(Signature(p) for p in table.get("settings") or ()),
     )
+
+
+def _when(table: dict) -> dict:
+    return {
+        key: SpecifierSet(value)
+        if key not in CONDITION_AXES
+        else tuple(v.lower() for v in ([value] if isinstance(value, str) else value))
+        for key, value in (table.get("when") or {}).items()
+    }
+
+
+_LOADED: dict = {}  # (cache key, path) -> the base loaded from it, in this process
+
+
+@functools.cache
+def _checker() -> str:
+    """What a checked base depends on besides its bytes: the checking code and the libraries it
+    uses. A change to any of them checks the base afresh."""
+    code = b"".join(Path(f).read_bytes() for f in (__file__, tomldata.__file__))
+    return tomldata.digest(code, tomldata.stamp("packaging", "re2"), tomldata.PARSER)
+
+
+_UNREAD = object()
+
+
+class Signature:
+    """An RE2 pattern (a known issue's signature, a failure family, a fact explain reads from a
+    log), compiled on first use and not searched at all in a text that holds none of its needles
+    (`wanted`: given where they were kept with the base, else read from the pattern when first
+    needed). `lowered` is the text lower-cased, where the caller has it (one log, many patterns).
+    Two are equal when their patterns are."""
+
+    __slots__ = ("pattern", "_wanted")
+
+    def __init__(self, pattern: str, wanted=_UNREAD):
+        self.pattern = pattern
+        self._wanted = frozenset(wanted) if wanted not in (_UNREAD, None) else wanted
+
+    @property
+    def wanted(self) -> frozenset[str] | None:
+        if self._wanted is _UNREAD:
+            self._wanted = needles(self.pattern)
+        return self._wanted
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Signature) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"Signature({self.pattern!r})"
+
+    def _for(self, text: str, lowered: str | None):
+        wanted = self.wanted
+        if wanted is not None and not any(n in (text.lower() if lowered is None else lowered) for n in wanted):
+            return None
+        return compile_signature(self.pattern)
+
+    def search(self, text: str, lowered: str | None = None):
+        compiled = self._for(text, lowered)
+        return compiled.search(text) if compiled is not None else None
+
+    def finditer(self, text: str, lowered: str | None = None):
+        compiled = self._for(text, lowered)
+        return compiled.finditer(text) if compiled is not None else iter(())
+
+
+@functools.lru_cache(maxsize=4096)
+def needles(pattern: str) -> frozenset[str] | None:
+    """Lower-case ASCII texts one of which any text the pattern matches holds, lower-cased; None
+    where no such set is known (the pattern is then searched in every log). Read from the
+    pattern's parse as Python's re reads it (RE2's syntax, as signatures use it, is the same
+    there; one it cannot read has None): literal runs in a row, a group, each branch of an
+    alternation, a repeat of one or more. A necessary condition for a match, never a sufficient
+    one: a log without any of them is not searched with the pattern, nor is it compiled."""
+    try:
+        tree = sre_parser.parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError, TypeError):
+        return None
+    return _needles_of(list(tree))
+
+
+def _needles_of(items: list) -> frozenset[str] | None:
+    options: list[frozenset[str]] = []  # each: texts one of which must be there
+    run: list[str] = []
+
+    def close():
+        if run:
+            options.append(frozenset(["".join(run).lower()]))
+            run.clear()
+
+    for op, av in items:
+        if op is sre_constants.LITERAL and av < 128:
+            run.append(chr(av))
+            continue
+        close()
+        inner = None
+        if op is sre_constants.SUBPATTERN:
+            inner = _needles_of(list(av[-1]))
+        elif op is sre_constants.BRANCH:
+            branches = [_needles_of(list(b)) for b in av[1]]
+            inner = frozenset().union(*branches) if all(branches) else None
+        elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT) and av[0] >= 1:
+            inner = _needles_of(list(av[2]))
+        if inner:
+            options.append(inner)
+    close()
+    # the most telling: the one whose shortest text is longest, then the one with fewest texts
+    return max(options, key=lambda texts: (min(map(len, texts)), -len(texts))) if options else None

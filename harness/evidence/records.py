@@ -12,21 +12,19 @@ A published file (the table, the page, a journal) is replaced whole or not at al
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
 import functools
+import io
 import json
 import math
-import multiprocessing
 import os
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import msgspec
-
+from harness import tomldata
 from harness.catalog.outcome import Outcome
 from harness.catalog.packages import TRACKED as TRACKED_PACKAGES
 from harness.errors import ResultsWriteError
@@ -99,9 +97,35 @@ def _gather(paths: list[Path], add, check, parse) -> list[BadLine]:
     """add(record) for every valid record of `paths`, one at a time; the bad lines."""
     bad: list[BadLine] = []
     for path in paths:
-        with open(path, "rb") as f:
-            bad += [BadLine(path, number, why) for number, why in _feed(read_lines(f, check, parse), add)]
+        numbered = _parsed(path, parse)
+        if check is not None:
+            numbered = ((n, item if isinstance(item, str) else (check(item) or item)) for n, item in numbered)
+        bad += [BadLine(path, number, why) for number, why in _feed(numbered, add)]
     return bad
+
+
+def _parsed(path: Path, parse) -> list:
+    """(line number, record or why not) of each non-blank line of a file, as read_lines gives
+    them unchecked. For a file of CACHED_BYTES, what a run made of it is kept (tomldata's cache,
+    keyed by its bytes, the parse and this module's code): the published records are read back
+    in milliseconds, without a JSON decoder to import. A record so kept is a fresh copy each time."""
+    with open(path, "rb") as f:
+        if not CACHED_BYTES[0] <= os.fstat(f.fileno()).st_size <= CACHED_BYTES[1]:
+            return list(read_lines(f, None, parse))
+        data = f.read()
+    key = f"records-{tomldata.digest(data, (parse or whole).__name__, _reader_code())}"
+    numbered = tomldata.cached(key)
+    if not isinstance(numbered, list):
+        numbered = [[n, item] for n, item in read_lines(io.BytesIO(data), None, parse)]
+        tomldata.store(key, numbered)
+    return numbered
+
+
+@functools.cache
+def _reader_code() -> str:
+    """What a kept parse depends on besides the file: this module, the schema, the msgspec that
+    decodes it."""
+    return tomldata.digest(Path(__file__).read_bytes(), SCHEMA_PATH.read_bytes(), tomldata.stamp("msgspec"))
 
 
 def _feed(numbered, add) -> list[tuple[int, str]]:
@@ -116,6 +140,7 @@ def _feed(numbered, add) -> list[tuple[int, str]]:
 
 
 PARALLEL_BYTES = 64 * 2**20  # record files past this are read by several processes at once
+CACHED_BYTES = (256 * 2**10, PARALLEL_BYTES)  # record files whose parse is kept between runs
 
 
 def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[object, list[BadLine]]:
@@ -125,7 +150,13 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
     validating 200k records is the cost, and it divides."""
     total = sum(path.stat().st_size for path in paths)
     workers = min(os.cpu_count() or 1, 8)
-    if total <= PARALLEL_BYTES or workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if total <= PARALLEL_BYTES or workers == 1:
+        out = make()
+        return out, _gather(paths, out.add, check, parse)
+    import concurrent.futures
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         out = make()
         return out, _gather(paths, out.add, check, parse)
     jobs = [(path, start, end, make, check, parse) for path in paths for start, end in _ranges(path, workers)]
@@ -217,7 +248,16 @@ def _json(raw: bytes):
         raise NotARecord(f"not a JSON record ({type(exc).__name__}: {exc})"[:300]) from None
 
 
-_any_json = msgspec.json.Decoder().decode
+@functools.cache
+def _decoder():
+    import msgspec
+
+    return msgspec.json.Decoder()
+
+
+def _any_json(raw: bytes):
+    return _decoder().decode(raw)
+
 
 # What a reader of a results folder (table, page, recommend, fit, --resume) uses of a record: what
 # the schema names, less the per-step timelines of memory and each step's loss, and of the
@@ -268,6 +308,8 @@ def reader_view(raw: bytes) -> dict:
     take (they are stricter than the schema in places: 2.0 for an integer, an axis the schema
     does not name) is parsed whole, cut and validated, so what is wrong with it is named the
     same way."""
+    import msgspec
+
     global _view_decoder
     if _view_decoder is None:
         _view_decoder = msgspec.json.Decoder(_msgspec_type(_view()))
@@ -294,6 +336,8 @@ def _msgspec_type(node: dict, name: str = "record"):
     it takes is one the schema takes. An object with properties is a Struct (unknown keys skipped,
     as the view leaves them out; refused where the schema types them, as for axes). Any other
     keyword is an error here, so a schema change this does not know cannot make it laxer."""
+    import msgspec
+
     if set(node) - _SCHEMA_KEYWORDS:
         raise ValueError(f"record schema at {name}: {sorted(set(node) - _SCHEMA_KEYWORDS)} has no msgspec type here")
     if "const" in node or "enum" in node:
@@ -323,6 +367,8 @@ def _msgspec_type(node: dict, name: str = "record"):
 
 def _msgspec_scalars(t: str, node: dict) -> list:
     """The msgspec types of a string, integer or number node, with its bounds and pattern."""
+    import msgspec
+
     if t == "string":
         pattern = node.get("pattern")
         if pattern and pattern.endswith("$"):
@@ -343,6 +389,8 @@ def _msgspec_scalars(t: str, node: dict) -> list:
 
 def _msgspec_struct(node: dict, name: str):
     """The Struct of an object node with properties: required fields first, the others UNSET."""
+    import msgspec
+
     if "properties" not in node:
         raise ValueError(f"record schema at {name}: an object without properties has no msgspec type here")
     required = set(node.get("required", ()))

@@ -7,7 +7,6 @@ issues a failed record shows. The record's schema and its files are records.py."
 from __future__ import annotations
 
 import dataclasses
-import functools
 import html
 import re
 
@@ -146,8 +145,21 @@ def issues_shown(base, rec: dict) -> list[str]:
 
 
 def tagger(base):
-    """issues_shown of `base` as a function of a record, as the renderers take it; None without a base."""
-    return functools.partial(issues_shown, base) if base else None
+    """issues_shown of `base` as a function of a record, as the renderers take it (each record
+    tagged once however often the table and the page ask); None without a base."""
+    if not base:
+        return None
+    seen: dict[str, list[str]] = {}
+
+    def tag(rec: dict) -> list[str]:
+        key = rec.get("id")
+        if key is None:
+            return issues_shown(base, rec)
+        if key not in seen:
+            seen[key] = issues_shown(base, rec)
+        return list(seen[key])
+
+    return tag
 
 
 def known_issues_of(rec: dict, tag=None) -> list[str]:

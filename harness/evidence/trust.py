@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import re
 from pathlib import Path
 
@@ -80,13 +81,22 @@ class Rules:
             return self._gpu_evidence(rec)
         return None
 
+    @functools.cached_property
+    def _allowed(self) -> dict[str, frozenset]:
+        """axis -> the (type, value) pairs it allows: one lookup a record, not a walk of the list."""
+        return {axis: frozenset((type(a), a) for a in allowed) for axis, allowed in self.values.items()}
+
     def _cell(self, cell: str, axes: dict) -> str | None:
         """Why axes are not this compat's, or not the cell id's, or None."""
-        for axis, allowed in self.values.items():
+        for axis, allowed in self._allowed.items():
             value = axes.get(
                 axis, Cell.__dataclass_fields__[axis].default if axis in Cell.__dataclass_fields__ else None
             )
-            if not any(type(value) is type(a) and value == a for a in allowed):
+            try:
+                known = (type(value), value) in allowed  # of the same type: True is not 1
+            except TypeError:  # a list or a table where a value belongs
+                known = False
+            if not known:
                 return (
                     f"axes.{axis} {str(value)[:60]!r} is not one of this compat's (matrix/axes.toml, "
                     "stacks.toml, models.toml)"
