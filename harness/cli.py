@@ -36,19 +36,28 @@ import threading
 
 import harness
 from harness import commands
-from harness.commands.common import DISK_ERRNOS
-from harness.errors import CompatError, ResultsWriteError
+from harness.errors import DISK_ERRNOS, CompatError, ResultsWriteError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with every command named (and its one-line help) and the options of `command`
+    only: its module is the one command module imported."""
     parser = argparse.ArgumentParser(
         prog="compat", description="Which fine-tuning stack works on your GPU: tiny real runs, recorded."
     )
     parser.add_argument("--version", action="version", version=f"compat {harness.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in commands.COMMANDS:
-        command.add(sub)
+    for name, help in commands.HELP.items():
+        if name == command:
+            commands.module(name).add(sub)
+        else:
+            sub.add_parser(name, help=help)
     return parser
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command a command line names: its first word that is not an option."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 class Terminated(KeyboardInterrupt):
@@ -89,14 +98,15 @@ class _ReaderMayLeave:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     _check_single_values(parser, args)
     in_main_thread = threading.current_thread() is threading.main_thread()
     old_handler = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     stdout, sys.stdout = sys.stdout, _ReaderMayLeave(sys.stdout)
     try:
-        return commands.BY_NAME[args.command].handle(args)
+        return commands.module(args.command).handle(args)
     except CompatError as exc:
         print(f"compat: error: {exc}", file=sys.stderr)
         return exc.exit_code

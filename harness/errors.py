@@ -13,6 +13,11 @@ advice to re-run with COMPAT_TRACEBACK=1, and exits 70.
 
 from __future__ import annotations
 
+import errno
+
+# a full disk, a quota, a file-size limit, a read-only folder: the host's trouble, not compat's
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
 
 class CompatError(Exception):
     exit_code = 1

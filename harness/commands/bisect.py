@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, writable
 from harness.errors import UsageError
 
@@ -12,8 +12,8 @@ MAX_PROBES = 16  # bisect_run.Options' default too
 
 def add(sub) -> None:
     p = sub.add_parser(
-        "bisect",
-        help="find the first release of a package that breaks a cell, running the cell at each probe",
+        NAME,
+        help=HELP[NAME],
         description="List NAME's releases between a good and a bad version and binary-search them, running CELL "
         "for real with NAME pinned at each probe and every other pin from the base stack, until the first "
         "bad release is named. Every probe is a record (tagged with the bisection) in results/bisect/.",

@@ -4,31 +4,25 @@ the results folder (writable, read as evidence, rendered), and progress lines.""
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import glob
 import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import home
-from harness.answers import recommend
-from harness.catalog import known_issues
 from harness.errors import MatrixError, ResultsWriteError, UsageError
-from harness.evidence import lastgood, records, summary
 from harness.home import Home
-from harness.render import support, table
-from harness.run import hardware
+
+if TYPE_CHECKING:  # each command imports what it uses when it runs: `compat --help` and a command start fast
+    from harness.run import hardware
 
 
 def find_home() -> Home:
     """Where compat's data and records are (harness/home.py)."""
     return home.find()
-
-
-# a full disk, a quota, a file-size limit, a read-only folder: the host's trouble, not compat's
-DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
 def writable(folder: Path, flag: str) -> Path:
@@ -219,6 +213,8 @@ def known_issues_base(directory: Path):
     home needs only axes, defaults and stacks to run cells); a malformed one is an error."""
     if not (directory / "known_issues.toml").exists():
         return None
+    from harness.catalog import known_issues
+
     return known_issues.KnownIssues.load(directory)
 
 
@@ -226,6 +222,8 @@ def read_results(*folders: Path) -> list[dict]:
     """The records of the results folders that are evidence (harness/evidence/trust.py), the others named
     on stderr and left out; none from a folder that is missing. A record in two of the folders
     (the published records merged into one's own) counts once."""
+    from harness.evidence import records
+
     files = [f for folder in folders if folder.is_dir() for f in records.record_files(folder)]
     recs, bad = records.read_records(files, rules().check, records.reader_view)
     print_skipped(bad)
@@ -261,7 +259,9 @@ def print_skipped(bad: list, limit: int = 20) -> None:
 def render(results: Path, matrix_dir: Path, base):
     """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
     reader's view of each: records.reader_view); the summary.Summary they made."""
-    from harness.render import page
+    from harness.answers import recommend
+    from harness.evidence import lastgood, records, summary
+    from harness.render import page, support, table
 
     files = records.record_files(results)
     shown, bad = records.reduce_records(files, summary.Summary, rules().check, records.reader_view)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.commands import common
+from harness.commands import HELP, common
 
 NAME = "envs"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("envs", help="list the cached stack environments, or prune them")
+    p = sub.add_parser(NAME, help=HELP[NAME])
     p.add_argument(
         "--env-dir",
         type=common.path_value,

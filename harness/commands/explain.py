@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.catalog import known_issues
+from harness.commands import HELP
 from harness.commands.common import find_home
 from harness.errors import UsageError
 
@@ -14,7 +15,7 @@ NAME = "explain"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("explain", help="match a log or traceback against the known issues")
+    p = sub.add_parser(NAME, help=HELP[NAME])
     p.add_argument("log", nargs="?", default="-", metavar="LOGFILE", help="a log file, or - for stdin (default)")
     p.add_argument(
         "--env",

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.answers import recommend
 from harness.answers.fit import LOADS, LORA_R, OFFLOADS
 from harness.catalog import strategies
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
 
@@ -18,8 +18,8 @@ NAME = "fit"
 
 def add(sub) -> None:
     p = sub.add_parser(
-        "fit",
-        help="predicted peak memory per card for a real model, term by term, for each strategy",
+        NAME,
+        help=HELP[NAME],
         description="Predicted peak memory per card (weights, gradients, optimizer states, activations, logits, "
         "overhead) for fine-tuning a model on N cards of a GPU, for each strategy, and whether it fits. The "
         "per-element constants are fitted on the harness's records of matrix/fit-cpu.toml.",

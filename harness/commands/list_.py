@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import load_plan
 from harness.run import hardware
 
@@ -12,7 +12,7 @@ NAME = "list"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("list", help="print the plan without running anything")
+    p = sub.add_parser(NAME, help=HELP[NAME])
     common.selection(p)
     p.add_argument("--json", action="store_true", help="one JSON array of cells")
     p.add_argument(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, print_skipped, render, rules, writable
 
 NAME = "merge"
@@ -10,8 +10,8 @@ NAME = "merge"
 
 def add(sub) -> None:
     p = sub.add_parser(
-        "merge",
-        help="add other runners' records to a results folder (validated, de-duplicated, with provenance)",
+        NAME,
+        help=HELP[NAME],
         description="Add the records of FILEs (other runners' records.jsonl) to DIR/records.jsonl: every line is "
         "validated (a bad one is reported with file:line and skipped), records already in DIR are left out, "
         "each merged record keeps the file, line and sha256 it came from; then the table and page are rendered. "

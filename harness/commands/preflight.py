@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, read_evidence, writable
 from harness.errors import UsageError
 from harness.run import hardware, progress
@@ -13,9 +13,8 @@ NAME = "preflight"
 
 def add(sub) -> None:
     p = sub.add_parser(
-        "preflight",
-        help="read your training configs (LLaMA-Factory, DeepSpeed, accelerate, TrainingArguments) and map them to "
-        "a cell",
+        NAME,
+        help=HELP[NAME],
         description="Read the training configs you have (a LLaMA-Factory YAML, a DeepSpeed JSON, an accelerate config, "
         "TrainingArguments as JSON or YAML), map them to the cell they amount to on this host, and list every "
         "field: used, not modelled, or unknown.",

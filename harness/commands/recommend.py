@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from harness.answers import recommend
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import CompatError
 from harness.evidence import lastgood
@@ -14,7 +14,7 @@ NAME = "recommend"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("recommend", help="a safe stack for a GPU, each part with its evidence")
+    p = sub.add_parser(NAME, help=HELP[NAME])
     p.add_argument(
         "--gpu",
         type=common.text_value,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, rules
 from harness.errors import UsageError
 from harness.evidence import records, summary
@@ -13,9 +13,8 @@ NAME = "review"
 
 def add(sub) -> None:
     p = sub.add_parser(
-        "review",
-        help="what merging contributed records would do: each refused line named, each table row that would "
-        "change; writes nothing",
+        NAME,
+        help=HELP[NAME],
         description="Check contributed record files as `compat merge` would (schema, axis values, hardware "
         "against fingerprint, dates, ids already merged) without writing anything: every line that would be "
         "refused is named with file:line and why, and every line of the published COMPATIBILITY.md that "

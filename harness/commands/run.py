@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import known_issues_base, load_plan, read_results, render, writable
 from harness.errors import NoHardwareError, UsageError
 from harness.evidence import records
@@ -15,7 +15,7 @@ NAME = "run"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("run", help="run the plan's cells on this host, append records, render the table")
+    p = sub.add_parser(NAME, help=HELP[NAME])
     common.selection(p)
     p.add_argument(
         "--results",

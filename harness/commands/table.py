@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, render, writable
 from harness.errors import UsageError
 
@@ -10,7 +10,7 @@ NAME = "table"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("table", help="render results/COMPATIBILITY.md and results/index.html from the records")
+    p = sub.add_parser(NAME, help=HELP[NAME])
     p.add_argument(
         "--results",
         type=common.path_value,

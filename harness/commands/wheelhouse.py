@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.commands import common
+from harness.commands import HELP, common
 from harness.commands.common import find_home
 from harness.errors import UsageError
 from harness.tomldata import did_you_mean
@@ -12,8 +12,8 @@ NAME = "wheelhouse"
 
 def add(sub) -> None:
     p = sub.add_parser(
-        "wheelhouse",
-        help="fill a folder with every wheel a GPU host needs to run the grids with no network",
+        NAME,
+        help=HELP[NAME],
         description="Download (or, for source-only packages such as DeepSpeed, build as pure wheels) every "
         "wheel the chosen stacks, the requirements files and compat itself need on a target interpreter and "
         "platform, torch left out (the runner's is inherited). On the host: pip install --no-index "
