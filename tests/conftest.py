@@ -3,11 +3,15 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# what compat keeps of its data files between runs (harness/tomldata.py) goes to a folder of the
+# tests' own, never the user's cache; it is keyed by content, so runs may share it
+os.environ.setdefault("COMPAT_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"compat-tests-{os.getuid()}" / "cache"))
 
 
 def run_compat(
@@ -232,3 +236,35 @@ def make_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Pa
         for path, text in files.items():
             z.writestr(path, text)
     return wheel
+
+
+COSTLY = ("integration", "slow", "gpu", "browser", "ray")  # markers for what a fast run leaves out
+# the longest files, started first so that no worker is left alone with one at the end (tox -e py
+# runs the suite on every core); measured with --durations, each some minutes of real cells
+FIRST = (
+    "integration/test_stacks.py",
+    "integration/test_presets_run.py",
+    "integration/test_cpu_run.py",
+    "integration/test_faults.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that is none of COSTLY is a unit test: `pytest -m unit` (tox -e unit) is the fast
+    suite, and a test cannot fall between the two; every test of tests/integration is integration.
+    Outside tests/unit a file's tests stay together on one worker under `--dist loadgroup` (they
+    share module fixtures: stack envs, a browser, a run's results); unit tests spread one by one.
+    The longest files go first."""
+    for item in items:
+        if _where(item).startswith("integration/") and not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.integration)  # the folder says it: a file there cannot pass for fast
+        if not any(item.get_closest_marker(name) for name in COSTLY):
+            item.add_marker(pytest.mark.unit)
+        where = _where(item)
+        if not where.startswith("unit/"):
+            item.add_marker(pytest.mark.xdist_group(where))
+    items.sort(key=lambda item: FIRST.index(_where(item)) if _where(item) in FIRST else len(FIRST))
+
+
+def _where(item) -> str:
+    return Path(item.fspath).resolve().relative_to(ROOT / "tests").as_posix()

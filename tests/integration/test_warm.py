@@ -20,7 +20,10 @@ from harness.run.hardware import Host
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the warm worker is a Linux subreaper")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not os.path.isdir("/proc"), reason="the warm worker is a Linux subreaper"),
+]
 
 LOCAL = StackEnv("local", sys.executable, None, "current", {"name": "local"})
 HOST = Host("Test CPU", (), None, None, "none here")

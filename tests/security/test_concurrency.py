@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, compat_home, make_wheel, run_compat
 
+pytestmark = pytest.mark.integration  # real cells, through compat run
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

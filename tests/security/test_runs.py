@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT, compat_home, real_records
 
+pytestmark = pytest.mark.integration  # real cells, through compat run
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

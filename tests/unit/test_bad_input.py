@@ -8,6 +8,7 @@ import contextlib
 import json
 import shutil
 import signal
+import sys
 import tomllib
 
 from hypothesis import HealthCheck, example, given, settings
@@ -21,21 +22,42 @@ from conftest import ROOT, call_compat, real_records
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
-HANG_GUARD_S = 60
+HANG_GUARD_CPU_S = 60  # CPU seconds of this process: a loaded machine slows a case, it does not spend more CPU
+HANG_GUARD_WALL_S = 900  # and a case blocked without spending any (a read that never returns)
 
 
 @contextlib.contextmanager
 def no_hang():
-    def fail(signum, frame):
-        raise AssertionError(f"still running after {HANG_GUARD_S} s: a hang")
+    """A case that spins for HANG_GUARD_CPU_S of CPU time, or waits HANG_GUARD_WALL_S, fails.
+    CPU time, not wall time: on a machine shared with other jobs the wall clock of an honest
+    case stretches (a 60 s wall alarm once tripped so), its CPU time does not."""
 
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(HANG_GUARD_S)
+    def fail(signum, frame):
+        what, limit = ("CPU", HANG_GUARD_CPU_S) if signum == signal.SIGPROF else ("wall-clock", HANG_GUARD_WALL_S)
+        raise AssertionError(f"still running after {limit} s of {what} time: a hang")
+
+    saved = {s: signal.signal(s, fail) for s in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, HANG_GUARD_CPU_S)
+    signal.setitimer(signal.ITIMER_REAL, HANG_GUARD_WALL_S)
     try:
         yield
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def test_the_hang_guard_stops_a_case_that_spins(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "HANG_GUARD_CPU_S", 0.2)
+    spun = 0
+    try:
+        with no_hang():
+            while True:
+                spun += 1
+    except AssertionError as exc:
+        assert str(exc) == "still running after 0.2 s of CPU time: a hang"
+    assert spun > 1000
 
 
 def cli(*args, env=None):
