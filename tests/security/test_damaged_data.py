@@ -8,8 +8,12 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import data_errors  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every data file damaged line by line: 3,000 loads, half a minute
 
 
 def test_every_damaged_data_file_is_answered_with_its_place(tmp_path):
