@@ -77,9 +77,10 @@ def measure(repeat: int) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="compat-startup-") as name:
         scratch = Path(name)
         todo = commands(scratch)
-        cache = scratch / "cache"
-        env = dict(os.environ, COMPAT_HOME=str(ROOT), COMPAT_CACHE_DIR=str(cache))
+        env = dict(os.environ, COMPAT_HOME=str(ROOT), COMPAT_CACHE_DIR=str(scratch / "cache"))
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cold_cache = scratch / "cold-cache"  # emptied before each cold run; the warm one is left alone
+        cold_env = dict(env, COMPAT_CACHE_DIR=str(cold_cache))
         for argv in todo.values():  # a warm-up round: the cache made, the files in the page cache
             run_once(argv, env)
         runs: dict[str, list[tuple[float, float, int]]] = {key: [] for key in todo}
@@ -88,8 +89,8 @@ def measure(repeat: int) -> list[dict]:
             for key, argv in todo.items():
                 runs[key].append(run_once(argv, env))
             for key in ANSWERS:
-                shutil.rmtree(cache, ignore_errors=True)
-                cold[key].append(run_once(todo[key], env))
+                shutil.rmtree(cold_cache, ignore_errors=True)
+                cold[key].append(run_once(todo[key], cold_env))
     rows = [row(key, got) for key, got in runs.items()]
     rows += [row(f"{key} (cold cache)", got) for key, got in cold.items()]
     for base in ("python3 -c pass", "python -c pass"):

@@ -82,8 +82,7 @@ def _read_toml(path: Path, problems: list[str]) -> tuple[dict, str]:
             import tomllib  # only here: a file read before is taken parsed
 
             doc = tomllib.loads(text)
-            if _plain(doc):  # dates and times are left to the parser
-                store(key, doc)
+            store(key, doc)  # a file holding dates or times is not kept: marshal refuses them
         return doc, text
     except NotAFile as exc:
         problems.append(f"{path}: {exc}")
@@ -382,12 +381,3 @@ def _prune(folder: Path) -> None:
     for old in entries[KEPT:]:
         with contextlib.suppress(OSError):
             old.unlink()
-
-
-def _plain(value) -> bool:
-    """Only tables, arrays, text, numbers and booleans: plain data, kept as it is."""
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    return isinstance(value, (str, int, float, bool))

@@ -943,7 +943,8 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     """compat fit's prediction for the real model the configs name (its size `model_size`, else
     read from the name), for the strategies of the cells, on the cards asked for: a prediction,
     labelled so. `evidence()` gives the records it is calibrated on."""
-    from harness.answers import fit, model_configs, recommend
+    from harness.answers import fit, model_configs
+    from harness.catalog.gpus import GpuDb
 
     req = jobs[0].req
     size = model_size or req.model_size
@@ -968,7 +969,7 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     first = cells[0]
     method = "qlora" if first.quantization != "none" else first.method
     try:
-        gpu = recommend.ResolverData.load(matrix_dir).gpus.find(gpu_name) if gpu_name else None
+        gpu = GpuDb.load(matrix_dir).find(gpu_name) if gpu_name else None
         options = {k: v for k, v in req.fit.items() if k not in ("seq_len", "batch", "load")}
         if method == "full":
             options = {k: v for k, v in options.items() if k not in ("lora_r", "lora_targets", "modules_to_save")}

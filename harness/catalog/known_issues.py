@@ -507,6 +507,23 @@ def _issue(table: dict, wanted: list, when: dict | None = None) -> Issue:
     )
 
 
+def ids_in(directory: Path) -> frozenset[str]:
+    """The ids of the base in `directory`, for what needs only them (the trust rules): the loaded
+    base's or its kept checked form's where there is one, else those the file's [[issue]] tables
+    name, read without checking them (the base's loader checks them; a file that is not TOML is an
+    error here too). `compat fit` reads evidence without loading the base at all."""
+    path = directory / "known_issues.toml"
+    try:
+        key = f"known_issues-{tomldata.digest(tomldata.read_regular(path), _checker())}"
+    except (OSError, ValueError):
+        key = None
+    if (key, path) in _LOADED:
+        return frozenset(i.id for i in _LOADED[key, path].issues)
+    kept = tomldata.cached(key) if key else None
+    tables = [table for table, _ in kept] if isinstance(kept, list) else load_data(path, ("issue",))[0].get("issue")
+    return frozenset(t["id"] for t in tables or () if isinstance(t, dict) and isinstance(t.get("id"), str))
+
+
 def _when(table: dict) -> dict:
     return {
         key: SpecifierSet(value)

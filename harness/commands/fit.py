@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.answers import recommend
 from harness.answers.fit import LOADS, LORA_R, OFFLOADS
 from harness.catalog import strategies
+from harness.catalog.gpus import GpuDb
 from harness.commands import HELP, common
 from harness.commands.common import find_home, read_evidence
 from harness.errors import UsageError
@@ -163,7 +163,7 @@ def handle(args) -> int:
     known = model_configs.ModelConfigs.load(matrix_dir)
     entry, read_as = _model(args, known, model_configs)
     chosen = _strategies(args)
-    gpu = recommend.ResolverData.load(matrix_dir).gpus.find(args.gpu) if args.gpu else None
+    gpu = GpuDb.load(matrix_dir).find(args.gpu) if args.gpu else None
     capacity = fit.card_capacity(gpu, args.gpu or "", args.gpu_memory)
     recs = read_evidence(args.results)
     defaults = []

@@ -198,3 +198,15 @@ def test_a_command_imports_its_own_module_only():
     ):
         proc = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT)
         assert json.loads(proc.stdout) == [0, own], proc.stderr
+
+
+def test_the_trust_rules_read_the_ids_without_checking_the_base(cache, tmp_path, monkeypatch):
+    folder = matrix_copy(tmp_path)
+    monkeypatch.setattr(KnownIssues, "_checked", None)  # never checked for its ids
+    assert known_issues.ids_in(folder) == {i.id for i in BASE.issues}
+    path = folder / "known_issues.toml"
+    path.write_text(path.read_text(encoding="utf-8").replace("reports = ", "reports = -", 1), encoding="utf-8")
+    assert known_issues.ids_in(folder) == {i.id for i in BASE.issues}  # a bad entry still names its id
+    path.write_text("[[issue]\n", encoding="utf-8")
+    with pytest.raises(MatrixError, match="not valid TOML"):
+        known_issues.ids_in(folder)
