@@ -130,13 +130,16 @@ def goals(rows: list[dict]) -> list[str]:
 
 def report(rows: list[dict], repeat: int) -> str:
     python3 = shutil.which("python3") or sys.executable
+    with open(python3, "rb") as f:
+        shim = f.read(2) == b"#!"  # a script that starts the interpreter (pyenv's shim), not the interpreter
     lines = [
         "# Start-up: compat's answers beside the interpreter's start and `accelerate env`",
         "",
         f"Host: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d')}; median of {repeat} fresh processes each, the commands taken in turn "
-        "round after round (`python bench/startup.py`). `python3` is PATH's "
-        f"(`{python3}`); `python` is the interpreter compat runs on (`{sys.executable}`).",
+        "round after round (`python bench/startup.py`). `python3` is PATH's, as a user types it "
+        f"({'a script that starts the interpreter, as pyenv' + chr(39) + 's shim is' if shim else 'the interpreter'}); "
+        "`python` is the interpreter compat runs on, started directly.",
         "",
         "| command | wall (s) | CPU (s) | x `python3 -c pass` | x `python -c pass` | exit |",
         "|---|---:|---:|---:|---:|---|",
