@@ -120,11 +120,7 @@ def _add_probe_options(p) -> None:
         help="keep the base stack's pins of the package's companions (transformers: "
         "peft, accelerate) instead of pinning, per probe, their newest release out on the probed release's day",
     )
-    p.add_argument(
-        "--env-dir",
-        type=common.path_value,
-        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
-    )
+    common.env_dir(p)
 
 
 def handle(args) -> int:

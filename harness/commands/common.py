@@ -279,6 +279,15 @@ def render(results: Path, matrix_dir: Path, base):
     return shown
 
 
+def env_dir(p: argparse.ArgumentParser) -> None:
+    """--env-dir, for every command that makes or reads stack environments."""
+    p.add_argument(
+        "--env-dir",
+        type=path_value,
+        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
+    )
+
+
 def selection(p: argparse.ArgumentParser) -> None:
     """The options that choose cells: --matrix, --select, --skip, --shard (list and run)."""
     p.add_argument(

@@ -12,11 +12,7 @@ NAME = "envs"
 
 def add(sub) -> None:
     p = sub.add_parser(NAME, help=HELP[NAME])
-    p.add_argument(
-        "--env-dir",
-        type=common.path_value,
-        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
-    )
+    common.env_dir(p)
     p.add_argument("--json", action="store_true", help="one JSON array of envs")
     p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
     p.add_argument(

@@ -71,11 +71,7 @@ def _add_how_options(p) -> None:
         type=common.path_value,
         help="where its record goes (default: results/preflight/ in the checkout, apart from the published table)",
     )
-    p.add_argument(
-        "--env-dir",
-        type=common.path_value,
-        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
-    )
+    common.env_dir(p)
     p.add_argument(
         "--ray",
         nargs="?",

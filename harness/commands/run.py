@@ -59,11 +59,7 @@ def _add_stack_options(p) -> None:
         help="base interpreter: runs the `local` stack's cells and provides torch to stacks with torch = "
         '"inherit" (default: this one)',
     )
-    p.add_argument(
-        "--env-dir",
-        type=common.path_value,
-        help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
-    )
+    common.env_dir(p)
     p.add_argument(
         "--offline", action="store_true", help="install stacks only from --find-links folders, never from an index"
     )
