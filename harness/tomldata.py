@@ -297,14 +297,17 @@ class Locator:
 
 PARSER = f"tomllib-py{sys.version_info[0]}.{sys.version_info[1]}"
 # entries are Python's marshal format: plain data only (tables, lists, text, numbers), read back in
-# a millisecond with nothing to import; it changes between Python versions, which PARSER names
+# a millisecond with nothing to import; it changes between Python versions, which their names carry
 ENTRY = f"marshal{marshal.version}-py{sys.version_info[0]}{sys.version_info[1]}"
 
 
 def cache_dir() -> Path | None:
     if "COMPAT_CACHE_DIR" in os.environ:
         return Path(os.environ["COMPAT_CACHE_DIR"]) if os.environ["COMPAT_CACHE_DIR"] else None
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compat" / "data"
+    try:
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "compat" / "data"
+    except RuntimeError:  # no home folder to be found: nothing kept
+        return None
 
 
 def digest(*parts: bytes | str) -> str:

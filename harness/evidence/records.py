@@ -104,21 +104,23 @@ def _gather(paths: list[Path], add, check, parse) -> list[BadLine]:
     return bad
 
 
-def _parsed(path: Path, parse) -> list:
+def _parsed(path: Path, parse):
     """(line number, record or why not) of each non-blank line of a file, as read_lines gives
-    them unchecked. For a file of CACHED_BYTES, what a run made of it is kept (tomldata's cache,
-    keyed by its bytes, the parse and this module's code): the published records are read back
-    in milliseconds, without a JSON decoder to import. A record so kept is a fresh copy each time."""
+    them unchecked, one at a time (a file of 200k records is never held whole). For a file of
+    CACHED_BYTES, what a run made of it is kept (tomldata's cache, keyed by its bytes, the parse
+    and this module's code): the published records are read back in milliseconds, without a JSON
+    decoder to import. A record so kept is a fresh copy each time."""
     with open(path, "rb") as f:
         if not CACHED_BYTES[0] <= os.fstat(f.fileno()).st_size <= CACHED_BYTES[1]:
-            return list(read_lines(f, None, parse))
+            yield from read_lines(f, None, parse)
+            return
         data = f.read()
     key = f"records-{tomldata.digest(data, (parse or whole).__name__, _reader_code())}"
     numbered = tomldata.cached(key)
     if not isinstance(numbered, list):
         numbered = [[n, item] for n, item in read_lines(io.BytesIO(data), None, parse)]
         tomldata.store(key, numbered)
-    return numbered
+    yield from numbered
 
 
 @functools.cache
