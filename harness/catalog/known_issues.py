@@ -190,7 +190,8 @@ class KnownIssues:
         base = cls._from_checked(path, tomldata.cached(key)) if key else None
         if base is None:
             base, checked, plain = cls._checked(path)
-            tomldata.store(f"known_issues-{tomldata.digest(checked, _checker())}", plain)
+            key = f"known_issues-{tomldata.digest(checked, _checker())}"  # the bytes it checked
+            tomldata.store(key, plain)
         if key:
             if len(_LOADED) >= 8:
                 _LOADED.pop(next(iter(_LOADED)))
@@ -202,7 +203,7 @@ class KnownIssues:
         """The base from the form `_checked` gave the cache; None for anything else."""
         try:
             return cls(path, tuple(_issue(table, needles) for table, needles in plain))
-        except (TypeError, ValueError, KeyError, AttributeError):  # not what _plain writes: checked again
+        except (TypeError, ValueError, KeyError, AttributeError):  # not what _checked keeps: checked again
             return None
 
     @classmethod
