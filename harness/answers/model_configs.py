@@ -50,6 +50,7 @@ CONFIG_KEYS = (
     "v_head_dim",
     "q_lora_rank",
     "vision_config",
+    "model_type",  # the architecture transformers builds (compat fit --trace)
 )
 _SOURCES = "missing: every model config cites where its values are stated"
 # a [model.KEY] table of matrix/model_configs.toml; its config keys are checked by fit.Shape
@@ -105,6 +106,7 @@ class ModelConfig:
     sources: tuple[str, ...]
     parameters: int | None = None  # as the publisher states it, to check the count against
     names: tuple[str, ...] = ()  # its Hugging Face repository ids
+    config: dict = dataclasses.field(default_factory=dict, compare=False)  # its config.json keys (fit --trace)
 
     @classmethod
     def from_file(cls, path: Path) -> "ModelConfig":
@@ -113,7 +115,7 @@ class ModelConfig:
             raise UsageError(f"{path}: not a config.json (a JSON object)")
         if isinstance(cfg.get("text_config"), dict):  # vision-language configs keep the decoder here
             cfg = {**cfg, **cfg["text_config"]}
-        return cls(str(path), path.name, (), Shape.from_config(cfg, name=str(path)), (str(path),))
+        return cls(str(path), path.name, (), Shape.from_config(cfg, name=str(path)), (str(path),), config=cfg)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +164,7 @@ class ModelConfigs:
                         tuple(table["sources"]),
                         table.get("parameters"),
                         tuple(table.get("names", ())),
+                        {k: v for k, v in table.items() if k in CONFIG_KEYS},
                     )
                 )
         fit = doc.get("fit") if isinstance(doc.get("fit"), dict) else {}

@@ -41,6 +41,12 @@ def add(sub) -> None:
     _add_card_options(p)
     _add_run_options(p)
     _add_memory_options(p)
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="also count by running: the model's own code through two training steps at full size on fake tensors "
+        "(needs torch, transformers and peft; one card; no GPU, no real memory)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument(
         "--results",
@@ -197,11 +203,25 @@ def handle(args) -> int:
         **({"quantization": args.quantization} if args.quantization else {}),
         **lora,
     )
-    print(
-        json.dumps(report.as_json(), indent=1) if args.format == "json" else report.text(),
-        end="" if args.format == "text" else "\n",
-    )
+    out = report.as_json() if args.format == "json" else report.text()
+    if args.trace:
+        out = _traced(args, entry, report, out)
+    print(json.dumps(out, indent=1) if args.format == "json" else out, end="" if args.format == "text" else "\n")
     return 0
+
+
+def _traced(args, entry, report, out):
+    """The report `out` with the trace of its run added (compat fit --trace)."""
+    from harness.answers import trace
+
+    trace.needs()
+    trace.traceable(report.run)
+    traced = trace.trace(entry.config, report.run, entry.key)
+    context = report.context.bytes if report.context else 0.0
+    one = next(p for p in report.predictions if p.strategy == strategies.one_process().name)
+    if args.format == "json":
+        return {**out, "trace": traced.as_json()}
+    return out + trace.text(traced, one.total, context, one.capacity)
 
 
 def _model(args, known, model_configs):

@@ -1,0 +1,139 @@
+"""compat fit --trace: the model's own code at full size on fake tensors, checked against the CUDA
+records compat measured itself (results/records.jsonl: the Qwen2-0.5B shape on an H200 and an
+H100, 2026-11-26) and against figures computed by hand from torch's AdamW."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.answers import fit, trace
+from harness.errors import UsageError
+from harness.evidence.records import read_records
+
+pytest.importorskip("peft")
+MIB = 2**20
+
+
+def _gpu_records():
+    """Passing one-card CUDA records of real size, 16/32-bit weights, whose model config is known."""
+    recs, _ = read_records([Path(__file__).resolve().parents[2] / "results" / "records.jsonl"])
+    return [
+        r
+        for r in recs
+        if r.get("outcome") == "pass"
+        and str(r["axes"].get("hardware", "")).startswith("sm_")
+        and r["axes"].get("strategy") == "single"
+        and r["axes"].get("quantization", "none") == "none"
+        and fit.measured_peak(r)
+        and fit.measured_peak(r)[0] >= fit.REAL_SIZE_BYTES
+        and r["settings"]["train"].get("padding", "longest") == "longest"
+        and r["settings"]["train"].get("seq_len_max", 0) <= 512
+    ]
+
+
+def _config(rec) -> dict:
+    model = rec["settings"]["model"]
+    cfg = {**model.get("config", {}), **{k: v for k, v in model.items() if k not in ("config", "family", "train")}}
+    cfg["model_type"] = model["family"]
+    return cfg
+
+
+def test_the_trace_matches_every_fixed_shape_cuda_record_within_two_percent():
+    """Built from real records: each measured training-phase max allocated against the trace of its
+    run (the longest batch a record's lengths reach: seq_len_max, every record's sampled lengths
+    reached it here)."""
+    recs = _gpu_records()
+    assert len(recs) >= 6, [r["cell"] for r in recs]
+    seen = {}
+    for rec in recs:
+        run = fit.run_of_record(rec)
+        key = (run.method, run.precision, run.lora_base_16bit, run.grad_ckpt, run.batch, run.seq_len)
+        if key not in seen:
+            seen[key] = trace.trace(_config(rec), run, rec["cell"]).peak
+        measured = fit.measured_peak(rec)[0]
+        assert abs(seen[key] - measured) / measured < 0.02, (rec["cell"], seen[key] / MIB, measured / MIB)
+
+
+def test_a_full_fine_tune_with_foreach_adamw_peaks_at_the_step_with_one_state_more():
+    """torch's foreach AdamW (torch/optim/adamw.py, _multi_tensor_adamw) takes the square root of
+    every exp_avg_sq at once (_foreach_sqrt): at the step, fp32 weights, gradients, two states and
+    that temporary are 4 + 4 + 8 + 4 = 20 bytes per parameter; fused AdamW holds no such temporary."""
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 1024,
+    }
+    run = fit.Run(method="full", precision="bf16", grad_ckpt=True, batch=1, seq_len=64)
+    traced = trace.trace(cfg, run)
+    params = fit.Shape.from_config(cfg).params()["total"]
+    step = traced.phases["optimizer step"]
+    assert step["bytes"] == pytest.approx(20 * params, rel=0.01)
+    assert step["by"]["optimizer temporaries"] == pytest.approx(4 * params, rel=0.01)
+    fused = trace.trace(cfg, fit.Run(**{**run.__dict__, "optimizer": "adamw_torch_fused"}))
+    assert fused.phases["optimizer step"]["bytes"] == pytest.approx(16 * params, rel=0.01)
+
+
+def test_what_cannot_be_traced_is_refused_with_the_reason():
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "vocab_size": 128,
+    }
+    for run, says in (
+        (fit.Run(method="qlora", quantization="nf4"), "bitsandbytes"),
+        (fit.Run(method="full", strategy="zero3", cards=2), "one process"),
+        (fit.Run(method="full", optimizer="adamw_8bit"), "not traced"),
+    ):
+        with pytest.raises(UsageError, match=says):
+            trace.trace(cfg, run)
+    with pytest.raises(UsageError, match="model_type"):
+        trace.trace({k: v for k, v in cfg.items() if k != "model_type"}, fit.Run())
+    with pytest.raises(UsageError, match="chatglm"):
+        trace.trace({**cfg, "model_type": "chatglm"}, fit.Run())
+
+
+def test_compat_fit_trace_shows_each_phase_and_the_largest_tensors():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "fit",
+            "--model",
+            "qwen2_5_0_5b",
+            "--gpu",
+            "H100",
+            "--method",
+            "full",
+            "--seq-len",
+            "256",
+            "--trace",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)["trace"]
+    assert set(got["phases"]) == set(trace.PHASES)
+    assert got["peak_phase"] == "optimizer step"
+    assert got["largest"] and got["largest"][0]["bytes"] > 0
+    bad = subprocess.run(
+        [sys.executable, "-m", "harness", "fit", "--model", "qwen2_5_0_5b", "--gpus", "2", "--trace"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode != 0 and "one process" in bad.stderr and "Traceback" not in bad.stderr
