@@ -26,8 +26,9 @@ weights and trainable state, the process baseline) are fitted by least squares o
 own records of the tiny size sweeps in matrix/fit-cpu.toml: `calibrate(records)`. The quantity
 fitted and predicted on a CPU is the training-phase peak RSS of each rank (the last point of the
 record's memory timeline); on a GPU the prediction is torch's max allocated plus the CUDA
-context: every term counted (activations per layer as layer_bytes counts them, not the CPU fit),
-labelled predicted until CUDA records calibrate the count's constants (`calibrate(..., analytic=True)`).
+context: the largest phase of the training step, every term counted from what the libraries keep
+(phases.py), not fitted; GPU records check it (bench/fit_error.py) and `compat fit --trace`
+counts by running the model's code (trace.py).
 
 No torch: `compat fit` answers in well under a second.
 """
@@ -41,6 +42,7 @@ import math
 import re
 from pathlib import Path
 
+from harness.answers import phases
 from harness.catalog import strategies
 from harness.catalog.gpus import precision_for
 from harness.errors import UsageError
@@ -555,26 +557,10 @@ def state_bytes(shape: Shape, run: Run) -> tuple[float, float]:
     return grads, optim
 
 
-def layer_bytes(shape: Shape, width: int) -> float:
-    """Bytes a GPU keeps per token for one decoder layer's backward, counted the way Korthikanti
-    et al. 2022 (arXiv 2205.05198, section 4.1) count a GPT layer, for a Llama-style block with
-    SDPA/flash attention (no s x s scores) and `width`-byte activations: each RMSNorm keeps an fp32
-    copy of its input and its `width`-byte output (2 x (4h + wh)); attention keeps q, k and v, its
-    output and the contiguous copy o_proj reads (w(3 d_q + 2 d_kv)); the gated MLP keeps the gate
-    and up outputs, the activation and the product down_proj reads (4wI; a mixture of experts: the
-    widths a token is routed to). Dropout, RoPE's tables and the softmax statistics are left out."""
-    h, d_q, d_kv = shape.hidden, shape.heads * shape.hd, shape.kv_heads * shape.hd
-    return 2 * (4 * h + width * h) + width * (3 * d_q + 2 * d_kv) + 4 * width * shape.active_intermediate
-
-
-# bytes per logit on a GPU: the lm_head's output in the activation dtype, the fp32 copy the loss takes,
-# and log_softmax's fp32 output that cross_entropy keeps (10 in 16-bit; 8 in fp32, no copy)
-LOGIT_BYTES = {2: 10.0, 4: 8.0}
-
-
 def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]:
     """The quantities the calibration's constants multiply; `analytic` (a GPU): activations and
-    logits already in bytes (layer_bytes, LOGIT_BYTES), so their constants are about 1."""
+    logits in bytes as phases.py counts them (a layer's saved tensors, the logits when backward
+    starts), so their constants are about 1."""
     p = shape.params()
     method = run.method
     quantized = run.quantization != "none" or method == "qlora"
@@ -598,9 +584,8 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
     tokens = run.batch * run.seq_len
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
     per_layer = tokens * (shape.hidden + shape.active_intermediate) * act_scale  # a MoE token: its experts' widths
-    width = 2 if run.precision in ("bf16", "fp16") else 4
     if analytic:
-        per_layer = tokens * layer_bytes(shape, width)
+        per_layer = tokens * sum(phases.layer_saved(shape, run, phases.masked(run)).values())
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
         "trainable_state": grads
@@ -611,7 +596,7 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
         "recompute": per_layer if run.grad_ckpt else 0.0,
         # and each layer's input, kept as its checkpoint
         "checkpoints": tokens * shape.layers * shape.hidden * act_scale if run.grad_ckpt else 0.0,
-        "logits": float(tokens * shape.vocab) * (LOGIT_BYTES[width] if analytic else 1.0),
+        "logits": float(tokens * shape.vocab) * (phases.logit_bytes(run)[1] if analytic else 1.0),
         "_weights_bytes": weights,
         "_trainable": trainable,
         "_grads": grads,
@@ -741,14 +726,14 @@ def gpu_check_records(records: list[dict], fitted: set[str]) -> list[dict]:
 
 def counted_on_gpu() -> Calibration:
     """A GPU's constants before any CUDA record fits them: every term counted, not fitted (bytes as
-    stored, layer_bytes, LOGIT_BYTES, the 16-bit checkpoints), so each constant is 1 (a checkpoint
-    is FIXED's 4 per element x 0.5 in 16 bits). The CPU fit is not used: its constants absorb the
-    CPU's phases (they over-predict a GPU's activations by 1.4-1.75x, issue 22)."""
+    stored, and phases.py's rules for the rest), so each constant is 1 (a checkpoint is FIXED's 4 per
+    element x 0.5 in 16 bits). The CPU fit is not used: its constants absorb the CPU's phases (they
+    over-predict a GPU's activations by 1.4-1.75x, issue 22)."""
     return Calibration(
         coefficients={k: FIXED.get(k, 1.0) for k in FEATURES},
         baseline={},
         records=[],
-        quantity="counted per term, not fitted: no CUDA record yet",
+        quantity="counted per term and phase, not fitted",
         device="gpu",
         analytic=True,
     )
@@ -814,6 +799,10 @@ def _lstsq(x: list[list[float]], y: list[float]) -> list[float]:
 
 
 def predict_record(cal: Calibration, rec: dict) -> float:
+    """A record's training-phase peak as compat fit predicts it: on a GPU the largest phase of the
+    step (torch's allocated memory: no CUDA context), on a CPU the fitted sum of the terms."""
+    if cal.analytic:
+        return predict(shape_of_record(rec), run_of_record(rec), cal, None, 0.0).total
     f = features(shape_of_record(rec), run_of_record(rec), cal.analytic)
     return cal.baseline_for(rec["axes"]["stack"]) + sum(cal.coefficients[k] * f[k] for k in FEATURES)
 
@@ -919,8 +908,9 @@ class Prediction:
     verdict: str  # "fits" | "tight" | "does not fit" | "n/a"
     why: str
     limit: str = "card"  # what the verdict is about: the card, or the host memory that offload or loading fills
-    phase: str = "training step"  # what sets the per-card peak: the training step, or loading
+    phase: str = "training step"  # what sets the per-card peak: loading, or a phase of the step (phases.py)
     load: dict = dataclasses.field(default_factory=dict)  # load_phase
+    phases: dict = dataclasses.field(default_factory=dict)  # on a GPU: each phase's bytes per card
 
     def as_json(self) -> dict:
         return {
@@ -934,6 +924,7 @@ class Prediction:
             "verdict": self.verdict,
             "verdict_limit": self.limit,
             "peak_phase": self.phase,
+            "phases_bytes": {k: round(v) for k, v in self.phases.items()},
             "load": {k: (round(v) if isinstance(v, float) else v) for k, v in self.load.items()},
             "why": self.why,
         }
@@ -953,39 +944,26 @@ def predict(
     """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`;
     what offload moves to host memory is totalled over the run's processes (one host holds them
     all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit."""
-    f = features(shape, run, cal.analytic)
-    c = cal.coefficients
-    n = run.cards
+    f, c, n = features(shape, run, cal.analytic), cal.coefficients, run.cards
     sixteen = run.precision in ("bf16", "fp16")
     model = strategies.BY_NAME.get(run.strategy)
     if model is None or model.fit_as:
         raise UsageError(f"strategy {run.strategy!r}: one of {', '.join(strategies.fit_models())}")
     weights, grads, optim = _model_state(model, shape, run, f, c, sixteen)
+    if cal.analytic:
+        return _predict_phases(model, shape, run, (weights, grads, optim), capacity, context_bytes, host_memory)
     act = c["activations"] * f["activations"] + c["recompute"] * f["recompute"] + c["checkpoints"] * f["checkpoints"]
-    logits = c["logits"] * f["logits"]
-    host: dict[str, float] = {}
-    extra: dict[str, float] = {}
+    extra = {"gradient buckets": grads} if model.buckets else {}  # DDP reduces gradients through buckets: a copy
     weights_whole = weights  # the model as loaded, before any strategy divides or moves it
-    if model.buckets:
-        extra["gradient buckets"] = grads  # DDP reduces gradients through buckets: a second copy
-    weights = weights / n if "weights" in model.shards else weights
-    grads = grads / n if "gradients" in model.shards else grads
-    optim = optim / n if "optimizer" in model.shards else optim
-    offload = offload_of(model, run)
-    if offload in ("optimizer", "both"):
-        # the optimizer step runs on the CPU, so the (fp32) gradients go there too
-        host["optimizer"], host["gradients"], optim, grads = optim, grads, 0.0, 0.0
-    if offload in ("params", "both"):  # the parameters live there; each layer is gathered onto the card
-        host["weights"], weights = weights, 0.0
+    weights, grads, optim, host, offload = _placed(model, run, weights, grads, optim)
     if "weights" in model.shards:
-        largest_layer = f["_params"] / max(1, shape.layers) * (2.0 if sixteen else 4.0)
-        extra["gathered layer"] = 2 * largest_layer  # the layer being computed and the next one prefetched
+        extra["gathered layer"] = _gathered_layer(shape, run)
     terms = {
         "weights": weights,
         "gradients": grads,
         "optimizer": optim,
         "activations": act,
-        "logits": logits,
+        "logits": c["logits"] * f["logits"],
         **extra,
         "overhead": context_bytes,
     }
@@ -1002,6 +980,70 @@ def predict(
         host_memory,
     )
     return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load)
+
+
+def _placed(model, run: Run, weights: float, grads: float, optim: float):
+    """(weights, gradients, optimizer states) on one card once the strategy divides them between
+    its cards and offload moves them, what offload keeps in host memory, and the offload."""
+    n = run.cards
+    weights = weights / n if "weights" in model.shards else weights
+    grads = grads / n if "gradients" in model.shards else grads
+    optim = optim / n if "optimizer" in model.shards else optim
+    host: dict[str, float] = {}
+    offload = offload_of(model, run)
+    if offload in ("optimizer", "both"):
+        # the optimizer step runs on the CPU, so the (fp32) gradients go there too
+        host["optimizer"], host["gradients"], optim, grads = optim, grads, 0.0, 0.0
+    if offload in ("params", "both"):  # the parameters live there; each layer is gathered onto the card
+        host["weights"], weights = weights, 0.0
+    return weights, grads, optim, host, offload
+
+
+def _gathered_layer(shape: Shape, run: Run) -> float:
+    """What ZeRO-3 and FSDP gather onto a card at a time: the layer being computed and the next one
+    prefetched, in the compute dtype."""
+    return 2 * shape.params()["total"] / max(1, shape.layers) * (2.0 if run.precision in ("bf16", "fp16") else 4.0)
+
+
+def _predict_phases(model, shape: Shape, run: Run, state, capacity, context_bytes: float, host_memory) -> Prediction:
+    """A GPU prediction: the largest of the step's phases (phases.py) and loading, on one card of
+    the run's strategy; `state` the (weights, gradients, optimizer states) before it divides them."""
+    n = run.cards
+    weights_whole = weights = state[0]
+    extra = {"gradient buckets": state[1]} if model.buckets else {}
+    weights, grads, optim, host, offload = _placed(model, run, *state)
+    kinds = OPTIMIZERS[run.optimizer][0]
+    one_state = optim / kinds if isinstance(kinds, int) and kinds else optim
+    largest = max(r * c for r, c, _ in trainable_tensors(shape, run))
+    temporaries = phases.step_temporaries(run.optimizer, one_state, largest, bool(model.deepspeed))
+    if run.optimizer_in_backward:  # one optimizer per parameter, stepped as its gradient arrives
+        temporaries = min(temporaries, largest * (2.0 if run.pure_bf16 else 4.0))
+    trained = {"weights": weights, "gradients": grads, "optimizer states": optim, "optimizer temporaries": temporaries}
+    sharded_16bit = bool(model.deepspeed or model.fsdp_version) and run.precision in ("bf16", "fp16")
+    # DeepSpeed's engine and FSDP's mixed precision hold the model in 16 bits: no autocast copies
+    act_run = dataclasses.replace(run, pure_bf16=True) if sharded_16bit else run
+    by_phase = phases.phase_terms(shape, act_run, trained, phases.masked(run))
+    if "weights" in model.shards:
+        for phase in ("forward", "backward"):
+            by_phase[phase]["gathered layer"] = _gathered_layer(shape, run)
+    renamed = {"optimizer states": "optimizer"}
+    by_phase = {
+        phase: {renamed.get(k, k): v for k, v in {**terms, **extra, "overhead": context_bytes}.items()}
+        for phase, terms in by_phase.items()
+    }
+    totals = {phase: sum(terms.values()) for phase, terms in by_phase.items()}
+    peak = max(totals, key=totals.get)
+    load = load_phase(model, run, weights_whole, context_bytes)
+    total, phase = (load["card"], "loading") if load["card"] > totals[peak] else (totals[peak], peak)
+    verdict, limit, why = _host_check(
+        _verdict(total, capacity),
+        _why(model, run, n, offload, load),
+        sum(host.values()) * n,
+        load["host_total"],
+        n,
+        host_memory,
+    )
+    return Prediction(model.name, n, by_phase[peak], host, total, capacity, verdict, why, limit, phase, load, totals)
 
 
 def _model_state(model, shape: Shape, run: Run, f: dict, c: dict, sixteen: bool):
@@ -1136,7 +1178,10 @@ TERM_ORDER = (
     "weights",
     "gradients",
     "optimizer",
+    "optimizer temporaries",
+    "weight copies",
     "activations",
+    "recomputed layer",
     "logits",
     "gradient buckets",
     "gathered layer",
@@ -1177,10 +1222,6 @@ class Report:
         return out
 
     @property
-    def on_cuda_records(self) -> bool:
-        return self.calibration.device == "gpu" and bool(self.calibration.records)
-
-    @property
     def counted(self) -> bool:
         """A GPU prediction before any CUDA record: every term counted, no constant fitted."""
         return self.calibration.analytic and not self.calibration.records
@@ -1193,14 +1234,16 @@ class Report:
                 "rule": "fit-terms",
                 "records": [],
                 "says": (
-                    f"terms counted from the model's config ({sources}), none fitted: weights, gradients and "
-                    "optimizer states at the bytes they are stored in; activations per layer and token as "
-                    "autograd keeps them in a Llama block with SDPA/flash attention (Korthikanti et al. 2022's "
-                    "count, arXiv 2205.05198: 2(4h + wh) + w(3 d_q + 2 d_kv) + 4wI bytes for w-byte activations), "
-                    "each layer's input when checkpointed, logits at 10 bytes (8 in fp32)"
+                    f"terms counted from the model's config ({sources}), none fitted, for each phase of the "
+                    "training step; the peak is the largest phase: the forward pass (16-bit weight copies autocast "
+                    "keeps, the tensors autograd saves per layer, the logits and the loss's fp32 copies), the "
+                    "backward pass (the logits' gradients at 12 bytes each when it starts, the gradients when it "
+                    "ends) or the optimizer step (weights, gradients, states and its temporaries: foreach AdamW "
+                    "holds one more state); harness/answers/phases.py names each tensor, and compat fit --trace "
+                    "counts by running the model's code"
                 ),
             }
-        sweep = "CUDA records of matrix/fit-gpu.toml" if self.on_cuda_records else "CPU records of matrix/fit-cpu.toml"
+        sweep = "CPU records of matrix/fit-cpu.toml"
         return {
             "kind": "predicted",
             "rule": "fit-terms",
@@ -1289,7 +1332,7 @@ class Report:
                     **({"records": list(c.records)} if c.measured else {"sources": list(c.sources)}),
                 }
             )
-        if self.gpu is not None and not self.on_cuda_records:
+        if self.gpu is not None:
             checked = (
                 f"{len(self.gpu_checks)} real-size GPU record(s) checked the count (fit-error)"
                 if self.gpu_checks
@@ -1298,10 +1341,10 @@ class Report:
             out.append(
                 {
                     "kind": "predicted",
-                    "rule": "no-gpu-records",
-                    "says": f"{checked}: a GPU is counted, not fitted, until CUDA records "
-                    "of matrix/fit-gpu.toml calibrate the count's constants (compat's CPU fit is not used on a "
-                    "GPU: it over-states a GPU's activations by 1.4-1.75x, issue 22)",
+                    "rule": "gpu-count",
+                    "says": f"{checked}: on a GPU every term is counted, none fitted; CUDA records check the count "
+                    "(bench/fit_error.py) rather than fit it (compat's CPU fit is not used on a GPU: it over-states "
+                    "a GPU's activations by 1.4-1.75x, issue 22)",
                 }
             )
         return out
@@ -1461,7 +1504,7 @@ class Report:
                 [
                     p.strategy,
                     _gib(p.total),
-                    "loading" if p.phase == "loading" else "training",
+                    p.phase if p.phase != "training step" else "training",
                     verdict,
                     *(_gib(p.terms.get(t, 0.0)) for t in present),
                 ]

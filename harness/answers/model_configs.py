@@ -180,13 +180,12 @@ class ModelConfigs:
         )
 
     def calibrate(self, records: list[dict], gpu: bool = False):
-        """compat fit's constants, fitted on the records of this file's calibration models: for a
-        GPU prediction on the CUDA records of them (matrix/fit-gpu.toml) where there are any,
-        else, as for a CPU, on the CPU sweep (matrix/fit-cpu.toml)."""
+        """compat fit's constants: on a CPU fitted on the records of this file's calibration models
+        (matrix/fit-cpu.toml); on a GPU none: every term is counted phase by phase (phases.py), and
+        CUDA records check the count rather than fit it."""
         if not gpu:
             return fit.calibrate(fit.sweep_records(records, self.calibration_models))
-        cuda = fit.sweep_records(records, self.calibration_models, device="gpu")
-        return fit.calibrate(cuda, analytic=True) if cuda else fit.counted_on_gpu()
+        return fit.counted_on_gpu()
 
     def cuda_context(self, records: list[dict], arch: str | None = None) -> "Context":
         """What a process holds on its card besides torch's allocator: measured where GPU records of

@@ -26,11 +26,13 @@ torch's private modules are used here only: FakeTensorMode and TorchDispatchMode
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
 import weakref
 
+from harness.answers.phases import masked
 from harness.errors import UsageError
 
 # the categories a live storage is counted under
@@ -294,7 +296,7 @@ def _trace(config: dict, run, name: str) -> Traced:
         model.gradient_checkpointing_enable()  # the Trainer's call: its default kwargs
     model.train()
     live = _live_bytes()
-    with FakeTensorMode(), live:
+    with FakeTensorMode(), live, _unpacked(not masked(run)):
         _make_fake(model, live)
         names = {id(p): n for n, p in model.named_parameters()}
         params = [p for p in model.parameters() if p.requires_grad]
@@ -324,16 +326,35 @@ def _trace(config: dict, run, name: str) -> Traced:
     )
 
 
+@contextlib.contextmanager
+def _unpacked(on: bool):
+    """Where `on`: transformers reads the batch as one sequence per row, as it finds from the real
+    position ids (masking_utils.find_packed_sequence_indices cannot read fake ones, and would
+    otherwise take the batch for packed sequences and build a mask)."""
+    import transformers.masking_utils as masking
+
+    found = masking.find_packed_sequence_indices
+    if on:
+        masking.find_packed_sequence_indices = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        masking.find_packed_sequence_indices = found
+
+
 def _two_steps(model, params, names, optimizer, live, run, sixteen) -> None:
     """Two training steps as the Trainer takes them, each phase named for `live`."""
     import torch
 
     ids = torch.randint(0, 128, (run.batch, run.seq_len))
+    # a padded batch passes its attention mask, and SDPA gets a mask (fake tensors hide that no row is
+    # padded); a batch of one needs none, and SDPA runs causal on grouped key/value heads
+    mask = {"attention_mask": torch.ones_like(ids)} if masked(run) else {}
     for step in (1, 2):
         live.watch_largest = step == 2
         live.phase = f"forward:{step}"
         with torch.autocast("cpu", dtype=sixteen or torch.float32, enabled=sixteen is not None and not run.pure_bf16):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(input_ids=ids, labels=ids, **mask).loss
         live.phase = f"backward:{step}"
         loss.backward()
         del loss

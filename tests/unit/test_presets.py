@@ -240,7 +240,7 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     assert "on 8 x A100 (80.0 GiB per card; 'fits' leaves 10% free)" in out
     table = out[out.index("  strategy  per card") :].splitlines()[1:4]
     assert [row.split()[0] for row in table] == ["ddp", "fsdp", "zero3"]
-    assert "does not fit" in table[0] and table[2].split()[3:5] == ["training", "fits"]
+    assert "does not fit" in table[0] and table[2].split()[3:5] == ["backward", "fits"]
 
     # the FSDP variant's accelerate config turns cpu_ram_efficient_loading on: rank 0 alone loads the
     # whole model in host memory (72.7 B x 2 bytes, 135.4 GiB), where DDP's 8 processes each do; it

@@ -1,0 +1,222 @@
+"""compat fit on a GPU, phase by phase: what one card holds at the peak of the forward pass, of the
+backward pass and of the optimizer step, each term counted from what the libraries' code keeps.
+
+A training step's peak is the largest of its phases, not the sum of every term: activations and
+logits are gone before the optimizer steps, and a full fine-tune's gradients are all there only at
+the end of the backward pass. For compat's workload (HF Trainer + peft, `from_pretrained` then
+`get_peft_model`, autocast for bf16/fp16, `zero_grad(set_to_none=True)`), one card holds
+
+    forward         weights + optimizer states + weight copies + saved activations + logits (forward)
+    backward start  weights + optimizer states + weight copies kept for backward + saved activations
+                    + logits (backward) + one layer recomputed (gradient checkpointing)
+    backward end    weights + optimizer states + gradients
+    optimizer step  weights + gradients + optimizer states + the step's temporaries
+
+and the backward pass in between frees a layer's activations as it adds the layer's gradients, so
+its peak is at one end or the other. The per-token bytes follow a Llama-style decoder layer in
+transformers (RMSNorm, SDPA attention, a gated MLP) and what autograd saves for it; each rule below
+names the tensors. `compat fit --trace` runs the same step and counts every tensor instead
+(harness/answers/trace.py); tests/integration/test_trace.py holds the two together.
+
+The dtypes the rules depend on:
+    w  the compute width: 2 under bf16/fp16 autocast or pure bf16, 4 in fp32
+    r  the residual stream's width: the embedding's dtype (an fp32 embedding keeps the residual
+       stream in fp32 under autocast, since adding a 16-bit layer output to it promotes to fp32):
+       4 for a full fine-tune with fp32 master weights, a LoRA base left in fp32, and QLoRA after
+       peft's prepare_model_for_kbit_training (which casts every non-quantized parameter to fp32,
+       peft/utils/other.py); 2 for a 16-bit base or pure bf16
+"""
+
+from __future__ import annotations
+
+# What an optimizer's step allocates beyond its states on a CUDA card, by the names
+# TrainingArguments.optim takes (compat fit's OPTIMIZERS):
+#   "state"   one temporary the size of all its states of one kind: torch.optim's multi-tensor
+#             (foreach) implementation, its default on CUDA (torch/optim/optimizer.py,
+#             _default_to_fused_or_foreach): AdamW/Adam take _foreach_sqrt(exp_avg_sq) of every
+#             parameter at once (torch/optim/adam.py, _multi_tensor_adam), RMSprop and Adagrad the
+#             square root of theirs
+#   "none"    fused kernels (adamw_torch_fused; DeepSpeed's FusedAdam) and bitsandbytes' 8-bit and
+#             paged optimizers (one kernel per tensor) and plain SGD (_foreach_add_ in place)
+#   "tensor"  per-tensor loops: Adafactor (transformers' Adafactor.step: the gradient in fp32, its
+#             square and the factored update, three fp32 copies of the largest tensor)
+STEP_TEMPORARIES = {
+    **dict.fromkeys(("adamw", "adamw_torch", "adam", "adagrad", "rmsprop", "adamw_apex_fused"), "state"),
+    **dict.fromkeys(
+        (
+            "adamw_torch_fused",
+            "adamw_8bit",
+            "adamw_bnb_8bit",
+            "paged_adamw_8bit",
+            "adam8bit",
+            "paged_adamw_32bit",
+            "paged_adamw",
+            "lion_32bit",
+            "paged_lion_32bit",
+            "lion",
+            "lion_8bit",
+            "paged_lion_8bit",
+            "sgd",
+            "adamw_anyprecision",
+        ),
+        "none",
+    ),
+    **dict.fromkeys(("adafactor", "adamw_hf"), "tensor"),
+}
+# adamw_apex_fused: apex's FusedAdam is one kernel, but counted on the safe side as torch's foreach;
+# adamw_hf: transformers' own AdamW (removed in 5.x) loops over tensors: counted as per-tensor
+
+
+def step_temporaries(optimizer: str, one_state: float, largest: float, deepspeed: bool) -> float:
+    """Bytes the optimizer step allocates beyond its states: `one_state` the bytes of one of its
+    states over every trainable tensor, `largest` the largest trainable tensor's elements. Under
+    DeepSpeed the engine steps with its own fused optimizer."""
+    kind = "none" if deepspeed else STEP_TEMPORARIES.get(optimizer, "state")
+    if kind == "state":
+        return one_state
+    if kind == "tensor":
+        return 12.0 * largest
+    return 0.0
+
+
+def masked(run) -> bool:
+    """Whether SDPA gets a mask: a batch padded to its longest row (LLaMA-Factory's and compat's
+    collators) does whenever its rows differ; a batch of one never needs one."""
+    return run.batch > 1
+
+
+def widths(run) -> tuple[int, int]:
+    """(w, r): the compute width and the residual stream's (the module docstring)."""
+    sixteen = run.precision in ("bf16", "fp16") or run.pure_bf16
+    w = 2 if sixteen else 4
+    if run.method == "full":
+        r = 2 if run.pure_bf16 else 4
+    elif run.method == "qlora" or run.quantization != "none":
+        r = 4
+    else:
+        r = 2 if (run.lora_base_16bit and sixteen) else 4
+    return w, r
+
+
+def _consumers_saved(width_in: int, inputs: int, training: int, w: int, r: int, cast: bool) -> float:
+    """Bytes per token saved for the linear layers that read one `width_in`-wide tensor of `r`-byte
+    elements, `inputs` of them in all, `training` of them needing their input for a weight's
+    gradient: none if no layer does; the tensor once if every one reads it as it is (same dtype, no
+    copy); else a w-byte copy each (autocast casts a layer's input anew at every call, and peft
+    casts a LoRA adapter's input to the adapter's fp32 first, then autocast back)."""
+    if training == 0:
+        return 0.0
+    if cast or r != w:
+        return float(training * w * width_in)
+    return float(r * width_in)
+
+
+def layer_saved(shape, run, masked: bool) -> dict[str, float]:
+    """Bytes per token one decoder layer keeps for backward, by tensor (Llama-style block, SDPA):
+
+    norms        each RMSNorm keeps its input in fp32 for the variance (a copy when the residual is
+                 16-bit; LlamaRMSNorm.forward), and its normalised fp32 output where its weight trains
+    norm outputs what the linear layers reading a norm's output keep (_consumers_saved): q, k and v
+                 read the first, gate and up the second
+    attention    SDPA keeps q and k after RoPE, v and its output (o_proj reads the output as it is:
+                 flash attention's output is laid out so its transpose needs no copy); on the masked
+                 path (a padded batch: transformers passes SDPA a mask, and repeats grouped key/value
+                 heads itself, sdpa_attention.py/use_gqa_in_sdpa) the repeated keys and values too
+    o_proj in    what o_proj and its adapter keep of the attention output beyond it
+    mlp          the gate's output (for SiLU), SiLU's output and up's (for their product), and the
+                 product where down_proj's weight or adapter trains
+    """
+    w, r = widths(run)
+    h, d_q, d_kv = shape.hidden, shape.heads * shape.hd, shape.kv_heads * shape.hd
+    inter = shape.active_intermediate
+    full = run.method == "full"
+    targets = set(run.lora_targets) if not full else set()
+    trains = lambda names: sum(1 for n in names if full or n in targets)  # noqa: E731
+    # under autocast every LoRA adapter's input is cast (peft to fp32, autocast back to w bytes)
+    cast = not full and w == 2
+    norm_trains = full or "norms" in run.modules_to_save
+    attention = w * (2 * d_q + 2 * d_kv)
+    if masked and shape.kv_heads < shape.heads:
+        attention += 2 * w * d_q  # repeat_kv's copies of k and v at the query heads' width
+    return {
+        "norms": 2 * 4.0 * h + (2 * 4.0 * h if norm_trains else 0.0),
+        "norm outputs": _consumers_saved(h, 3, trains(("q", "k", "v")), w, r, cast)
+        + _consumers_saved(h, 2, trains(("gate", "up")), w, r, cast),
+        "attention": float(attention),
+        "o_proj input": float(w * d_q) if ("o" in targets and cast) else 0.0,
+        "mlp": 3.0 * w * inter + (w * inter if (full or "down" in targets) else 0.0),
+    }
+
+
+def weight_copies(shape, run, grad_ckpt: bool) -> tuple[float, float]:
+    """(bytes during the forward pass, bytes still held when backward starts) of the 16-bit copies
+    autocast makes of fp32 weights for its matmuls. A trainable fp32 leaf's copy is cached for the
+    whole autocast region (torch's autocast cached_cast: float32 leaves that require grad), so a
+    full fine-tune with fp32 master weights holds a 16-bit copy of every linear weight and of the
+    head through the forward pass; backward runs after the region closes, and without gradient
+    checkpointing the copies stay, saved for the inputs' gradients. A frozen fp32 base (LoRA) is
+    not cached, but each copy is saved for backward unless checkpointing recomputes it; the head's
+    is saved either way (it runs outside the checkpointed layers)."""
+    p = shape.params()
+    w, r = widths(run)
+    if w != 2 or run.pure_bf16:
+        return 0.0, 0.0
+    head = 2.0 * shape.vocab * shape.hidden
+    if run.method == "full":
+        body = 2.0 * p["linear"]
+        return body + head, (0.0 if grad_ckpt else body) + head
+    if r == 4:  # a LoRA base, or QLoRA's upcast head, in fp32 under autocast
+        body = 0.0 if (run.method == "qlora" or run.quantization != "none") else 2.0 * p["linear"]
+        held = head + (0.0 if grad_ckpt else body)
+        return held, held
+    return 0.0, 0.0
+
+
+def final_saved(shape, run) -> float:
+    """Bytes per token kept after the last layer: the final norm's fp32 input (and normalised
+    output where it trains) and what the head keeps of its input (where it trains)."""
+    w, r = widths(run)
+    h = shape.hidden
+    full = run.method == "full"
+    head_trains = full or "lm_head" in run.modules_to_save
+    return 4.0 * h + (4.0 * h if full else 0.0) + (_consumers_saved(h, 1, 1, w, r, False) if head_trains else 0.0)
+
+
+def logit_bytes(run) -> tuple[float, float]:
+    """(forward, backward) bytes per logit: the head's output (w bytes) and transformers' loss
+    (ForCausalLMLoss: logits.float(), a 4-byte copy in 16-bit, then cross_entropy, whose
+    log_softmax keeps its fp32 output) at the forward's peak; when backward starts, log_softmax's
+    output, the loss's gradient and log_softmax's gradient, 4 bytes each, the head's output gone."""
+    w, _ = widths(run)
+    return float(w + (4 if w == 2 else 0) + 4), 12.0
+
+
+def phase_terms(shape, run, trained: dict[str, float], masked: bool) -> dict[str, dict[str, float]]:
+    """Per phase, its terms in bytes on one card before a strategy divides them; `trained` holds the
+    bytes of "weights", "gradients", "optimizer states" and "optimizer temporaries"."""
+    tokens = run.batch * run.seq_len
+    w, r = widths(run)
+    per_layer = sum(layer_saved(shape, run, masked).values())
+    if run.grad_ckpt:  # each layer's input, kept by its checkpoint; one layer at a time recomputed
+        saved = float(shape.layers * tokens * r * shape.hidden)
+        copies = weight_copies(shape, run, True)
+        recompute = tokens * per_layer + (weight_copies(shape, run, False)[1] - copies[1]) / max(1, shape.layers)
+    else:
+        saved, copies, recompute = float(shape.layers * tokens * per_layer), weight_copies(shape, run, False), 0.0
+    saved += tokens * final_saved(shape, run)
+    logits_fwd, logits_bwd = (tokens * shape.vocab * b for b in logit_bytes(run))
+    held = {"weights": trained["weights"], "optimizer states": trained["optimizer states"]}
+    start = {**held, "weight copies": copies[1], "activations": saved}
+    # the logits' gradients are freed before checkpointing recomputes the last layer
+    start.update({"logits": logits_bwd} if logits_bwd >= recompute else {"recomputed layer": recompute})
+    end = {**held, "gradients": trained["gradients"]}
+    return {
+        "forward": {**held, "weight copies": copies[0], "activations": saved, "logits": logits_fwd},
+        "backward": start if sum(start.values()) >= sum(end.values()) else end,
+        "optimizer step": {
+            "weights": trained["weights"],
+            "gradients": trained["gradients"],
+            "optimizer states": trained["optimizer states"],
+            "optimizer temporaries": trained["optimizer temporaries"],
+        },
+    }
