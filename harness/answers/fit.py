@@ -70,6 +70,8 @@ TARGET_NAMES = {
     "kv_a_proj_with_mqa": ("kv_a",),
     "kv_b_proj": ("kv_b",),  # DeepSeek's MLA
     "query_key_value": ("qkv",),
+    "qkv_proj": ("qkv",),  # Phi-3's
+    "gate_up_proj": ("gate_up",),
     "dense": ("o",),
     "dense_h_to_4h": ("gate_up",),
     "dense_4h_to_h": ("down",),
@@ -183,6 +185,7 @@ class Shape:
     # v_head_dim, q_lora_rank or 0); empty for grouped-query attention
     mla: tuple[int, ...] = ()
     vision: int = 0  # a vision tower's parameters (Qwen2-VL's vision_config), frozen as recipes keep it
+    family: str = ""  # config.json's model_type: what its layers keep beyond a Llama block's (phases.py)
 
     @property
     def hd(self) -> int:
@@ -259,6 +262,7 @@ class Shape:
                 qkv_bias=bool(first("attention_bias", "add_qkv_bias", default=cfg.get("model_type") == "qwen2")),
                 **_moe_fields(cfg, whole),
                 vision=_vision_params(cfg.get("vision_config")),
+                family=cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else "",
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(
@@ -292,9 +296,20 @@ class Shape:
             "total": linear + norms + embed + head + self.vision,
         }
 
+    @property
+    def fused(self) -> bool:
+        """Whether q, k and v are one linear layer, and gate and up another (Phi-3's qkv_proj and
+        gate_up_proj): LoRA on any of them adapts the fused layer."""
+        return self.family == "phi3"
+
     def targeted(self, targets: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
         """The linear layers LoRA targets name (linears' names; and GLM's fused query_key_value and
-        dense_h_to_4h, "qkv" and "gate_up", as one layer each over the dense blocks)."""
+        dense_h_to_4h, "qkv" and "gate_up", as one layer each over the dense blocks; Phi-3's q, k and
+        v are its qkv_proj, its gate and up its gate_up_proj)."""
+        if self.fused:
+            targets = tuple(
+                ("qkv" if t in ("q", "k", "v") else "gate_up" if t in ("gate", "up") else t) for t in targets
+            )
         out = [lin for lin in self.linears() if lin[0] in targets]
         dense, d_q, d_kv = self.layers - self.sparse_layers, self.heads * self.hd, self.kv_heads * self.hd
         if "qkv" in targets and not self.mla:
@@ -585,7 +600,7 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
     per_layer = tokens * (shape.hidden + shape.active_intermediate) * act_scale  # a MoE token: its experts' widths
     if analytic:
-        per_layer = tokens * sum(phases.layer_saved(shape, run, phases.masked(run)).values())
+        per_layer = tokens * phases.layers_saved(shape, run, phases.masked(run))[0] / max(1, shape.layers)
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
         "trainable_state": grads

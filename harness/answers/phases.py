@@ -111,41 +111,125 @@ def _consumers_saved(width_in: int, inputs: int, training: int, w: int, r: int, 
     return float(r * width_in)
 
 
-def layer_saved(shape, run, masked: bool) -> dict[str, float]:
-    """Bytes per token one decoder layer keeps for backward, by tensor (Llama-style block, SDPA):
+# what a family's layers keep beyond a Llama block's (transformers' modeling_<family>.py)
+GEMMA_NORMS = ("gemma2", "gemma3_text", "gemma3")  # x.float() normalised and scaled in fp32; a norm after
+# attention and after the MLP as well as before each (four a layer)
+QK_NORMS = ("qwen3", "qwen3_moe", "gemma3_text", "gemma3")  # an RMSNorm on each head's query and key
+SOFTCAPPED = ("gemma2",)  # eager attention (no SDPA: soft-capping), tanh-capped scores and logits
 
-    norms        each RMSNorm keeps its input in fp32 for the variance (a copy when the residual is
-                 16-bit; LlamaRMSNorm.forward), and its normalised fp32 output where its weight trains
+
+def _norm(width: int, x_in: int, trains: bool, gemma: bool) -> float:
+    """Bytes per token an RMSNorm over `width` keeps: its input in fp32 for the variance (a copy of an
+    `x_in`-byte input), and where its weight trains the normalised input its weight multiplies: in the
+    input's dtype (LlamaRMSNorm: weight * hidden.to(input_dtype)) or in fp32 (Gemma's)."""
+    return 4.0 * width + ((4.0 if gemma else x_in) * width if trains else 0.0)
+
+
+def layer_saved(shape, run, masked: bool, sparse: bool = False) -> dict[str, float]:
+    """Bytes per token one decoder layer keeps for backward, by tensor; `sparse` a mixture-of-experts
+    layer. A Llama-style block with SDPA keeps
+
+    norms        each RMSNorm's input in fp32, and its normalised input where its weight trains
+                 (_norm); Gemma's norms after attention and the MLP too, Qwen3's and Gemma 3's
+                 query and key norms
     norm outputs what the linear layers reading a norm's output keep (_consumers_saved): q, k and v
-                 read the first, gate and up the second
+                 (MLA: q and kv_a) read the first, gate and up (and a router) the second
     attention    SDPA keeps q and k after RoPE, v and its output (o_proj reads the output as it is:
-                 flash attention's output is laid out so its transpose needs no copy); on the masked
-                 path (a padded batch: transformers passes SDPA a mask, and repeats grouped key/value
-                 heads itself, sdpa_attention.py/use_gqa_in_sdpa) the repeated keys and values too
-    o_proj in    what o_proj and its adapter keep of the attention output beyond it
-    mlp          the gate's output (for SiLU), SiLU's output and up's (for their product), and the
-                 product where down_proj's weight or adapter trains
+                 flash and memory-efficient attention lay it out so its transpose needs no copy); on
+                 the masked path (a padded batch: transformers passes a mask and repeats grouped
+                 key/value heads itself, sdpa_attention.py/use_gqa_in_sdpa) the repeated keys and
+                 values too. Gemma 2's eager attention keeps q, the repeated k and v, the tanh of the
+                 scores, softmax's fp32 output and its 16-bit copy (heads x sequence each per token),
+                 and the contiguous output o_proj reads. MLA (DeepSeek-V2) keeps its compressed kv's
+                 norm and SDPA's q, k (nope + rope wide), v and output per head
+    o_proj input what o_proj's adapter keeps of the attention output beyond it
+    mlp          the gate's output (for SiLU/GELU), the activation's and up's (for their product), and
+                 the product where down_proj's weight or adapter trains. A routed layer (transformers'
+                 grouped_mm experts, in the experts' dtype) keeps per routed token copy the gathered
+                 input where the experts train, the gate-up output, the activation, the product
+                 where they train and the down output the routing weight scales; shared experts as a
+                 dense MLP
     """
     w, r = widths(run)
-    h, d_q, d_kv = shape.hidden, shape.heads * shape.hd, shape.kv_heads * shape.hd
-    inter = shape.active_intermediate
+    h, heads = shape.hidden, shape.heads
+    d_q, d_kv = heads * shape.hd, shape.kv_heads * shape.hd
     full = run.method == "full"
     targets = set(run.lora_targets) if not full else set()
+    if shape.fused:  # Phi-3: one qkv_proj and one gate_up_proj read each norm's output
+        targets |= {"qkv"} if targets & {"q", "k", "v", "qkv"} else set()
+        targets |= {"gate_up"} if targets & {"gate", "up", "gate_up"} else set()
     trains = lambda names: sum(1 for n in names if full or n in targets)  # noqa: E731
     # under autocast every LoRA adapter's input is cast (peft to fp32, autocast back to w bytes)
     cast = not full and w == 2
     norm_trains = full or "norms" in run.modules_to_save
-    attention = w * (2 * d_q + 2 * d_kv)
-    if masked and shape.kv_heads < shape.heads:
-        attention += 2 * w * d_q  # repeat_kv's copies of k and v at the query heads' width
-    return {
-        "norms": 2 * 4.0 * h + (2 * 4.0 * h if norm_trains else 0.0),
-        "norm outputs": _consumers_saved(h, 3, trains(("q", "k", "v")), w, r, cast)
-        + _consumers_saved(h, 2, trains(("gate", "up")), w, r, cast),
-        "attention": float(attention),
-        "o_proj input": float(w * d_q) if ("o" in targets and cast) else 0.0,
-        "mlp": 3.0 * w * inter + (w * inter if (full or "down" in targets) else 0.0),
-    }
+    gemma = shape.family in GEMMA_NORMS
+    norms = 2 * _norm(h, r, norm_trains, gemma)
+    if gemma:
+        norms += 2 * _norm(h, w, norm_trains, gemma)
+    if shape.family in QK_NORMS:
+        norms += _norm(d_q, w, norm_trains, gemma) + _norm(d_kv, w, norm_trains, gemma)
+    out = {"norms": norms}
+    out.update(_attention(shape, run, masked, trains, cast, targets))
+    out["mlp"] = _mlp(shape, run, sparse, trains, cast)
+    return out
+
+
+def _attention(shape, run, masked: bool, trains, cast: bool, targets: set) -> dict[str, float]:
+    """What attention keeps per token, and the readers of the norm before it (layer_saved)."""
+    w, r = widths(run)
+    h, heads = shape.hidden, shape.heads
+    d_q, d_kv = heads * shape.hd, shape.kv_heads * shape.hd
+    full = run.method == "full"
+    norm_trains = full or "norms" in run.modules_to_save
+    out = {}
+    if shape.mla:
+        kv_rank, nope, rope, v, q_rank = shape.mla
+        readers = ("q_a", "kv_a") if q_rank else ("q", "kv_a")
+        out["norm outputs"] = _consumers_saved(h, 2, trains(readers), w, r, cast)
+        latent = _norm(kv_rank, w, norm_trains, False) + _consumers_saved(kv_rank, 1, trains(("kv_b",)), w, w, cast)
+        if q_rank:
+            latent += _norm(q_rank, w, norm_trains, False) + _consumers_saved(q_rank, 1, trains(("q_b",)), w, w, cast)
+        out["attention"] = latent + w * heads * (2 * (nope + rope) + 2 * v)
+        out["o_proj input"] = float(w * heads * v) if ("o" in targets and cast) else 0.0
+    else:
+        qkv = ("qkv",) if shape.fused else ("q", "k", "v")
+        out["norm outputs"] = _consumers_saved(h, len(qkv), trains(qkv), w, r, cast)
+        grouped = shape.kv_heads < heads
+        if shape.family in SOFTCAPPED:
+            scores = heads * run.seq_len * (w + 4 + w)  # tanh of the scores, softmax's fp32 output, its copy
+            kept = w * (3 * d_q + (2 * d_kv if grouped else 0)) + (w * d_q if trains(("o",)) and full else 0)
+            out["attention"] = float(scores + kept)
+        else:
+            out["attention"] = float(w * (2 * d_q + 2 * d_kv) + (2 * w * d_q if masked and grouped else 0))
+        out["o_proj input"] = float(w * d_q) if ("o" in targets and cast) else 0.0
+    return out
+
+
+def _mlp(shape, run, sparse: bool, trains, cast: bool) -> float:
+    """Bytes per token an MLP keeps, and what its readers keep of the norm before it (layer_saved)."""
+    w, r = widths(run)
+    h, full = shape.hidden, run.method == "full"
+    gate_up = ("gate_up",) if shape.fused else ("gate", "up")
+    readers = _consumers_saved(h, len(gate_up), trains(gate_up), w, r, cast)
+
+    def dense(width: float) -> float:
+        return 3.0 * w * width + (w * width if trains(("down",)) else 0.0)
+
+    if not sparse:
+        return readers + dense(shape.intermediate)
+    k, inter = shape.experts_active, shape.moe_intermediate
+    routed = k * r * (inter * 3 + h + ((h + inter) if full else 0))
+    shared = dense(shape.shared_intermediate) if shape.shared_intermediate else 0.0
+    router = w * h if full else 0.0  # the router's input, where the router trains
+    return (readers if shape.shared_intermediate else 0.0) + routed + shared + router
+
+
+def layers_saved(shape, run, masked: bool) -> tuple[float, float]:
+    """(bytes per token every layer keeps, the most one layer keeps): dense and routed layers."""
+    dense = sum(layer_saved(shape, run, masked).values())
+    sparse = sum(layer_saved(shape, run, masked, sparse=True).values()) if shape.sparse_layers else 0.0
+    n_sparse = shape.sparse_layers
+    return (shape.layers - n_sparse) * dense + n_sparse * sparse, max(dense, sparse)
 
 
 def weight_copies(shape, run, grad_ckpt: bool) -> tuple[float, float]:
@@ -162,11 +246,13 @@ def weight_copies(shape, run, grad_ckpt: bool) -> tuple[float, float]:
     if w != 2 or run.pure_bf16:
         return 0.0, 0.0
     head = 2.0 * shape.vocab * shape.hidden
+    # routed experts multiply through grouped_mm, which autocast does not cast: no copies of theirs
+    experts = 3 * shape.hidden * shape.moe_intermediate * shape.experts * shape.sparse_layers
     if run.method == "full":
-        body = 2.0 * p["linear"]
+        body = 2.0 * (p["linear"] - experts)
         return body + head, (0.0 if grad_ckpt else body) + head
     if r == 4:  # a LoRA base, or QLoRA's upcast head, in fp32 under autocast
-        body = 0.0 if (run.method == "qlora" or run.quantization != "none") else 2.0 * p["linear"]
+        body = 0.0 if (run.method == "qlora" or run.quantization != "none") else 2.0 * (p["linear"] - experts)
         held = head + (0.0 if grad_ckpt else body)
         return held, held
     return 0.0, 0.0
@@ -182,13 +268,15 @@ def final_saved(shape, run) -> float:
     return 4.0 * h + (4.0 * h if full else 0.0) + (_consumers_saved(h, 1, 1, w, r, False) if head_trains else 0.0)
 
 
-def logit_bytes(run) -> tuple[float, float]:
+def logit_bytes(run, shape=None) -> tuple[float, float]:
     """(forward, backward) bytes per logit: the head's output (w bytes) and transformers' loss
     (ForCausalLMLoss: logits.float(), a 4-byte copy in 16-bit, then cross_entropy, whose
     log_softmax keeps its fp32 output) at the forward's peak; when backward starts, log_softmax's
-    output, the loss's gradient and log_softmax's gradient, 4 bytes each, the head's output gone."""
+    output, the loss's gradient and log_softmax's gradient, 4 bytes each, the head's output gone.
+    Gemma 2 caps its logits with a tanh, whose output it keeps (w bytes more in both)."""
     w, _ = widths(run)
-    return float(w + (4 if w == 2 else 0) + 4), 12.0
+    capped = float(w) if shape is not None and shape.family in SOFTCAPPED else 0.0
+    return float(w + (4 if w == 2 else 0) + 4) + capped, 12.0 + capped
 
 
 def phase_terms(shape, run, trained: dict[str, float], masked: bool) -> dict[str, dict[str, float]]:
@@ -196,15 +284,15 @@ def phase_terms(shape, run, trained: dict[str, float], masked: bool) -> dict[str
     bytes of "weights", "gradients", "optimizer states" and "optimizer temporaries"."""
     tokens = run.batch * run.seq_len
     w, r = widths(run)
-    per_layer = sum(layer_saved(shape, run, masked).values())
+    every_layer, per_layer = layers_saved(shape, run, masked)
     if run.grad_ckpt:  # each layer's input, kept by its checkpoint; one layer at a time recomputed
         saved = float(shape.layers * tokens * r * shape.hidden)
         copies = weight_copies(shape, run, True)
         recompute = tokens * per_layer + (weight_copies(shape, run, False)[1] - copies[1]) / max(1, shape.layers)
     else:
-        saved, copies, recompute = float(shape.layers * tokens * per_layer), weight_copies(shape, run, False), 0.0
+        saved, copies, recompute = float(tokens * every_layer), weight_copies(shape, run, False), 0.0
     saved += tokens * final_saved(shape, run)
-    logits_fwd, logits_bwd = (tokens * shape.vocab * b for b in logit_bytes(run))
+    logits_fwd, logits_bwd = (tokens * shape.vocab * b for b in logit_bytes(run, shape))
     held = {"weights": trained["weights"], "optimizer states": trained["optimizer states"]}
     start = {**held, "weight copies": copies[1], "activations": saved}
     # the logits' gradients are freed before checkpointing recomputes the last layer

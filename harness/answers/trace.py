@@ -52,9 +52,11 @@ MODULE_NAMES = {
     "q_b": "q_b_proj",
     "kv_a": "kv_a_proj_with_mqa",
     "kv_b": "kv_b_proj",
-    "qkv": "query_key_value",
-    "gate_up": "dense_h_to_4h",
+    "qkv": ("q_proj", "k_proj", "v_proj"),  # GLM-4's fused query_key_value: transformers' glm splits it
+    "gate_up": "gate_up_proj",
 }
+# families whose transformers modules fuse projections: Shape.linears names -> theirs
+FUSED = {"phi3": {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "gate": "gate_up_proj", "up": "gate_up_proj"}}
 SAVED_MODULES = {"embed": "embed_tokens", "lm_head": "lm_head", "norms": "norm"}
 # TrainingArguments' optim names the trace runs -> (torch.optim class name, its keyword arguments)
 OPTIMIZERS = {
@@ -197,25 +199,47 @@ def traceable(run) -> None:
         raise UsageError("--trace: --optimizer-in-backward is not traced")
 
 
+# configs transformers builds under another model_type: GLM-4's own (THUDM's remote code) is the
+# architecture transformers ports as "glm" (its GlmConfig defaults are glm-4-9b-chat's), and a
+# vision-language model's decoder is its text model's (Qwen2-VL's is Qwen2 with multimodal RoPE)
+BUILT_AS = {"chatglm": "glm", "qwen2_vl": "qwen2"}
+
+
 def hf_config(config: dict, name: str):
-    """A transformers config of `config` (config.json's keys, with model_type)."""
+    """A transformers config of `config` (config.json's keys, with model_type), and how it is built."""
     import transformers
 
     model_type = config.get("model_type")
     if not isinstance(model_type, str):
         raise UsageError(f"--trace: {name} names no model_type, so transformers cannot build it")
-    keys = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "auto_map")}
+    keys = {
+        k: v
+        for k, v in {**config, **(config.get("text_config") or {})}.items()
+        if k not in ("model_type", "architectures", "auto_map", "vision_config", "text_config")
+    }
+    built = BUILT_AS.get(model_type, model_type)
+    # what a config.json says by leaving a key out, where transformers' class defaults say otherwise
+    # (Qwen3Config's head_dim is 128, DeepseekV2Config's q_lora_rank 1536; a TOML table holds no null)
+    if isinstance(keys.get("hidden_size"), int) and isinstance(keys.get("num_attention_heads"), int):
+        keys.setdefault("head_dim", keys["hidden_size"] // keys["num_attention_heads"])
+    if keys.get("kv_lora_rank"):
+        keys.setdefault("q_lora_rank", None)
     try:
-        out = transformers.AutoConfig.for_model(model_type, **keys)
+        out = transformers.AutoConfig.for_model(built, **keys)
     except (ValueError, KeyError) as exc:
         raise UsageError(
             f"--trace: transformers {transformers.__version__} cannot build model_type {model_type!r} of {name} "
             f"without the model's own code ({str(exc)[:160]})"
         ) from None
-    if hasattr(out, "text_config") and getattr(out, "text_config", None) is not None:
-        raise UsageError(f"--trace: {name} is a vision-language model; its language model alone is not traced yet")
     out.use_cache = False
-    return out
+    if built == model_type:
+        return out, ""
+    if config.get("vision_config"):
+        return out, (
+            f"{model_type}: its language model built as transformers' {built} (the vision tower's weights are "
+            "the count's, frozen; what it keeps per image is not traced)"
+        )
+    return out, f"{model_type} built as transformers' {built}"
 
 
 def _build(hf, run):
@@ -228,9 +252,11 @@ def _build(hf, run):
         dtype = torch.bfloat16 if run.pure_bf16 else torch.float32
     else:
         dtype = sixteen if (run.lora_base_16bit and sixteen is not None) else torch.float32
-    hf._attn_implementation = "sdpa"
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(hf, dtype=dtype)
+        try:
+            model = transformers.AutoModelForCausalLM.from_config(hf, dtype=dtype, attn_implementation="sdpa")
+        except ValueError:  # a model without SDPA (Gemma 2: its soft-capping) trains with eager attention
+            model = transformers.AutoModelForCausalLM.from_config(hf, dtype=dtype, attn_implementation="eager")
     if run.method == "lora":
         import peft
 
@@ -238,10 +264,11 @@ def _build(hf, run):
             model.enable_input_require_grads()  # as the workload and LLaMA-Factory do
         from harness.answers.fit import LINEAR
 
+        fused = FUSED.get(hf.model_type, {})
         targets = (
             "all-linear"
             if set(run.lora_targets) >= set(LINEAR)
-            else sorted({MODULE_NAMES.get(t, t) for t in run.lora_targets})
+            else sorted({m for t in run.lora_targets for m in _as_tuple(fused.get(t) or MODULE_NAMES.get(t, t))})
         )
         lora = peft.LoraConfig(
             r=run.lora_r,
@@ -253,6 +280,10 @@ def _build(hf, run):
         )
         model = peft.get_peft_model(model, lora)
     return model, sixteen
+
+
+def _as_tuple(names) -> tuple:
+    return names if isinstance(names, tuple) else (names,)
 
 
 def _make_fake(model, live) -> None:
@@ -291,12 +322,13 @@ def _trace(config: dict, run, name: str) -> Traced:
     import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    model, sixteen = _build(hf_config(config, name), run)
+    hf, built_as = hf_config(config, name)
+    model, sixteen = _build(hf, run)
     if run.grad_ckpt:
         model.gradient_checkpointing_enable()  # the Trainer's call: its default kwargs
     model.train()
     live = _live_bytes()
-    with FakeTensorMode(), live, _unpacked(not masked(run)):
+    with FakeTensorMode(), live, _unpacked(not masked(run)), _experts_in_their_dtype(), _cuda_attention():
         _make_fake(model, live)
         names = {id(p): n for n, p in model.named_parameters()}
         params = [p for p in model.parameters() if p.requires_grad]
@@ -312,10 +344,15 @@ def _trace(config: dict, run, name: str) -> Traced:
         peak, by = live.peaks[key]
         phases[phase] = {"bytes": peak, "by": {k: v for k, v in by.items() if v > 0}}
     impl = "fused" if kwargs.get("fused") else "foreach"
+    attention = model.config._attn_implementation
     says = (
-        f"compat's workload (HF Trainer + peft): {run.method}, two steps of batch {run.batch} x {run.seq_len} tokens; "
+        (f"{built_as}; " if built_as else "")
+        + f"compat's workload (HF Trainer + peft): {run.method}, two steps of batch {run.batch} x "
+        f"{run.seq_len} tokens; "
         f"{'pure bf16' if run.pure_bf16 else (run.precision + ' autocast' if sixteen is not None else 'fp32')}; "
-        f"torch.optim.{kind} ({impl}, as on CUDA); fake tensors on the CPU (FakeTensorMode)"
+        f"torch.optim.{kind} ({impl}, as on CUDA); {attention} attention"
+        + (" with a mask (a padded batch)" if masked(run) else "")
+        + "; fake tensors on the CPU (FakeTensorMode)"
     )
     return Traced(
         phases,
@@ -324,6 +361,53 @@ def _trace(config: dict, run, name: str) -> Traced:
         says,
         {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__},
     )
+
+
+@contextlib.contextmanager
+def _experts_in_their_dtype():
+    """A mixture of experts whose weights are not bf16 (fp32 master weights) multiplies through
+    transformers' own grouped_mm_fallback: torch's _grouped_mm is not autocast-enabled, so
+    transformers casts the input to the experts' fp32 (integrations/moe.py, _grouped_mm), and its
+    fake kernel takes bf16 only. The fallback's output and saved tensors are the same shapes."""
+    import torch
+    import transformers.integrations.moe as moe
+
+    usable = moe._can_use_grouped_mm
+    moe._can_use_grouped_mm = lambda x, weight, offs: weight.dtype == torch.bfloat16 and usable(x, weight, offs)
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = usable
+
+
+@contextlib.contextmanager
+def _cuda_attention():
+    """SDPA as a CUDA card runs it where the CPU's differs in what it keeps: queries and keys wider
+    than the values (DeepSeek's MLA) take CUDA's memory-efficient kernel (q, k, v, the output and
+    its log-sum-exp kept), where the CPU falls back to the math path and keeps every score."""
+    import torch
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+        if query.shape[-1] != value.shape[-1] and not kwargs.get("enable_gqa"):
+            bias = attn_mask
+            if bias is not None and bias.dtype == torch.bool:  # the kernel takes an additive bias
+                bias = torch.zeros(bias.shape, dtype=query.dtype).masked_fill(~bias, float("-inf"))
+            if bias is not None:
+                bias = bias.expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+            return torch.ops.aten._scaled_dot_product_efficient_attention(
+                query, key, value, bias, True, dropout_p, is_causal and bias is None, scale=scale
+            )[0]
+        return sdpa(
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **kwargs
+        )
+
+    torch.nn.functional.scaled_dot_product_attention = attention
+    try:
+        yield
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = sdpa
 
 
 @contextlib.contextmanager
