@@ -412,6 +412,8 @@ class Run:
     grad_accum: int = 1  # micro-batches per optimizer step: accumulates into the same gradients
     load: str = "auto"  # how each process loads the model before training: LOADS, or the strategy's default
     offload: str = "auto"  # what lives in host memory: OFFLOADS, or the strategy's own (zero3_offload: both)
+    path: str = "compat"  # the training code: compat's workload (HF Trainer + peft), or phases.PATHS
+    bitsandbytes: str = ""  # its version where known: before 0.43.2 a 4-bit layer keeps its input (phases.py)
 
 
 # What a run keeps in host memory instead of on the card (Run.offload): DeepSpeed's offload_optimizer
@@ -582,8 +584,10 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
     quant = run.quantization if run.quantization != "none" else "nf4"
     half = 2 if run.precision in ("bf16", "fp16") else 4
     if quantized:
-        # k-bit linear weights; embeddings, head and norms in the compute dtype (as QLoRA recipes load them)
-        weights = p["linear"] * quant_bytes_per_param(quant) + (p["total"] - p["linear"]) * half
+        # k-bit linear weights; embeddings, head and norms as the path keeps them: in fp32 after peft's
+        # prepare_model_for_kbit_training (compat's workload), else in the compute dtype (phases.upcast)
+        rest = 4 if phases.qlora_upcast(run) else half
+        weights = p["linear"] * quant_bytes_per_param(quant) + (p["total"] - p["linear"]) * rest
     elif method == "full":
         # fp32 master weights: the Trainer's mixed precision keeps them; pure bf16 keeps none
         weights = p["total"] * (2.0 if run.pure_bf16 else 4.0)
@@ -926,6 +930,7 @@ class Prediction:
     phase: str = "training step"  # what sets the per-card peak: loading, or a phase of the step (phases.py)
     load: dict = dataclasses.field(default_factory=dict)  # load_phase
     phases: dict = dataclasses.field(default_factory=dict)  # on a GPU: each phase's bytes per card
+    band: float = 0.0  # the prediction's error band the verdict allows for (verdict_band)
 
     def as_json(self) -> dict:
         return {
@@ -940,6 +945,7 @@ class Prediction:
             "verdict_limit": self.limit,
             "peak_phase": self.phase,
             "phases_bytes": {k: round(v) for k, v in self.phases.items()},
+            "verdict_band": self.band,
             "load": {k: (round(v) if isinstance(v, float) else v) for k, v in self.load.items()},
             "why": self.why,
         }
@@ -955,10 +961,12 @@ def predict(
     capacity: float | None,
     context_bytes: float,
     host_memory: tuple[float, str] | None = None,
+    band: float = 0.0,
 ) -> Prediction:
     """Per-card peak of `run` on cards of `capacity` bytes, with a CUDA context of `context_bytes`;
     what offload moves to host memory is totalled over the run's processes (one host holds them
-    all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit."""
+    all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit.
+    `band`: how far the prediction may fall short of the run (verdict_band), which "fits" leaves room for."""
     f, c, n = features(shape, run, cal.analytic), cal.coefficients, run.cards
     sixteen = run.precision in ("bf16", "fp16")
     model = strategies.BY_NAME.get(run.strategy)
@@ -966,7 +974,7 @@ def predict(
         raise UsageError(f"strategy {run.strategy!r}: one of {', '.join(strategies.fit_models())}")
     weights, grads, optim = _model_state(model, shape, run, f, c, sixteen)
     if cal.analytic:
-        return _predict_phases(model, shape, run, (weights, grads, optim), capacity, context_bytes, host_memory)
+        return _predict_phases(model, shape, run, (weights, grads, optim), capacity, context_bytes, host_memory, band)
     act = c["activations"] * f["activations"] + c["recompute"] * f["recompute"] + c["checkpoints"] * f["checkpoints"]
     extra = {"gradient buckets": grads} if model.buckets else {}  # DDP reduces gradients through buckets: a copy
     weights_whole = weights  # the model as loaded, before any strategy divides or moves it
@@ -987,14 +995,14 @@ def predict(
     total = max(step, load["card"])
     phase = "loading" if load["card"] > step else "training step"
     verdict, limit, why = _host_check(
-        _verdict(total, capacity),
+        _verdict(total, capacity, band),
         _why(model, run, n, offload, load),
         sum(host.values()) * n,
         load["host_total"],
         n,
         host_memory,
     )
-    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load)
+    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load, band=band)
 
 
 def _placed(model, run: Run, weights: float, grads: float, optim: float):
@@ -1020,7 +1028,9 @@ def _gathered_layer(shape: Shape, run: Run) -> float:
     return 2 * shape.params()["total"] / max(1, shape.layers) * (2.0 if run.precision in ("bf16", "fp16") else 4.0)
 
 
-def _predict_phases(model, shape: Shape, run: Run, state, capacity, context_bytes: float, host_memory) -> Prediction:
+def _predict_phases(
+    model, shape: Shape, run: Run, state, capacity, context_bytes: float, host_memory, band: float
+) -> Prediction:
     """A GPU prediction: the largest of the step's phases (phases.py) and loading, on one card of
     the run's strategy; `state` the (weights, gradients, optimizer states) before it divides them."""
     n = run.cards
@@ -1058,7 +1068,9 @@ def _predict_phases(model, shape: Shape, run: Run, state, capacity, context_byte
         n,
         host_memory,
     )
-    return Prediction(model.name, n, by_phase[peak], host, total, capacity, verdict, why, limit, phase, load, totals)
+    return Prediction(
+        model.name, n, by_phase[peak], host, total, capacity, verdict, why, limit, phase, load, totals, band
+    )
 
 
 def _model_state(model, shape: Shape, run: Run, f: dict, c: dict, sixteen: bool):
@@ -1152,13 +1164,31 @@ def load_phase(model, run: Run, weights: float, context_bytes: float) -> dict:
     }
 
 
-def _verdict(need: float, capacity: float | None) -> str:
-    """ "fits" with a tenth of `capacity` left free (MARGIN), "tight" within it, else "does not fit"."""
+def _verdict(need: float, capacity: float | None, band: float = 0.0) -> str:
+    """ "fits" where the upper side of the prediction's error band (`need` x (1 + band)) leaves a
+    tenth of `capacity` free (MARGIN), "tight" where `need` itself is within the card, else "does not fit"."""
     if capacity is None:
         return "n/a"
-    if need <= capacity * (1 - MARGIN):
+    if need * (1 + band) <= capacity * (1 - MARGIN):
         return "fits"
     return "tight" if need <= capacity else "does not fit"
+
+
+ASSUMED_BAND = 0.10  # where no GPU record measures a kind of prediction, it may fall this far short
+
+
+def verdict_band(rows: list[dict], strategy: str, method: str) -> tuple[float, str]:
+    """The band a GPU verdict allows for, and where it comes from: the largest under-prediction
+    (-error) among GPU check records (error_table rows) of `strategy` and `method`, else
+    ASSUMED_BAND where none measures that kind (QLoRA, sharded strategies on one host so far)."""
+    errors = [r["error"] for r in rows if (strategies.modelled_as(r["strategy"]), r["method"]) == (strategy, method)]
+    if not errors:
+        return ASSUMED_BAND, f"{ASSUMED_BAND:.0%} assumed: no GPU record measures {strategy} with {method}"
+    under = max(0.0, -min(errors))
+    return under, (
+        f"{under:.1%}: the most GPU records of {strategy} with {method} came out above the count "
+        f"({len(errors)} record{'s' if len(errors) > 1 else ''})"
+    )
 
 
 def describe(run: Run) -> str:
@@ -1200,6 +1230,7 @@ TERM_ORDER = (
     "logits",
     "gradient buckets",
     "gathered layer",
+    "dequantized weight",
     "overhead",
 )
 
@@ -1510,10 +1541,11 @@ class Report:
         header = ["strategy", "per card", "peak at", "verdict", *present]
         rows = [header]
         for p in self.predictions:
+            band = f"; band {p.band:.1%}" if self.gpu is not None and p.limit == "card" else ""
             verdict = (
                 p.verdict
                 if cap is None
-                else f"{p.verdict} ({p.total / cap:.0%}{' of card; host memory' if p.limit != 'card' else ''})"
+                else f"{p.verdict} ({p.total / cap:.0%}{' of card; host memory' if p.limit != 'card' else band})"
             )
             rows.append(
                 [
@@ -1534,6 +1566,17 @@ class Report:
         if any(p.phase == "loading" for p in self.predictions):
             lines.append(
                 "(the terms are the training step's; a peak at loading is the whole model on each card before sharding)"
+            )
+        elif self.gpu is not None:
+            lines.append("(the terms are those of the phase the card peaks in; --format json gives every phase)")
+        if self.gpu is not None and cap is not None:
+            method = "qlora" if self.run.method == "qlora" or self.run.quantization != "none" else self.run.method
+            says = "; ".join(
+                f"{p.strategy} {verdict_band(self.gpu_checks, p.strategy, method)[1]}" for p in self.predictions
+            )
+            lines.append(
+                f"'fits' where the prediction plus its error band leaves {MARGIN:.0%} of the card free, 'tight' where "
+                f"the prediction alone fits the card. Band: {says}."
             )
         return lines
 
@@ -1627,6 +1670,8 @@ def report_for(
     cal = known.calibrate(recs, gpu=gpu is not None)
     run = Run(precision=precision, **run_fields)
     context = known.cuda_context(recs, gpu.arch) if gpu is not None else None
+    gpu_checks = _gpu_checks(known, cal, recs) if gpu is not None else []
+    method = run.method if run.method != "qlora" and run.quantization == "none" else "qlora"
     preds = [
         predict(
             entry.shape,
@@ -1635,6 +1680,7 @@ def report_for(
             capacity,
             context.bytes if context else 0.0,
             host_memory,
+            verdict_band(gpu_checks, s, method)[0] if gpu is not None else 0.0,
         )
         for s in names
     ]
@@ -1642,7 +1688,6 @@ def report_for(
     checks = strategy_error_table(cpu_cal, strategy_records(recs))  # the CPU ranks' check: CPU constants
     held_out = [r for r in sweep_records(recs) if r["axes"].get("model") not in known.calibration_models]
     bands = error_bands(error_table(cpu_cal, held_out) + checks)
-    gpu_checks = _gpu_checks(known, cal, recs) if gpu is not None else []
     return Report(
         entry,
         gpu,

@@ -85,6 +85,26 @@ def masked(run) -> bool:
     return run.batch > 1
 
 
+def quantized(run) -> bool:
+    return run.method == "qlora" or run.quantization != "none"
+
+
+def bnb_keeps_inputs(run) -> bool:
+    """Whether bitsandbytes' 4-bit matmul keeps each layer's input for backward: it did until
+    bitsandbytes PR #1270 (merged 2024-07-16, released in 0.43.2: MatMul4Bit.forward's
+    ctx.tensors = (None, B) instead of (A, B)), though a frozen weight needs no input to back-propagate."""
+    version = getattr(run, "bitsandbytes", "") or ""
+    parts = [int(p) for p in version.split(".")[:3] if p.isdigit()]
+    return bool(parts) and tuple(parts + [0] * (3 - len(parts))) < (0, 43, 2)
+
+
+def qlora_upcast(run) -> bool:
+    """Whether a QLoRA run keeps its parameters that are not quantized (embeddings, head, norms) in
+    fp32: peft's prepare_model_for_kbit_training casts every fp16/bf16 parameter that is not a
+    Params4bit to fp32 (peft/utils/other.py), as compat's workload calls it."""
+    return getattr(run, "path", "compat") == "compat"
+
+
 def widths(run) -> tuple[int, int]:
     """(w, r): the compute width and the residual stream's (the module docstring)."""
     sixteen = run.precision in ("bf16", "fp16") or run.pure_bf16
@@ -92,7 +112,7 @@ def widths(run) -> tuple[int, int]:
     if run.method == "full":
         r = 2 if run.pure_bf16 else 4
     elif run.method == "qlora" or run.quantization != "none":
-        r = 4
+        r = 4 if qlora_upcast(run) else w
     else:
         r = 2 if (run.lora_base_16bit and sixteen) else 4
     return w, r
@@ -163,12 +183,16 @@ def layer_saved(shape, run, masked: bool, sparse: bool = False) -> dict[str, flo
     cast = not full and w == 2
     norm_trains = full or "norms" in run.modules_to_save
     gemma = shape.family in GEMMA_NORMS
+    # a 4-bit layer returns its output in its input's dtype (bitsandbytes' Linear4bit.forward)
+    lin_out = r if quantized(run) else w
     norms = 2 * _norm(h, r, norm_trains, gemma)
     if gemma:
-        norms += 2 * _norm(h, w, norm_trains, gemma)
+        norms += 2 * _norm(h, lin_out, norm_trains, gemma)
     if shape.family in QK_NORMS:
-        norms += _norm(d_q, w, norm_trains, gemma) + _norm(d_kv, w, norm_trains, gemma)
+        norms += _norm(d_q, lin_out, norm_trains, gemma) + _norm(d_kv, lin_out, norm_trains, gemma)
     out = {"norms": norms}
+    if quantized(run) and bnb_keeps_inputs(run):  # each 4-bit layer's input, cast to the compute dtype
+        out["4-bit layer inputs"] = float(w * sum(i * k for _, i, _, k in shape.linears()) / shape.layers)
     out.update(_attention(shape, run, masked, trains, cast, targets))
     out["mlp"] = _mlp(shape, run, sparse, trains, cast)
     return out
@@ -212,8 +236,10 @@ def _mlp(shape, run, sparse: bool, trains, cast: bool) -> float:
     gate_up = ("gate_up",) if shape.fused else ("gate", "up")
     readers = _consumers_saved(h, len(gate_up), trains(gate_up), w, r, cast)
 
+    lin_out = r if quantized(run) else w  # a 4-bit layer's output is in its input's dtype
+
     def dense(width: float) -> float:
-        return 3.0 * w * width + (w * width if trains(("down",)) else 0.0)
+        return 3.0 * lin_out * width + (w * width if trains(("down",)) else 0.0)
 
     if not sparse:
         return readers + dense(shape.intermediate)
@@ -294,6 +320,8 @@ def phase_terms(shape, run, trained: dict[str, float], masked: bool) -> dict[str
     saved += tokens * final_saved(shape, run)
     logits_fwd, logits_bwd = (tokens * shape.vocab * b for b in logit_bytes(run, shape))
     held = {"weights": trained["weights"], "optimizer states": trained["optimizer states"]}
+    if quantized(run):  # bitsandbytes dequantizes one layer's weight at a time, forward and backward
+        held["dequantized weight"] = float(w * max(i * o for _, i, o, _ in shape.linears()))
     start = {**held, "weight copies": copies[1], "activations": saved}
     # the logits' gradients are freed before checkpointing recomputes the last layer
     start.update({"logits": logits_bwd} if logits_bwd >= recompute else {"recomputed layer": recompute})
@@ -302,7 +330,7 @@ def phase_terms(shape, run, trained: dict[str, float], masked: bool) -> dict[str
         "forward": {**held, "weight copies": copies[0], "activations": saved, "logits": logits_fwd},
         "backward": start if sum(start.values()) >= sum(end.values()) else end,
         "optimizer step": {
-            "weights": trained["weights"],
+            "weights": trained["weights"],  # (no layer is dequantized during the step)
             "gradients": trained["gradients"],
             "optimizer states": trained["optimizer states"],
             "optimizer temporaries": trained["optimizer temporaries"],

@@ -181,9 +181,10 @@ def traceable(run) -> None:
 
     if run.method == "qlora" or run.quantization != "none":
         raise UsageError(
-            "--trace: QLoRA is not traced: bitsandbytes' 4-bit layers quantize their weights with its own "
-            "kernels when the model is placed on a CUDA card (Params4bit), which fake tensors on a CPU do "
-            "not run; the count's rules answer for QLoRA"
+            "--trace: QLoRA is not traced: bitsandbytes' 4-bit weight (Params4bit) is a tensor subclass made "
+            "with torch.Tensor._make_subclass, which cannot wrap a fake tensor (tried with bitsandbytes 0.50.2: "
+            "'Creating a new Tensor subclass Params4bit but the raw Tensor object is already associated to a "
+            "python object of type FakeTensor'); the count answers for QLoRA (harness/answers/phases.py)"
         )
     if run.strategy != strategies.one_process().name or run.cards != 1:
         raise UsageError(

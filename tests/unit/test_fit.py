@@ -161,18 +161,27 @@ def test_ddp_never_lowers_the_per_card_peak_and_zero3_divides_it():
     assert off.total < z3_8.total
 
 
-def test_qlora_weights_are_four_bit_and_the_verdict_uses_the_margin():
+def test_qlora_weights_are_four_bit_and_the_verdict_uses_the_margin_and_the_band():
+    """compat's workload prepares a QLoRA model with peft's prepare_model_for_kbit_training, which casts
+    every parameter that is not a Params4bit (embeddings, head, norms) to fp32 (peft/utils/other.py)."""
     q = per_card("single", 1, method="qlora")
     p = CONFIGS.by_name("llama2_7b").shape.params()
-    assert q.terms["weights"] == pytest.approx(p["linear"] * (0.5 + 0.5 / 8) + (p["total"] - p["linear"]) * 2)
+    assert q.terms["weights"] == pytest.approx(p["linear"] * (0.5 + 0.5 / 8) + (p["total"] - p["linear"]) * 4)
 
-    def verdict(capacity):
-        return fit.predict(CONFIGS.by_name("llama2_7b").shape, fit.Run(method="qlora"), CAL, capacity, 0)
+    def verdict(capacity, band=0.0):
+        return fit.predict(CONFIGS.by_name("llama2_7b").shape, fit.Run(method="qlora"), CAL, capacity, 0, band=band)
 
     need = verdict(None).total
     assert verdict(need / 0.95).verdict == "tight"  # fits, but with less than a tenth free
     assert verdict(need / 0.8).verdict == "fits"
     assert verdict(need * 0.99).verdict == "does not fit"
+    # the band: "fits" only where the prediction's upper side still leaves a tenth free
+    assert verdict(need / 0.85, band=0.05).verdict == "fits"  # 1.05 x 0.85 = 0.89 of the card
+    assert verdict(need / 0.85, band=0.10).verdict == "tight"  # 1.10 x 0.85 = 0.935
+    assert fit.verdict_band([], "single", "qlora") == (0.10, "10% assumed: no GPU record measures single with qlora")
+    rows = [{"strategy": "single", "method": "lora", "error": e} for e in (-0.03, 0.02, -0.01)]
+    assert fit.verdict_band(rows, "single", "lora")[0] == 0.03
+    assert fit.verdict_band(rows[1:2], "single", "lora")[0] == 0.0  # over-predicted: no band needed
 
 
 LLAMA2_7B = 6738415616
@@ -743,3 +752,36 @@ def test_a_stored_record_without_its_model_config_is_left_out_not_a_reason_to_st
         cli.main(["fit", "--model-size", "7B", "--gpu", "H100", "--format", "json", "--results", str(tmp_path)]) == 0
     ), capsys.readouterr().err
     assert json_.loads(capsys.readouterr().out)["predictions"]
+
+
+def test_qlora_keeps_an_fp32_residual_and_old_bitsandbytes_keeps_each_4bit_layer_input():
+    """Hand-computed from the code, Llama 2 7B (h = 4096, I = 11008) QLoRA on q, k, v, o in bf16, one
+    sequence: the fp32 embedding (peft's upcast) keeps the residual stream in fp32, and a 4-bit layer
+    returns its output in its input's dtype (bitsandbytes' Linear4bit.forward), so the MLP's gate, up
+    and activation are kept in fp32 (3 x 4I); the fp32 head's 16-bit autocast copy is kept for the
+    logits' backward (2 x 32,000 x 4096 bytes). bitsandbytes before 0.43.2 (PR #1270) kept each 4-bit
+    layer's input (ctx.tensors = (A, B)): per layer q, k, v, gate and up read h, o d_q, down I, 2 bytes each."""
+    shape = CONFIGS.by_name("llama2_7b").shape
+    run = fit.Run(method="qlora", quantization="nf4", precision="bf16", seq_len=1024)
+    assert phases.widths(run) == (2, 4)
+    saved = phases.layer_saved(shape, run, masked=False)
+    assert saved["mlp"] == 3 * 4 * 11008
+    assert phases.weight_copies(shape, run, grad_ckpt=True) == (2 * 32000 * 4096, 2 * 32000 * 4096)
+    old = phases.layer_saved(shape, dataclasses.replace(run, bitsandbytes="0.43.1"), masked=False)
+    assert old["4-bit layer inputs"] == 2 * (5 * 4096 + 4096 + 11008)
+    assert "4-bit layer inputs" not in phases.layer_saved(shape, dataclasses.replace(run, bitsandbytes="0.45.0"), False)
+    assert not phases.bnb_keeps_inputs(fit.Run(bitsandbytes="0.43.2"))
+
+
+def test_a_readers_view_of_a_record_keeps_the_base_dtype_fit_reads():
+    """The real H200 record of the Qwen2-0.5B LoRA cell whose base is loaded in bf16 (results/records.jsonl,
+    2026-11-26): the reader's view kept its batch and lengths but not base_dtype, so compat fit's check
+    of it predicted an fp32 base (25.6% over) instead of what ran (1.3% under)."""
+    line = next(
+        line
+        for line in (ROOT / "results" / "records.jsonl").read_bytes().splitlines()
+        if b"m_qwen2_500m_b16" in line and b'"sm_90' in line
+    )
+    rec = records.reader_view(line)
+    assert rec["settings"]["train"]["base_dtype"] == "compute"
+    assert fit.run_of_record(rec).lora_base_16bit
