@@ -555,22 +555,44 @@ def trainable_tensors(shape: Shape, run: Run) -> list[tuple[int, int, int]]:
     return out
 
 
-def state_bytes(shape: Shape, run: Run) -> tuple[float, float]:
-    """Bytes of (gradients, optimizer states) of the trainable tensors, in the trainable dtype
-    (fp32 master weights under mixed precision, bf16 under pure bf16): one gradient per element,
-    or, with the optimizer stepping each parameter during backward, the largest tensor's only; the
-    optimizer's states as OPTIMIZERS counts them."""
+def saved_width(run: Run) -> float:
+    """Bytes per element of a module trained whole beside LoRA (peft's modules_to_save): peft's
+    ModulesToSaveWrapper deep-copies the module as loaded, and neither peft's autocast_adapter_dtype
+    (adapters only) nor the Trainer's mixed precision casts it, so a bf16 base trains a bf16 copy,
+    with bf16 gradients and optimizer states (traced: tests/integration/test_trace.py)."""
+    if run.pure_bf16:
+        return 2.0
+    sixteen = run.precision in ("bf16", "fp16")
+    return 2.0 if (run.method == "lora" and run.lora_base_16bit and sixteen) else 4.0
+
+
+def _tensor_widths(shape: Shape, run: Run) -> list[tuple[int, int, int, float]]:
+    """trainable_tensors with each one's bytes per element: the trainable dtype (fp32 master weights
+    under mixed precision, bf16 under pure bf16; LoRA's adapters likewise, peft keeping them in fp32),
+    a module saved whole in its loaded dtype (saved_width)."""
     tensors = trainable_tensors(shape, run)
     width = 2.0 if run.pure_bf16 else 4.0
-    elements = float(sum(r * c * k for r, c, k in tensors))
-    grads = width * (max(r * c for r, c, _ in tensors) if run.optimizer_in_backward else elements)
+    saved = len(run.modules_to_save) if run.method != "full" else 0
+    return [(r, c, k, saved_width(run) if i >= len(tensors) - saved else width) for i, (r, c, k) in enumerate(tensors)]
+
+
+def state_bytes(shape: Shape, run: Run) -> tuple[float, float]:
+    """Bytes of (gradients, optimizer states) of the trainable tensors, each in its dtype
+    (_tensor_widths): one gradient per element, or, with the optimizer stepping each parameter
+    during backward, the largest tensor's only; the optimizer's states as OPTIMIZERS counts them."""
+    tensors = _tensor_widths(shape, run)
+    grads = (
+        max(r * c * w for r, c, _, w in tensors)
+        if run.optimizer_in_backward
+        else float(sum(r * c * k * w for r, c, k, w in tensors))
+    )
     states, bits = OPTIMIZERS[run.optimizer]
     if states == "factored":
-        optim = width * sum((r + c if r > 1 and c > 1 else r * c) * k for r, c, k in tensors)
+        optim = float(sum((r + c if r > 1 and c > 1 else r * c) * k * w for r, c, k, w in tensors))
     elif bits == 8:
-        optim = states * elements * (1 + 4 / BNB_BLOCK)
+        optim = states * float(sum(r * c * k for r, c, k, _ in tensors)) * (1 + 4 / BNB_BLOCK)
     else:
-        optim = states * elements * width
+        optim = states * float(sum(r * c * k * w for r, c, k, w in tensors))
     return grads, optim
 
 
@@ -596,8 +618,8 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
         # whose base stays fp32 (base_dtype "float32", the workload's default) says so
         weights = p["total"] * (half if run.lora_base_16bit else 4)
     if method != "full" and run.modules_to_save:
-        # peft keeps the frozen module and a trainable copy of it, in the trainable dtype
-        weights += shape.saved_params(run.modules_to_save) * (2.0 if run.pure_bf16 else 4.0)
+        # peft keeps the frozen module and a trainable copy of it, in its loaded dtype (saved_width)
+        weights += shape.saved_params(run.modules_to_save) * saved_width(run)
     trainable = float(sum(r * c * k for r, c, k in trainable_tensors(shape, run)))
     grads, optim = state_bytes(shape, run)
     tokens = run.batch * run.seq_len

@@ -209,9 +209,14 @@ def test_modules_saved_whole_are_trained_and_kept_beside_the_frozen_copy():
     embed = 128256 * 4096  # Llama 3.1 8B's embed_tokens, 525,336,576 elements
     plain, saved = features_of("llama3_8b"), features_of("llama3_8b", modules_to_save=("embed",))
     assert saved["_trainable"] - plain["_trainable"] == embed
-    # the trainable copy, fp32 under mixed precision
-    assert saved["_weights_bytes"] - plain["_weights_bytes"] == embed * 4
-    assert saved["trainable_state"] - plain["trainable_state"] == embed * 12  # its fp32 gradient and two AdamW moments
+    # peft deep-copies the module as loaded: a bf16 base's copy is bf16, with a bf16 gradient and moments
+    assert saved["_weights_bytes"] - plain["_weights_bytes"] == embed * 2
+    assert saved["trainable_state"] - plain["trainable_state"] == embed * 6
+    # an fp32 base's copy is fp32, its gradient and two AdamW moments too
+    plain32 = features_of("llama3_8b", lora_base_16bit=False)
+    saved32 = features_of("llama3_8b", lora_base_16bit=False, modules_to_save=("embed",))
+    assert saved32["_weights_bytes"] - plain32["_weights_bytes"] == embed * 4
+    assert saved32["trainable_state"] - plain32["trainable_state"] == embed * 12
 
 
 @pytest.mark.parametrize(
