@@ -17,6 +17,19 @@ pytest.importorskip("peft")
 MIB = 2**20
 
 
+def tiny_llama(kv_heads: int, vocab: int) -> dict:
+    """TEST INPUT: a two-layer Llama config small enough to trace in a second."""
+    return {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": kv_heads,
+        "vocab_size": vocab,
+    }
+
+
 def _gpu_records():
     """Passing one-card CUDA records of real size, 16/32-bit weights, whose model config is known."""
     recs, _ = read_records([Path(__file__).resolve().parents[2] / "results" / "records.jsonl"])
@@ -61,15 +74,7 @@ def test_a_full_fine_tune_with_foreach_adamw_peaks_at_the_step_with_one_state_mo
     """torch's foreach AdamW (torch/optim/adamw.py, _multi_tensor_adamw) takes the square root of
     every exp_avg_sq at once (_foreach_sqrt): at the step, fp32 weights, gradients, two states and
     that temporary are 4 + 4 + 8 + 4 = 20 bytes per parameter; fused AdamW holds no such temporary."""
-    cfg = {
-        "model_type": "llama",
-        "hidden_size": 256,
-        "intermediate_size": 512,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "vocab_size": 1024,
-    }
+    cfg = tiny_llama(kv_heads=4, vocab=1024)
     run = fit.Run(method="full", precision="bf16", grad_ckpt=True, batch=1, seq_len=64)
     traced = trace.trace(cfg, run)
     params = fit.Shape.from_config(cfg).params()["total"]
@@ -198,15 +203,7 @@ def test_a_module_trained_whole_keeps_its_loaded_dtype_in_the_count_as_in_the_tr
     """peft's modules_to_save copy of the embedding or the head, on a bf16 base and on an fp32 one:
     the copy, its gradient and its states are in the loaded dtype (bf16 on a bf16 base: the count said
     fp32 before, 38% over). Every phase within 3%."""
-    cfg = {
-        "model_type": "llama",
-        "hidden_size": 256,
-        "intermediate_size": 512,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 8192,
-    }
+    cfg = tiny_llama(kv_heads=2, vocab=8192)
     shape = fit.Shape.from_config(cfg)
     for b16, module in ((True, "embed"), (True, "lm_head"), (False, "embed")):
         run = fit.Run(method="lora", precision="bf16", lora_base_16bit=b16, modules_to_save=(module,), seq_len=128)
