@@ -1002,7 +1002,7 @@ def predict(
     weights_whole = weights  # the model as loaded, before any strategy divides or moves it
     weights, grads, optim, host, offload = _placed(model, run, weights, grads, optim)
     if "weights" in model.shards:
-        extra["gathered layer"] = _gathered_layer(shape, run)
+        extra["gathered layer"] = _gathered_layer(shape, run, model)
     terms = {
         "weights": weights,
         "gradients": grads,
@@ -1044,10 +1044,19 @@ def _placed(model, run: Run, weights: float, grads: float, optim: float):
     return weights, grads, optim, host, offload
 
 
-def _gathered_layer(shape: Shape, run: Run) -> float:
-    """What ZeRO-3 and FSDP gather onto a card at a time: the layer being computed and the next one
-    prefetched, in the compute dtype."""
-    return 2 * shape.params()["total"] / max(1, shape.layers) * (2.0 if run.precision in ("bf16", "fp16") else 4.0)
+def _gathered_layer(shape: Shape, run: Run, model=None) -> float:
+    """What ZeRO-3 and FSDP hold unsharded on a card at a time, in the compute dtype: the largest
+    module gathered (a decoder layer, or the embedding or the head where those are larger: a 128k
+    vocabulary's embedding is 2.4 times a Llama-3-8B layer) and the next layer prefetched. FSDP's root
+    unit holds the embedding, the head and the final norm, which are in no layer's unit, and does not
+    reshard them between forward and backward, so under FSDP they stay whole through both."""
+    p = shape.params()
+    width = 2.0 if run.precision in ("bf16", "fp16") else 4.0
+    layer = (p["linear"] + p["norms"]) / max(1, shape.layers)
+    outside = p["embed"] + p["lm_head"]  # the modules outside the decoder layers
+    if model is not None and model.fsdp_version:
+        return width * (outside + 2 * layer)
+    return width * (max(layer, p["embed"], p["lm_head"]) + layer)
 
 
 def _predict_phases(
@@ -1072,7 +1081,7 @@ def _predict_phases(
     by_phase = phases.phase_terms(shape, act_run, trained, phases.masked(run))
     if "weights" in model.shards:
         for phase in ("forward", "backward"):
-            by_phase[phase]["gathered layer"] = _gathered_layer(shape, run)
+            by_phase[phase]["gathered layer"] = _gathered_layer(shape, run, model)
     renamed = {"optimizer states": "optimizer"}
     by_phase = {
         phase: {renamed.get(k, k): v for k, v in {**terms, **extra, "overhead": context_bytes}.items()}

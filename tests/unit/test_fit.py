@@ -790,3 +790,20 @@ def test_a_readers_view_of_a_record_keeps_the_base_dtype_fit_reads():
     rec = records.reader_view(line)
     assert rec["settings"]["train"]["base_dtype"] == "compute"
     assert fit.run_of_record(rec).lora_base_16bit
+
+
+def test_zero3_gathers_the_embedding_where_it_is_the_largest_module_and_fsdp_keeps_its_root_whole():
+    """Llama 3.1 8B in bf16: a decoder layer is 218,112,000 parameters (q and o 4096 x 4096, k and v
+    4096 x 1024, gate, up and down 4096 x 14336, two norms), the embedding 525,336,576 (128,256 x 4096).
+    ZeRO-3 gathers one module at a time and prefetches the next layer: at most the embedding and a
+    layer. FSDP's root unit (embedding, head, final norm) stays unsharded through forward and backward,
+    beside the layer computed and the next."""
+    shape = CONFIGS.by_name("llama3_8b").shape
+    layer, embed = 218112000, 128256 * 4096
+    run = fit.Run(method="full", precision="bf16", cards=8)
+    zero3 = fit.predict(shape, dataclasses.replace(run, strategy="zero3"), fit.counted_on_gpu(), None, 0)
+    assert zero3.terms["gathered layer"] == pytest.approx(2 * (embed + layer), rel=1e-4)
+    from harness.catalog import strategies
+
+    fsdp = fit._gathered_layer(shape, dataclasses.replace(run, strategy="fsdp"), strategies.get("fsdp"))
+    assert fsdp == pytest.approx(2 * (2 * embed + 2 * layer), rel=1e-4)
