@@ -533,3 +533,25 @@ def text(traced: Traced, counted: float, context: float, capacity: float | None)
         + "."
     )
     return "\n".join(lines) + "\n"
+
+
+def scaled_down(config: dict) -> dict:
+    """A config scaled down to a shape traced in a second, its family's structure kept (model_type,
+    the query/key-value head ratio, biases, tied head, experts, MLA's latent ranks): what the checks
+    of the count against the trace run (tests/integration/test_trace.py, bench/fit_error.py --trace)."""
+    c = {k: v for k, v in config.items() if k != "vision_config"}
+    ratio = max(1, c["num_attention_heads"] // c.get("num_key_value_heads", c["num_attention_heads"]))
+    c.update(hidden_size=256, num_hidden_layers=3, intermediate_size=512, num_attention_heads=4, vocab_size=8192)
+    c.update(num_key_value_heads=max(1, 4 // ratio), head_dim=64, pad_token_id=None)
+    for key, value in (("moe_intermediate_size", 128), ("shared_expert_intermediate_size", 256)):
+        if key in c:
+            c[key] = value
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if key in c:
+            c[key] = 8
+    if "kv_lora_rank" in c:
+        c.update(kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32)
+    if "first_k_dense_replace" in c:
+        c["first_k_dense_replace"] = 1
+    c.pop("mlp_only_layers", None)
+    return c

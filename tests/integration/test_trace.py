@@ -144,28 +144,6 @@ def test_compat_fit_trace_shows_each_phase_and_the_largest_tensors():
     assert bad.returncode != 0 and "one process" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def _small(config: dict) -> dict:
-    """TEST INPUT: a shipped config (matrix/model_configs.toml) scaled down to a small real shape,
-    its family's structure kept: model_type, the query/key-value head ratio, biases, tied head,
-    experts, MLA's latent ranks."""
-    c = {k: v for k, v in config.items() if k != "vision_config"}
-    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
-    c.update(hidden_size=256, num_hidden_layers=3, intermediate_size=512, num_attention_heads=4, vocab_size=8192)
-    c.update(num_key_value_heads=max(1, 4 // max(1, heads // kv)), head_dim=64, pad_token_id=None)
-    for key, value in (("moe_intermediate_size", 128), ("shared_expert_intermediate_size", 256)):
-        if key in c:
-            c[key] = value
-    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
-        if key in c:
-            c[key] = 8
-    if "kv_lora_rank" in c:
-        c.update(kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32)
-    if "first_k_dense_replace" in c:
-        c["first_k_dense_replace"] = 1
-    c.pop("mlp_only_layers", None)
-    return c
-
-
 def _families():
     from harness.answers.model_configs import ModelConfigs
 
@@ -182,7 +160,7 @@ def test_the_count_agrees_with_the_trace_for_every_shipped_family(entry):
     gradient checkpointing, a batch of one (no mask) and a padded batch of two: every phase the count
     predicts (phases.py) within 3% of the traced one; a disagreement names the count's terms and
     what the trace found. QLoRA is not traced (test_what_cannot_be_traced_is_refused_with_the_reason)."""
-    cfg = _small(entry.config)
+    cfg = trace.scaled_down(entry.config)  # TEST INPUT: a shipped config scaled down
     shape = fit.Shape.from_config(cfg)
     counted = fit.counted_on_gpu()
     for method, ckpt, batch in (("full", False, 1), ("full", True, 2), ("lora", False, 2), ("lora", True, 1)):
