@@ -1092,7 +1092,7 @@ def _predict_phases(
     load = load_phase(model, run, weights_whole, context_bytes)
     total, phase = (load["card"], "loading") if load["card"] > totals[peak] else (totals[peak], peak)
     verdict, limit, why = _host_check(
-        _verdict(total, capacity),
+        _verdict(total, capacity, band),
         _why(model, run, n, offload, load),
         sum(host.values()) * n,
         load["host_total"],

@@ -178,6 +178,17 @@ def test_qlora_weights_are_four_bit_and_the_verdict_uses_the_margin_and_the_band
     # the band: "fits" only where the prediction's upper side still leaves a tenth free
     assert verdict(need / 0.85, band=0.05).verdict == "fits"  # 1.05 x 0.85 = 0.89 of the card
     assert verdict(need / 0.85, band=0.10).verdict == "tight"  # 1.10 x 0.85 = 0.935
+    gpu = fit.predict(CONFIGS.by_name("llama2_7b").shape, fit.Run(method="qlora"), fit.counted_on_gpu(), None, 0)
+    for band, expected in ((0.05, "fits"), (0.10, "tight")):  # the GPU's phase count takes the band too
+        got = fit.predict(
+            CONFIGS.by_name("llama2_7b").shape,
+            fit.Run(method="qlora"),
+            fit.counted_on_gpu(),
+            gpu.total / 0.85,
+            0,
+            band=band,
+        )
+        assert got.verdict == expected and got.band == band
     assert fit.verdict_band([], "single", "qlora") == (0.10, "10% assumed: no GPU record measures single with qlora")
     rows = [{"strategy": "single", "method": "lora", "error": e} for e in (-0.03, 0.02, -0.01)]
     assert fit.verdict_band(rows, "single", "lora")[0] == 0.03
