@@ -29,6 +29,8 @@ The dtypes the rules depend on:
 
 from __future__ import annotations
 
+import dataclasses
+
 # What an optimizer's step allocates beyond its states on a CUDA card, by the names
 # TrainingArguments.optim takes (compat fit's OPTIMIZERS):
 #   "state"   one temporary the size of all its states of one kind: torch.optim's multi-tensor
@@ -85,6 +87,76 @@ def masked(run) -> bool:
     return run.batch > 1
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainingPath:
+    """What a training stack holds, and in which dtype, where stacks differ (read in each one's code)."""
+
+    title: str
+    qlora_upcast: bool  # QLoRA's parameters that are not quantized (embeddings, head, norms) kept in fp32
+    optimizer: str  # the optimizer it takes when the config names none (compat fit's OPTIMIZERS)
+    pure_bf16: bool = False  # weights, adapters, gradients and states in bf16, no fp32 master copy
+    loss_chunks: int = 0  # the loss computed over this many chunks of the logits (0: whole, in fp32)
+    checkpoints_on_host: bool = False  # gradient checkpointing keeps each layer's input in host memory
+    sources: tuple[str, ...] = ()
+
+
+PATHS = {
+    "compat": TrainingPath(
+        "compat's workload (HF Trainer + peft)",
+        qlora_upcast=True,  # peft's prepare_model_for_kbit_training: fp16/bf16 non-Params4bit params to fp32
+        optimizer="adamw",  # the Trainer's adamw_torch (foreach on CUDA): the safe side, see below
+        sources=(
+            "https://github.com/huggingface/peft/blob/main/src/peft/utils/other.py",
+            "https://github.com/huggingface/transformers/pull/37358",
+        ),
+    ),
+    "llamafactory": TrainingPath(
+        "LLaMA-Factory",
+        qlora_upcast=False,  # its own prepare_model_for_training; upcast_layernorm, upcast_lmhead_output off
+        optimizer="adamw",  # no default of its own: the Trainer's
+        sources=(
+            "https://github.com/hiyouga/LLaMA-Factory/blob/main/src/llamafactory/model/model_utils/checkpointing.py",
+            "https://github.com/hiyouga/LLaMA-Factory/blob/main/src/llamafactory/hparams/model_args.py",
+        ),
+    ),
+    "axolotl": TrainingPath(
+        "axolotl",
+        qlora_upcast=False,  # prepare_model_for_kbit_training, then norms, embed_tokens, lm_head back to bf16
+        optimizer="adamw_torch_fused",  # schemas/training.py: optimizer default
+        sources=(
+            "https://github.com/axolotl-ai-cloud/axolotl/blob/main/src/axolotl/loaders/model.py",
+            "https://github.com/axolotl-ai-cloud/axolotl/blob/main/src/axolotl/utils/schemas/training.py",
+        ),
+    ),
+    "torchtune": TrainingPath(
+        "torchtune",
+        qlora_upcast=False,  # the model built in bf16 (dtype: bf16), only base linears NF4 (torchao)
+        optimizer="adamw_torch_fused",  # the shipped LoRA/QLoRA configs: torch.optim.AdamW, fused: True
+        pure_bf16=True,  # adapters checked to be bf16 (validate_expected_param_dtype)
+        loss_chunks=8,  # LinearCrossEntropyLoss / CEWithChunkedOutputLoss, num_output_chunks 8
+        sources=(
+            "https://github.com/pytorch/torchtune/blob/main/recipes/lora_finetune_single_device.py",
+            "https://github.com/pytorch/torchtune/blob/main/torchtune/modules/loss/cross_entropy_loss.py",
+        ),
+    ),
+    "unsloth": TrainingPath(
+        "unsloth",
+        qlora_upcast=False,  # its prepare_model_for_training upcasts only lora_A/lora_B
+        optimizer="adamw_8bit",  # patched into TRL's configs
+        loss_chunks=8,  # unsloth_fused_ce_loss: logits a chunk at a time (the chunk count is an estimate)
+        checkpoints_on_host=True,  # use_gradient_checkpointing="unsloth": each layer's input offloaded
+        sources=(
+            "https://github.com/unslothai/unsloth/blob/main/unsloth/models/_utils.py",
+            "https://github.com/unslothai/unsloth/blob/main/unsloth/models/rl.py",
+        ),
+    ),
+}
+
+
+def path_of(run) -> TrainingPath:
+    return PATHS.get(getattr(run, "path", "compat"), PATHS["compat"])
+
+
 def quantized(run) -> bool:
     return run.method == "qlora" or run.quantization != "none"
 
@@ -102,7 +174,7 @@ def qlora_upcast(run) -> bool:
     """Whether a QLoRA run keeps its parameters that are not quantized (embeddings, head, norms) in
     fp32: peft's prepare_model_for_kbit_training casts every fp16/bf16 parameter that is not a
     Params4bit to fp32 (peft/utils/other.py), as compat's workload calls it."""
-    return getattr(run, "path", "compat") == "compat"
+    return path_of(run).qlora_upcast
 
 
 def widths(run) -> tuple[int, int]:
@@ -299,9 +371,14 @@ def logit_bytes(run, shape=None) -> tuple[float, float]:
     (ForCausalLMLoss: logits.float(), a 4-byte copy in 16-bit, then cross_entropy, whose
     log_softmax keeps its fp32 output) at the forward's peak; when backward starts, log_softmax's
     output, the loss's gradient and log_softmax's gradient, 4 bytes each, the head's output gone.
-    Gemma 2 caps its logits with a tanh, whose output it keeps (w bytes more in both)."""
+    Gemma 2 caps its logits with a tanh, whose output it keeps (w bytes more in both). A loss over n
+    chunks (torchtune's, unsloth's) keeps log_softmax's fp32 output of every chunk and makes the rest
+    one chunk at a time: 4 + (w + 4)/n forward, 4 + 8/n when backward starts (from their code, not traced)."""
     w, _ = widths(run)
     capped = float(w) if shape is not None and shape.family in SOFTCAPPED else 0.0
+    chunks = path_of(run).loss_chunks
+    if chunks:
+        return 4.0 + (w + 4.0) / chunks + capped, 4.0 + 8.0 / chunks + capped
     return float(w + (4 if w == 2 else 0) + 4) + capped, 12.0 + capped
 
 
@@ -312,7 +389,8 @@ def phase_terms(shape, run, trained: dict[str, float], masked: bool) -> dict[str
     w, r = widths(run)
     every_layer, per_layer = layers_saved(shape, run, masked)
     if run.grad_ckpt:  # each layer's input, kept by its checkpoint; one layer at a time recomputed
-        saved = float(shape.layers * tokens * r * shape.hidden)
+        # (unsloth's checkpointing keeps the inputs in host memory)
+        saved = 0.0 if path_of(run).checkpoints_on_host else float(shape.layers * tokens * r * shape.hidden)
         copies = weight_copies(shape, run, True)
         recompute = tokens * per_layer + (weight_copies(shape, run, False)[1] - copies[1]) / max(1, shape.layers)
     else:

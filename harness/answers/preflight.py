@@ -374,6 +374,7 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
     )
     _fit_fields(src, req, used, ("cutoff_len",))
     _fit_options(src, req, used, "LLaMA-Factory", lora=req.axes.get("method") != "full")
+    req.fit["path"] = "llamafactory"  # what it holds in which dtype (compat fit's phases.PATHS)
     _sort(src, req, fields, used, fields.known["training_args"])
 
 

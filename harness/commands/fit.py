@@ -111,6 +111,13 @@ def _add_run_options(p) -> None:
         help="modules trained whole beside LoRA (peft's modules_to_save): embed_tokens, lm_head, norm",
     )
     p.add_argument(
+        "--path",
+        choices=("compat", "llamafactory", "axolotl", "torchtune", "unsloth"),
+        default="compat",
+        help="the training code, where stacks differ in what they hold: QLoRA's upcast, the adapters' dtype, "
+        "the default optimizer, a chunked loss (default: compat's workload, HF Trainer + peft)",
+    )
+    p.add_argument(
         "--optim",
         type=common.text_value,
         metavar="NAME",
@@ -176,8 +183,19 @@ def handle(args) -> int:
     if args.grad_ckpt is None:
         defaults.append("gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)")
     lora = _lora(args, fit, defaults)
+    from harness.answers import phases
+
+    path = phases.PATHS[args.path]
+    if args.path == "compat":
+        defaults.append(f"path {path.title} (--path llamafactory, axolotl, torchtune or unsloth for theirs)")
     if not args.optim:
-        defaults.append("optimizer adamw_torch (the Trainer's default)")
+        defaults.append(
+            "optimizer adamw_torch, torch's foreach AdamW (the Trainer's default before transformers PR #37358; "
+            "with torch 2.8 or later newer ones take adamw_torch_fused, one state less at the step: "
+            "--optim adamw_torch_fused)"
+            if path.optimizer == "adamw"
+            else f"optimizer {path.optimizer} ({path.title}'s default)"
+        )
     report = fit.report_for(
         known,
         entry,
@@ -193,8 +211,9 @@ def handle(args) -> int:
         seq_len=args.seq_len,
         batch=args.batch,
         grad_ckpt=args.grad_ckpt is not False,
-        optimizer=fit.optimizer_name(args.optim or "adamw"),
-        pure_bf16=args.pure_bf16,
+        optimizer=fit.optimizer_name(args.optim or path.optimizer),
+        pure_bf16=args.pure_bf16 or path.pure_bf16,
+        path=args.path,
         optimizer_in_backward=args.optimizer_in_backward,
         grad_accum=args.grad_accum,
         read_as=read_as,

@@ -457,7 +457,8 @@ def test_fit_says_the_options_and_the_defaults_it_took(compat):
     assert "strategy" not in out["run"] and out["run"]["strategies"] == ["single"]
     assert (out["run"]["lora_r"], out["run"]["optimizer"], out["run"]["grad_accum"]) == (16, "paged_adamw_8bit", 8)
     assert out["model"]["trainable"] == 41943040 and out["defaults"] == [
-        "gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)"
+        "gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)",
+        "path compat's workload (HF Trainer + peft) (--path llamafactory, axolotl, torchtune or unsloth for theirs)",
     ]
     text = compat("fit", "--model-size", "8B", "--no-grad-ckpt").stdout
     assert "r=8 on q, k, v, o; fp32; adamw)" in text and "gradient checkpointing off" in text
@@ -818,3 +819,47 @@ def test_zero3_gathers_the_embedding_where_it_is_the_largest_module_and_fsdp_kee
 
     fsdp = fit._gathered_layer(shape, dataclasses.replace(run, strategy="fsdp"), strategies.get("fsdp"))
     assert fsdp == pytest.approx(2 * (2 * embed + 2 * layer), rel=1e-4)
+
+
+def test_each_training_path_holds_what_its_code_holds():
+    """Read in each stack's code (harness/answers/phases.py PATHS cites them), Llama 3.1 8B QLoRA in
+    bf16, one sequence of 2,048 tokens: compat's workload (peft's prepare_model_for_kbit_training)
+    keeps embeddings, head and norms in fp32, LLaMA-Factory, axolotl, torchtune and unsloth in bf16;
+    torchtune trains in pure bf16 with a loss over 8 chunks (4 + (2 + 4)/8 bytes a logit forward, 4 + 8/8
+    when backward starts); unsloth keeps its checkpoints in host memory and steps with 8-bit AdamW."""
+    shape = CONFIGS.by_name("llama3_8b").shape
+    p = shape.params()
+    rest = p["total"] - p["linear"]
+    weights = {}
+    for path in ("compat", "llamafactory", "axolotl", "torchtune", "unsloth"):
+        run = fit.Run(method="qlora", quantization="nf4", precision="bf16", path=path, grad_ckpt=True)
+        weights[path] = fit.features(shape, run, analytic=True)["_weights_bytes"]
+    assert weights["compat"] - weights["llamafactory"] == pytest.approx(2 * rest)
+    assert weights["llamafactory"] == weights["axolotl"] == weights["torchtune"] == weights["unsloth"]
+    tune = fit.Run(method="qlora", quantization="nf4", precision="bf16", path="torchtune", pure_bf16=True)
+    assert phases.logit_bytes(tune) == (4 + 6 / 8, 4 + 8 / 8)
+    assert phases.logit_bytes(dataclasses.replace(tune, path="compat")) == (10.0, 12.0)
+    unsloth = fit.Run(method="qlora", quantization="nf4", precision="bf16", path="unsloth", grad_ckpt=True)
+    terms = phases.phase_terms(
+        shape, unsloth, dict.fromkeys(("weights", "gradients", "optimizer states", "optimizer temporaries"), 0.0), False
+    )
+    assert terms["forward"]["activations"] == 2048 * phases.final_saved(shape, unsloth)  # no checkpoint on the card
+    assert (
+        phases.PATHS["unsloth"].optimizer == "adamw_8bit" and phases.PATHS["axolotl"].optimizer == "adamw_torch_fused"
+    )
+
+
+def test_compat_fit_takes_a_path_and_its_defaults(compat):
+    out = compat(
+        "fit", "--model", "llama3_8b", "--gpu", "4090", "--method", "qlora", "--path", "torchtune", "--format", "json"
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert (
+        got["run"]["path"] == "torchtune" and got["run"]["pure_bf16"] and got["run"]["optimizer"] == "adamw_torch_fused"
+    )
+    plain = json.loads(
+        compat("fit", "--model", "llama3_8b", "--gpu", "4090", "--method", "qlora", "--format", "json").stdout
+    )
+    assert plain["run"]["path"] == "compat"
+    assert any("path compat's workload" in d for d in plain["defaults"])
