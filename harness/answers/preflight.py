@@ -1017,6 +1017,11 @@ def _per_strategy(jobs: list) -> dict:
             options["load"] = "sharded" if _truthy(fsdp[efficient[0]]) else "whole"
         elif "load" in req.fit:
             options["load"] = req.fit["load"]
+        if strategies.get(job.cell.strategy).fsdp_version == 2 and job.cell.quantization != "none":
+            # accelerate's fsdp2_prepare_model does not move a model holding Params4bit to the meta device
+            # before sharding ("bypassing the move to meta will still cause the VRAM spike",
+            # utils/fsdp_utils.py): each rank holds the whole 4-bit model on its card first
+            options["load"] = "on-card"
         if strategies.get(strategy).fsdp_version and (
             "offload" in str(req.fsdp.get(FSDP_KEY, "")).split() or _truthy(fsdp.get("fsdp_offload_params"))
         ):

@@ -269,3 +269,27 @@ def test_the_fit_prediction_offloads_what_the_deepspeed_config_offloads(compat, 
         "zero2: ZeRO-2 divides gradients and optimizer state over 2 cards; every card still holds all weights; with "
         "the optimizer state and gradients in host memory" in proc.stdout
     )
+
+
+def test_qlora_under_accelerates_fsdp2_loads_the_whole_4bit_model_on_each_card(compat):
+    """LLaMA-Factory's QLoRA example with its FSDP2 accelerate config (both verbatim, tests/data): accelerate's
+    fsdp2_prepare_model does not move a model holding Params4bit to the meta device before sharding, even
+    with fsdp_cpu_ram_efficient_loading ("bypassing the move to meta will still cause the VRAM spike"), so a
+    70B's whole 4-bit model lands on each card first: the plan says it peaks while loading and does not fit
+    on a 24 GB card, whatever eight of them would hold once sharded."""
+    proc = compat(
+        "preflight",
+        "--plan",
+        "examples/train_qlora/llama3_lora_sft_otfq.yaml",
+        "../accelerate/llamafactory_fsdp2_config.yaml",
+        "--gpu",
+        "4090",
+        "--gpus",
+        "8",
+        "--model-size",
+        "70B",
+        cwd=LF,
+    )
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.strip().startswith("fsdp "))
+    assert row.split()[3:6] == ["loading", "does", "not"]
