@@ -413,6 +413,7 @@ class Run:
     load: str = "auto"  # how each process loads the model before training: LOADS, or the strategy's default
     offload: str = "auto"  # what lives in host memory: OFFLOADS, or the strategy's own (zero3_offload: both)
     path: str = "compat"  # the training code: compat's workload (HF Trainer + peft), or phases.PATHS
+    lengths: str = "variable"  # batches padded to their own longest row ("variable"), or one length ("fixed")
     bitsandbytes: str = ""  # its version where known: before 0.43.2 a 4-bit layer keeps its input (phases.py)
 
 
@@ -1281,7 +1282,7 @@ class Report:
     bands: dict = dataclasses.field(default_factory=dict)  # error_bands of the CPU records the fit was not fitted on
     # error_table rows of gpu_check_records (a GPU prediction)
     gpu_checks: list = dataclasses.field(default_factory=list)
-    # ModelConfigs.allocator_slack: {expandable_segments: {slack, records}}
+    # ModelConfigs.allocator_slack: {(expandable_segments, length regime): {slack, records}}
     slack: dict = dataclasses.field(default_factory=dict)
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
 
@@ -1293,7 +1294,7 @@ class Report:
         allocated = p.total - context
         out = {"allocated_bytes": round(allocated)}
         for es, key in ((False, "reserved_bytes"), (True, "reserved_expandable_segments_bytes")):
-            slack = self.slack.get(es)
+            slack = self.slack.get((es, self.run.lengths))
             out[key] = round(allocated * (1 + slack["slack"])) if slack else None
         out["nvidia_smi_bytes"] = round(out["reserved_bytes"] + context) if out["reserved_bytes"] is not None else None
         return out
@@ -1449,38 +1450,40 @@ class Report:
         }
 
     def _quantity_lines(self) -> list[str]:
-        """Reserved and nvidia-smi per card, where GPU records measured the allocator's slack."""
+        """What nvidia-smi would show beside the verdict's number (allocated plus the context), where
+        GPU records measured the caching allocator's slack for the run's length regime."""
         if self.gpu is None:
             return []
-        if not self.slack:
+        regime = self.run.lengths
+        measured = {es: s for (es, lengths), s in self.slack.items() if lengths == regime}
+        if not measured:
             return [
-                "Reserved and nvidia-smi: allocated plus the caching allocator's slack, which no GPU record has "
-                "measured yet (GPU records of a real size will; expandable_segments lowers it)."
+                f"The verdict is on allocated memory plus the context. nvidia-smi shows more, by the caching "
+                f"allocator's slack, which no GPU record measures yet for {regime}-length batches."
             ]
         said = "; ".join(
             f"{s['slack']:.0%} {'with' if es else 'without'} expandable_segments ({len(s['records'])} GPU records)"
-            for es, s in sorted(self.slack.items())
+            for es, s in sorted(measured.items())
         )
         out = [
-            f"Reserved = allocated plus the caching allocator's slack, measured on cards with room to spare: {said}; "
-            "a full card reserves less (the allocator frees cached blocks and retries before it fails). "
-            "nvidia-smi about reserved plus the context:"
+            f"The verdict is on allocated memory plus the context. nvidia-smi shows more: the caching allocator "
+            f"keeps freed blocks, measured with {regime}-length batches (--lengths) at {said} over allocated; on "
+            "a card too small for that it frees them and retries before it fails, so it shows at most the card:"
         ]
         for p in self.predictions:
             q = self.quantities(p)
-            out.append(
-                f"  {p.strategy}: allocated {_gib(q['allocated_bytes'])}"
-                + (
-                    f", reserved {_gib(q['reserved_bytes'])}, nvidia-smi {_gib(q['nvidia_smi_bytes'])}"
-                    if q["reserved_bytes"]
-                    else ""
+            line = f"  {p.strategy}: allocated {_gib(q['allocated_bytes'])} + context = {_gib(p.total)} (the verdict's)"
+            for es, key in ((False, "nvidia_smi_bytes"), (True, "reserved_expandable_segments_bytes")):
+                if q[key] is None:
+                    continue
+                shown = q[key] + (p.terms.get("overhead", 0.0) if es else 0.0)
+                where = (
+                    f"up to the card's {_gib(p.capacity)} ({_gib(shown)} on a larger one)"
+                    if p.capacity and shown > p.capacity
+                    else f"about {_gib(shown)}"
                 )
-                + (
-                    f", reserved with expandable_segments {_gib(q['reserved_expandable_segments_bytes'])}"
-                    if q["reserved_expandable_segments_bytes"]
-                    else ""
-                )
-            )
+                line += f"; nvidia-smi {where}" + (" with expandable_segments" if es else "")
+            out.append(line)
         return out
 
     def quantity(self) -> str:

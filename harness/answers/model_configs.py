@@ -224,13 +224,15 @@ class ModelConfigs:
         )
 
     def allocator_slack(self, records: list[dict]) -> dict:
-        """The caching allocator's slack, measured: per `expandable_segments` (False, True), the
+        """The caching allocator's slack, measured: per (`expandable_segments`, length regime) the
         median over every rank of a real size (fit.REAL_SIZE_BYTES allocated in training or more)
         of every passing GPU record of (training-phase max reserved - max allocated) / max
-        allocated, with the records it comes from; a setting no record has is absent. A smaller
-        rank's peak is mostly the libraries' workspaces, which leave little slack: on the H200 the
-        test model's cells allocated 65-68 MiB and reserved 3% more, the Qwen2-0.5B-shaped ones
-        29-50% more (2026-11-26)."""
+        allocated, with the records it comes from; a pair no record has is absent. The regime is
+        "variable" where batches are padded to their own longest row and lengths differ from step to
+        step (the caching allocator keeps blocks of every size it saw: 29-55% on the Qwen2-0.5B shape,
+        210% with lengths climbing to 2,048, 2026-11-26), "fixed" where every batch has one length
+        (padded to the maximum, or packed: 11%). A smaller rank's peak is mostly the libraries'
+        workspaces, which leave little slack: the H200's test-model cells reserved 3% more."""
         found: dict = {}
         for r, m in _gpu_ranks(records):
             allocated, reserved = m.get("train_max_allocated_bytes"), m.get("train_max_reserved_bytes")
@@ -238,12 +240,11 @@ class ModelConfigs:
                 all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (allocated, reserved))
                 and fit.REAL_SIZE_BYTES <= allocated <= reserved
             ):
-                found.setdefault(bool(r["axes"].get("expandable_segments")), []).append(
-                    ((reserved - allocated) / allocated, r["id"])
-                )
+                key = (bool(r["axes"].get("expandable_segments")), length_regime(r))
+                found.setdefault(key, []).append(((reserved - allocated) / allocated, r["id"]))
         return {
-            es: {"slack": sorted(s for s, _ in rows)[len(rows) // 2], "records": sorted({i for _, i in rows})}
-            for es, rows in found.items()
+            key: {"slack": sorted(s for s, _ in rows)[len(rows) // 2], "records": sorted({i for _, i in rows})}
+            for key, rows in found.items()
         }
 
     def by_name(self, name: str) -> ModelConfig:
@@ -278,6 +279,14 @@ class ModelConfigs:
             f"--model-size {size!r}: compat ships configs for {', '.join(sizes)}; for another "
             "model give --model CONFIG.json"
         )
+
+
+def length_regime(rec: dict) -> str:
+    """A record's batches: "fixed" (padded to the maximum length, or every row one length), else
+    "variable" (each batch padded to its own longest row, lengths differing from step to step)."""
+    train = (rec.get("settings") or {}).get("train") or {}
+    same = train.get("seq_len_min") is not None and train.get("seq_len_min") == train.get("seq_len_max")
+    return "fixed" if train.get("padding") == "max_length" or same else "variable"
 
 
 def _gpu_ranks(records: list[dict], arch: str | None = None):

@@ -410,9 +410,10 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
         if field in d:
             used.add(field)
             if _truthy(d[field]):
+                req.fit["lengths"] = "fixed"  # one length throughout: the allocator's slack is that regime's
                 req.notes.append(
                     f"{name}: {field} = {d[field]}: compat fit counts the same worst-case peak as padding to "
-                    "the cutoff length (a batch of full-length sequences)"
+                    "the cutoff length (a batch of full-length sequences), and the allocator slack of fixed lengths"
                 )
     readers = (
         ("lora_rank", "lora_r", _rank),

@@ -111,6 +111,14 @@ def _add_run_options(p) -> None:
         help="modules trained whole beside LoRA (peft's modules_to_save): embed_tokens, lm_head, norm",
     )
     p.add_argument(
+        "--lengths",
+        choices=("variable", "fixed"),
+        default="variable",
+        help="variable: each batch padded to its own longest row, lengths differing from step to step (the "
+        "default, as LLaMA-Factory batches); fixed: one length throughout (packing, or padding to the maximum). "
+        "Sets the allocator slack nvidia-smi shows, not the verdict",
+    )
+    p.add_argument(
         "--path",
         choices=("compat", "llamafactory", "axolotl", "torchtune", "unsloth"),
         default="compat",
@@ -214,6 +222,7 @@ def handle(args) -> int:
         optimizer=fit.optimizer_name(args.optim or path.optimizer),
         pure_bf16=args.pure_bf16 or path.pure_bf16,
         path=args.path,
+        lengths=args.lengths,
         optimizer_in_backward=args.optimizer_in_backward,
         grad_accum=args.grad_accum,
         read_as=read_as,
