@@ -266,12 +266,22 @@ def train(spec: dict, result: dict, built: Built, data: list, batch_of, device: 
             width[0] = int(ids.shape[-1])
 
     built.model.register_forward_pre_hook(note_width, with_kwargs=True)
+    # on CUDA, torch's allocated memory at the end of each phase of a training step (compat fit's
+    # phases: tests of its count term by term); the forward's from a hook on the model
+    phases: dict = {}
+    if device == "cuda":
+
+        def after_forward(module, args_, output):
+            if phases.get("training") and "after_forward" not in phases:
+                phases["after_forward"] = torch.cuda.memory_allocated()
+
+        built.model.register_forward_hook(after_forward)
     trainer = in_order_trainer(transformers.Trainer)(
         model=built.model,
         args=args,
         train_dataset=ListDataset(data),
         data_collator=batch_of,
-        callbacks=[step_callback(spec, losses, timeline, width, device)],
+        callbacks=[step_callback(spec, losses, timeline, width, device, phases, result.get("_cuda"))],
     )
     t = time.perf_counter()
     sampler = RssSampler()
@@ -652,17 +662,41 @@ def in_order_trainer(base):
     return InOrderTrainer
 
 
-def step_callback(spec: dict, losses: list, timeline: list, width: list, device: str):
+def step_callback(
+    spec: dict, losses: list, timeline: list, width: list, device: str, phases: dict | None = None, cuda=None
+):
     """A Trainer callback that collects the loss of every logged step and, after every optimizer
-    step, this rank's memory (CPU: peak RSS so far; CUDA: allocated and reserved now, and the
-    peaks so far) with the step's sequence length; after the first, the fault-injection point.
-    Built here, after transformers is imported, so an import failure is reported like any other."""
+    step, this rank's memory (CPU: peak RSS so far; CUDA: allocated and reserved now, the peaks so
+    far, and allocated at the end of the step's forward pass (`phases`, from a hook on the model),
+    of its backward pass (on_pre_optimizer_step) and of the optimizer step (on_optimizer_step), the
+    last step's kept in `cuda` for the record) with the step's sequence length; after the first, the
+    fault-injection point. Built here, after transformers is imported, so an import failure is
+    reported like any other. Releases without on_pre_optimizer_step/on_optimizer_step record no
+    backward or step reading."""
     import transformers
+
+    phases = phases if phases is not None else {}
+
+    def reading(name: str) -> None:
+        if device == "cuda" and phases.get("training"):
+            import torch
+
+            phases[name] = torch.cuda.memory_allocated()
 
     class StepCallback(transformers.TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
                 losses.append(float(logs["loss"]))
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            phases.clear()
+            phases["training"] = True
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            reading("after_backward")
+
+        def on_optimizer_step(self, args, state, control, **kwargs):
+            reading("after_step")
 
         def on_step_end(self, args, state, control, **kwargs):
             point = {
@@ -676,6 +710,11 @@ def step_callback(spec: dict, losses: list, timeline: list, width: list, device:
                 point["cuda_allocated_bytes"] = torch.cuda.memory_allocated()
                 point["cuda_reserved_bytes"] = torch.cuda.memory_reserved()
                 point["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+                read = {k: v for k, v in phases.items() if k.startswith("after_")}
+                point.update({f"cuda_{k}_bytes": v for k, v in read.items()})
+                if cuda is not None:
+                    cuda.update(read)
+            phases["training"] = False
             timeline.append(point)
             if state.global_step == 1:
                 after_first_step(spec["cell"])
@@ -794,7 +833,15 @@ def memory_report(device: str | None, train_rss: dict | None = None, cuda: dict 
         )
     except Exception as exc:
         entry["cuda_memory_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-    for key in ("train_max_allocated", "train_max_reserved", "cuda_context", "non_torch_after_train"):
+    for key in (
+        "train_max_allocated",
+        "train_max_reserved",
+        "cuda_context",
+        "non_torch_after_train",
+        "after_forward",
+        "after_backward",
+        "after_step",
+    ):
         if cuda.get(key) is not None:
             entry[f"{key}_bytes"] = cuda[key]
     entry["cuda_context_source"] = cuda.get("context_source")

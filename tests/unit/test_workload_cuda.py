@@ -149,3 +149,42 @@ def test_a_card_a_cuda_error_left_unusable_still_gets_its_result_written(monkeyp
         finetune.end_cuda_phase(torch, {"index": 0}, "train", ok=True)  # a good phase's reading must not fail silently
     torch.cuda.synchronize = broken
     finetune.end_cuda_phase(torch, {"index": 0}, "train", ok=False)  # a failed phase's error is the news
+
+
+def test_a_cuda_step_records_allocated_memory_at_the_end_of_each_phase(monkeypatch):
+    """The step callback on a stand-in CUDA torch (a test input: allocated memory that reads 10, 20,
+    30 MiB at the three points, as a step's forward, backward and optimizer step would leave it): the
+    timeline point and the rank's record carry each phase's reading (compat fit checks its phase
+    count against them), and a step outside training records none."""
+    import transformers  # noqa: F401  (imported with the real torch, before the stand-in)
+
+    readings = [10 * 2**20, 20 * 2**20, 30 * 2**20]
+    fake = SimpleNamespace(
+        cuda=SimpleNamespace(
+            memory_allocated=lambda *a: readings.pop(0) if readings else 0,
+            memory_reserved=lambda *a: 40 * 2**20,
+            max_memory_allocated=lambda *a: 35 * 2**20,
+            max_memory_reserved=lambda *a: 45 * 2**20,
+        )
+    )
+    timeline, cuda = [], {}
+    phases: dict = {}
+    cb = finetune.step_callback({"cell": "x"}, [], timeline, [512], "cuda", phases, cuda)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    state = SimpleNamespace(global_step=2)
+    cb.on_step_begin(None, state, None)
+    phases["after_forward"] = fake.cuda.memory_allocated()  # what the model's forward hook does
+    cb.on_pre_optimizer_step(None, state, None)
+    cb.on_optimizer_step(None, state, None)
+    cb.on_step_end(None, state, None)
+    point = timeline[-1]
+    assert (point["cuda_after_forward_bytes"], point["cuda_after_backward_bytes"], point["cuda_after_step_bytes"]) == (
+        10 * 2**20,
+        20 * 2**20,
+        30 * 2**20,
+    )
+    assert cuda == {"after_forward": 10 * 2**20, "after_backward": 20 * 2**20, "after_step": 30 * 2**20}
+    entry = finetune.memory_report("cuda", None, {"index": 0, **cuda})
+    assert entry[0]["after_step_bytes"] == 30 * 2**20
+    cb.on_pre_optimizer_step(None, state, None)  # between steps: not training, nothing read
+    assert phases["after_backward"] == 20 * 2**20
