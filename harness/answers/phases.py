@@ -59,14 +59,14 @@ STEP_TEMPORARIES = {
             "lion_8bit",
             "paged_lion_8bit",
             "sgd",
-            "adamw_anyprecision",
         ),
         "none",
     ),
-    **dict.fromkeys(("adafactor", "adamw_hf"), "tensor"),
+    **dict.fromkeys(("adafactor", "adamw_hf", "adamw_anyprecision"), "tensor"),
 }
 # adamw_apex_fused: apex's FusedAdam is one kernel, but counted on the safe side as torch's foreach;
-# adamw_hf: transformers' own AdamW (removed in 5.x) loops over tensors: counted as per-tensor
+# adamw_hf (transformers' own AdamW, removed in 5.x) and adamw_anyprecision (torchdistx's) loop over
+# tensors: counted as per-tensor, on the safe side
 
 
 def step_temporaries(optimizer: str, one_state: float, largest: float, deepspeed: bool) -> float:

@@ -9,19 +9,22 @@ bytes live after each op: the peak of each phase of the second step (the first h
 state yet), what they were (weights, gradients, optimizer states, activations, the backward's and
 the optimizer's temporaries) and the largest tensors at the peak.
 
-What runs is what a CUDA card would run, with two choices made explicitly because the fake tensors
-live on the CPU (torch built without CUDA cannot make CUDA fake tensors): the optimizer takes the
-implementation it takes on CUDA (torch.optim.AdamW defaults to foreach there, to its for-loop on a
-CPU: torch/optim/optimizer.py, _default_to_fused_or_foreach), and autocast is the CPU's, whose
-lower-precision ops (matmul, linear) are the CUDA's. Attention runs transformers' SDPA path for a
-CPU, which repeats grouped key/value heads before attention (transformers/integrations/
-sdpa_attention.py, use_gqa_in_sdpa: only CUDA, XPU and NPU pass enable_gqa): a grouped-query model
-keeps its keys and values at the query heads' width, a little more than a CUDA card keeps.
+What runs is what a CUDA card would run, with the choices a CPU would make differently made
+explicitly, because the fake tensors live on the CPU (torch built without CUDA cannot make CUDA fake
+tensors): the optimizer takes the implementation it takes on CUDA (torch.optim.AdamW defaults to
+foreach there, to its for-loop on a CPU: torch/optim/optimizer.py, _default_to_fused_or_foreach);
+autocast is the CPU's, whose lower-precision ops (matmul, linear) are the CUDA's; a batch of one
+runs SDPA causal on grouped key/value heads as CUDA does (transformers cannot read fake position
+ids, so it is told the batch is not packed: _unpacked), a padded batch with its mask; queries wider
+than values (DeepSeek's MLA) take CUDA's memory-efficient kernel (_cuda_attention), fp32 experts
+transformers' own grouped_mm fallback (_experts_in_their_dtype).
 
 Checked against CUDA records of compat's own (the Qwen2-0.5B shape on an H200/H100, 2026-11-26):
 the trace came within 1% of the measured training peak in every one (tests/integration/test_trace.py).
 
-torch's private modules are used here only: FakeTensorMode and TorchDispatchMode.
+Private names are used here only: torch's FakeTensorMode, TorchDispatchMode and the memory-efficient
+attention op; transformers' masking_utils.find_packed_sequence_indices and
+integrations.moe._can_use_grouped_mm, each patched for the trace alone where the release has it.
 """
 
 from __future__ import annotations
@@ -371,9 +374,16 @@ def _experts_in_their_dtype():
     transformers casts the input to the experts' fp32 (integrations/moe.py, _grouped_mm), and its
     fake kernel takes bf16 only. The fallback's output and saved tensors are the same shapes."""
     import torch
-    import transformers.integrations.moe as moe
 
-    usable = moe._can_use_grouped_mm
+    try:
+        import transformers.integrations.moe as moe
+    except ImportError:  # a release without grouped_mm experts
+        yield
+        return
+    usable = getattr(moe, "_can_use_grouped_mm", None)
+    if usable is None:
+        yield
+        return
     moe._can_use_grouped_mm = lambda x, weight, offs: weight.dtype == torch.bfloat16 and usable(x, weight, offs)
     try:
         yield
@@ -416,9 +426,16 @@ def _unpacked(on: bool):
     """Where `on`: transformers reads the batch as one sequence per row, as it finds from the real
     position ids (masking_utils.find_packed_sequence_indices cannot read fake ones, and would
     otherwise take the batch for packed sequences and build a mask)."""
-    import transformers.masking_utils as masking
+    import importlib
 
-    found = masking.find_packed_sequence_indices
+    try:
+        masking = importlib.import_module("transformers.masking_utils")
+    except ImportError:
+        masking = None
+    found = getattr(masking, "find_packed_sequence_indices", None)
+    if found is None:  # an older transformers builds the mask its own way
+        yield
+        return
     if on:
         masking.find_packed_sequence_indices = lambda *args, **kwargs: None
     try:
