@@ -1285,6 +1285,14 @@ class Report:
     # ModelConfigs.allocator_slack: {(expandable_segments, length regime): {slack, records}}
     slack: dict = dataclasses.field(default_factory=dict)
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
+    capacity_how: str = ""  # capacity_of's second part: "given", "exposed" or "as sold x share"
+
+    def _capacity_said(self) -> str:
+        if self.capacity_how == "exposed":
+            return ", as the card exposes it"
+        if self.capacity_how.startswith("as sold"):
+            return f": {self.capacity_how.replace('as sold x', 'as sold x')}, the least any card compat knows exposes"
+        return ""
 
     def quantities(self, p: "Prediction") -> dict:
         """Per card, the quantities users read: torch's allocated (the terms but the context), its
@@ -1552,7 +1560,8 @@ class Report:
         cap = self.predictions[0].capacity
         if self.gpu is not None:
             lines.append(
-                f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card; 'fits' leaves {MARGIN:.0%} free)"
+                f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card{self._capacity_said()}; "
+                f"'fits' leaves {MARGIN:.0%} free)"
             )
         lines.append(f"Per card: {self.quantity()}.")
         lines.append("")
@@ -1631,15 +1640,27 @@ class Report:
 
 
 def card_capacity(gpu, gpu_name: str, gpu_memory_gib: float | None) -> float | None:
-    """Bytes of one card: `gpu_memory_gib` when given, else the size the name gives ("A100 80GB"
-    names one of the card's sizes), else the card's smallest; None without a card."""
+    """Bytes of one card: `gpu_memory_gib` when given; else what the size the name gives ("A100
+    80GB" names one of the card's sizes), else the card's smallest, exposes to software
+    (matrix/gpus.toml's memory_mib: an A10's 24 GB is 23,028 MiB in nvidia-smi, not 24 GiB); where
+    that is not known, the size as sold times the smallest share any card of the database exposes
+    (GpuModel.unknown_share: the safe side); None without a card."""
+    return capacity_of(gpu, gpu_name, gpu_memory_gib)[0]
+
+
+def capacity_of(gpu, gpu_name: str, gpu_memory_gib: float | None) -> tuple[float | None, str]:
+    """(card_capacity, how it was had: "given", "exposed" or "as sold x share")."""
     if gpu_memory_gib:
-        return gpu_memory_gib * GIB
+        return gpu_memory_gib * GIB, "given"
     if gpu is None:
-        return None
+        return None, ""
     named = re.search(r"(\d+)\s*GB", gpu_name, re.IGNORECASE)
-    sizes = [size for size in gpu.memory_gb if named and size == int(named.group(1))]
-    return (sizes[0] if sizes else min(gpu.memory_gb)) * GIB
+    sizes = [i for i, size in enumerate(gpu.memory_gb) if named and size == int(named.group(1))]
+    i = sizes[0] if sizes else min(range(len(gpu.memory_gb)), key=lambda j: gpu.memory_gb[j])
+    if i < len(gpu.memory_mib) and gpu.memory_mib[i]:
+        return gpu.memory_mib[i] * MIB, "exposed"
+    share = gpu.unknown_share
+    return gpu.memory_gb[i] * GIB * share, f"as sold x {share:.1%}"
 
 
 def _card_of(rec: dict) -> str:
@@ -1678,6 +1699,18 @@ def _gpu_checks(known, cal, recs: list[dict]) -> list[dict]:
     ]
 
 
+def _predicted(shape: Shape, run: Run, cal: Calibration, gpu_checks: list[dict]):
+    """predict() of `run`, to be given the card, the context, the host memory and whether it is a GPU
+    (whose verdict takes the band GPU records measured for the run's strategy and method)."""
+    method = run.method if run.method != "qlora" and run.quantization == "none" else "qlora"
+
+    def on(capacity, context: float, host_memory, gpu: bool) -> Prediction:
+        band = verdict_band(gpu_checks, run.strategy, method)[0] if gpu else 0.0
+        return predict(shape, run, cal, capacity, context, host_memory, band)
+
+    return on
+
+
 def report_for(
     known,
     entry,
@@ -1691,6 +1724,7 @@ def report_for(
     read_as: str = "",
     per_strategy: dict | None = None,
     host_hint: str = "--host-memory GIB",
+    capacity_how: str = "",
     **run_fields,
 ) -> "Report":
     """compat fit's predictions for `entry` (a model config) under each strategy of `names`, on
@@ -1705,17 +1739,10 @@ def report_for(
     run = Run(precision=precision, **run_fields)
     context = known.cuda_context(recs, gpu.arch) if gpu is not None else None
     gpu_checks = _gpu_checks(known, cal, recs) if gpu is not None else []
-    method = run.method if run.method != "qlora" and run.quantization == "none" else "qlora"
     preds = [
-        predict(
-            entry.shape,
-            dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})),
-            cal,
-            capacity,
-            context.bytes if context else 0.0,
-            host_memory,
-            verdict_band(gpu_checks, s, method)[0] if gpu is not None else 0.0,
-        )
+        _predicted(
+            entry.shape, dataclasses.replace(run, strategy=s, **(per_strategy or {}).get(s, {})), cal, gpu_checks
+        )(capacity, context.bytes if context else 0.0, host_memory, gpu is not None)
         for s in names
     ]
     cpu_cal = cal if gpu is None else known.calibrate(recs)  # the CPU fit, for the CPU records' checks and bands
@@ -1737,4 +1764,5 @@ def report_for(
         gpu_checks,
         known.allocator_slack(recs) if gpu is not None else {},
         "" if host_memory is not None else host_hint,
+        capacity_how,
     )

@@ -975,20 +975,20 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
         options = {k: v for k, v in req.fit.items() if k not in ("seq_len", "batch", "load")}
         if method == "full":
             options = {k: v for k, v in options.items() if k not in ("lora_r", "lora_targets", "modules_to_save")}
+        capacity, capacity_how = fit.capacity_of(gpu, gpu_name, None)
         report = fit.report_for(
             known,
             entry,
             gpu,
-            fit.card_capacity(gpu, gpu_name, None),
+            capacity,
             first.precision,
             modelled,
             evidence(),
             per_strategy=_per_strategy(jobs),
             host_hint="compat fit --host-memory GIB",
+            capacity_how=capacity_how,
             defaults=tuple(req.fit_defaults),
-            read_as=f"{req.model_name} is compat's {entry.key} ({entry.title})"
-            if by_name
-            else f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})",
+            read_as=_read_as(req, entry, size, by_name),
             method=method,
             cards=cards,
             seq_len=req.fit.get("seq_len", 2048),
@@ -1000,6 +1000,13 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     except UsageError as exc:
         return head + f"  no prediction; compat fit says: {exc}\n"
     return head + "".join(f"  {line}\n" if line else "\n" for line in report.text().splitlines())
+
+
+def _read_as(req, entry, size, by_name) -> str:
+    """How the configs' model was read: as the shipped config of its name, or of the size asked for."""
+    if by_name:
+        return f"{req.model_name} is compat's {entry.key} ({entry.title})"
+    return f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})"
 
 
 def _per_strategy(jobs: list) -> dict:

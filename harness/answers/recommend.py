@@ -582,7 +582,7 @@ def choose_by_fit(gpu: GpuModel, gpus: int, methods: list[str], entry, cal, cont
     from harness.answers import fit
 
     precision = precision_for(gpu)
-    capacity = min(gpu.memory_gb) * fit.GIB
+    capacity = fit.card_capacity(gpu, "", None)
     candidates = [(m, s) for m in methods for s in strategies.recommendable(gpus, offload=False)] + [
         (m, s) for m in methods if m != "qlora" for s in strategies.recommendable(gpus, offload=True)
     ]

@@ -43,6 +43,16 @@ GPU = Table(
             ),
             required=True,
         ),
+        "memory_mib": Key.of(
+            kind(
+                lambda v: (
+                    isinstance(v, list)
+                    and v
+                    and all(isinstance(m, int) and not isinstance(m, bool) and m >= 0 for m in v)
+                ),
+                "must be a list of MiB, one per memory_gb size (0 where not known)",
+            )
+        ),
         **{
             flag: Key.of(kind(lambda v: isinstance(v, bool), "must be true or false, not {r}"), required=True)
             for flag in FLAGS
@@ -113,6 +123,11 @@ class GpuModel:
     tf32: bool
     fp8: bool
     sources: tuple[str, ...]  # URLs that state these facts
+    # what each memory_gb size exposes to software (nvidia-smi's total, NVML's memory.total), MiB; 0: not known
+    memory_mib: tuple[int, ...] = ()
+    # what a size without a memory_mib is taken to expose: the smallest share of its size as sold (GB
+    # read as GiB) that any card of the database with one exposes (the safe side); set by GpuDb.load
+    unknown_share: float = 1.0
 
     @property
     def arch(self) -> str:
@@ -149,6 +164,17 @@ class GpuDb:
                 table, GPU, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"), problems, at_table
             ):
                 continue
+            if "memory_mib" in table and len(table["memory_mib"]) != len(table["memory_gb"]):
+                problems.append(
+                    where(
+                        "memory_mib",
+                        f"[gpu.{key}].memory_mib",
+                        f"has {len(table['memory_mib'])} sizes, memory_gb {len(table['memory_gb'])}: "
+                        "one MiB figure a size",
+                        table=f"gpu.{key}",
+                    )
+                )
+                continue
             for alias in [table["name"], *table["aliases"]]:
                 norm = normalize(alias)
                 if norm in seen_alias and seen_alias[norm] != key:
@@ -170,12 +196,16 @@ class GpuDb:
                     architecture=table["architecture"],
                     cc=(int(major), int(minor)),
                     memory_gb=tuple(table["memory_gb"]),
+                    memory_mib=tuple(table.get("memory_mib") or ()),
                     sources=tuple(table["sources"]),
                     **{flag: table[flag] for flag in FLAGS},
                 )
             )
         if not gpus and not problems:
             problems.append(f"{path}: no [gpu.KEY] tables")
+        shares = [mib / (gb * 1024) for g in gpus for gb, mib in zip(g.memory_gb, g.memory_mib) if mib]
+        if shares:
+            gpus = [dataclasses.replace(g, unknown_share=min(shares)) for g in gpus]
         if problems:
             raise MatrixError(problems)
         return cls(path, tuple(gpus))

@@ -185,7 +185,7 @@ def handle(args) -> int:
     entry, read_as = _model(args, known, model_configs)
     chosen = _strategies(args)
     gpu = GpuDb.load(matrix_dir).find(args.gpu) if args.gpu else None
-    capacity = fit.card_capacity(gpu, args.gpu or "", args.gpu_memory)
+    capacity, capacity_how = fit.capacity_of(gpu, args.gpu or "", args.gpu_memory)
     recs = read_evidence(args.results)
     defaults = []
     if args.grad_ckpt is None:
@@ -213,6 +213,7 @@ def handle(args) -> int:
         chosen,
         recs,
         host_memory=host_memory(args),
+        capacity_how=capacity_how,
         defaults=tuple(defaults),
         method=args.method,
         cards=args.gpus,
