@@ -170,6 +170,13 @@ def _add_memory_options(p) -> None:
         help="qlora's base weights: 4-bit NF4 (default) or FP4, dq with double quantization, or 8-bit",
     )
     p.add_argument(
+        "--bitsandbytes",
+        type=common.text_value,
+        metavar="VERSION",
+        help="the bitsandbytes release QLoRA trains with: before 0.43.2 each 4-bit layer keeps its input for "
+        "backward (default: a later one)",
+    )
+    p.add_argument(
         "--host-memory",
         type=common.positive,
         metavar="GIB",
@@ -224,6 +231,7 @@ def handle(args) -> int:
         pure_bf16=args.pure_bf16 or path.pure_bf16,
         path=args.path,
         lengths=args.lengths,
+        bitsandbytes=args.bitsandbytes or "",
         optimizer_in_backward=args.optimizer_in_backward,
         grad_accum=args.grad_accum,
         read_as=read_as,

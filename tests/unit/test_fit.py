@@ -916,3 +916,26 @@ def test_a_cards_capacity_is_what_it_exposes(tmp_path):
     (tmp_path / "gpus.toml").write_text(text)
     with pytest.raises(Exception, match=r"memory_mib: has 2 sizes, memory_gb 1"):
         GpuDb.load(tmp_path)
+
+
+def test_compat_fit_takes_the_bitsandbytes_release(compat):
+    """--bitsandbytes 0.43.1: each 4-bit layer keeps its input (PR #1270 came in 0.43.2), more activations."""
+
+    def activations(*flags):
+        out = compat(
+            "fit",
+            "--model",
+            "llama3_8b",
+            "--gpu",
+            "4090",
+            "--method",
+            "qlora",
+            "--no-grad-ckpt",
+            *flags,
+            "--format",
+            "json",
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["predictions"][0]["per_card_bytes"]["activations"]
+
+    assert activations("--bitsandbytes", "0.43.1") > activations() == activations("--bitsandbytes", "0.49.0")
