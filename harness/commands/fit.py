@@ -198,19 +198,7 @@ def handle(args) -> int:
     if args.grad_ckpt is None:
         defaults.append("gradient checkpointing on (compat's default, as LLaMA-Factory's; --no-grad-ckpt turns it off)")
     lora = _lora(args, fit, defaults)
-    from harness.answers import phases
-
-    path = phases.PATHS[args.path]
-    if args.path == "compat":
-        defaults.append(f"path {path.title} (--path llamafactory, axolotl, torchtune or unsloth for theirs)")
-    if not args.optim:
-        defaults.append(
-            "optimizer adamw_torch, torch's foreach AdamW (the Trainer's default before transformers PR #37358; "
-            "with torch 2.8 or later newer ones take adamw_torch_fused, one state less at the step: "
-            "--optim adamw_torch_fused)"
-            if path.optimizer == "adamw"
-            else f"optimizer {path.optimizer} ({path.title}'s default)"
-        )
+    path = _path(args, defaults)
     report = fit.report_for(
         known,
         entry,
@@ -259,6 +247,24 @@ def _traced(args, entry, report, out):
     if args.format == "json":
         return {**out, "trace": traced.as_json()}
     return out + trace.text(traced, one.total, context, one.capacity)
+
+
+def _path(args, defaults: list[str]):
+    """The training path asked for (phases.PATHS), noting in `defaults` the path and optimizer taken."""
+    from harness.answers import phases
+
+    path = phases.PATHS[args.path]
+    if args.path == "compat":
+        defaults.append(f"path {path.title} (--path llamafactory, axolotl, torchtune or unsloth for theirs)")
+    if not args.optim:
+        defaults.append(
+            "optimizer adamw_torch, torch's foreach AdamW (the Trainer's default before transformers PR #37358; "
+            "with torch 2.8 or later newer ones take adamw_torch_fused, one state less at the step: "
+            "--optim adamw_torch_fused)"
+            if path.optimizer == "adamw"
+            else f"optimizer {path.optimizer} ({path.title}'s default)"
+        )
+    return path
 
 
 def _model(args, known, model_configs):

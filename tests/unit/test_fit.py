@@ -901,18 +901,20 @@ def test_the_allocator_slack_is_measured_per_length_regime(compat):
 
 
 def test_a_cards_capacity_is_what_it_exposes(tmp_path):
-    """matrix/gpus.toml's memory_mib: an H100 80GB HBM3 exposes 81,559 MiB and an H200 143,771 (NVML's
-    memory.total in compat's own records, 2026-11-26), not 80 or 141 GiB; a size without a figure is
-    taken as sold times the least share any card with one exposes (the safe side)."""
+    """matrix/gpus.toml's memory_mib, nvidia-smi's total as public reports quote it: an A10 or A10G
+    exposes 23,028 MiB of its 24 GB (ECC keeps a sixteenth), an H100 80GB 81,559 MiB (also NVML's
+    memory.total in compat's own records, 2026-11-26); a size without a figure is taken as sold times
+    the least share any card with one exposes (the A10's 93.7%: the safe side)."""
     from harness.catalog.gpus import GpuDb
 
     db = GpuDb.load(ROOT / "matrix")
+    assert fit.capacity_of(db.find("A10G"), "A10G", None) == (23028 * 2**20, "exposed")
     assert fit.capacity_of(db.find("H100"), "H100", None) == (81559 * 2**20, "exposed")
-    share = min(81559 / (80 * 1024), 143771 / (141 * 1024))
-    cap, how = fit.capacity_of(db.find("A100"), "A100 80GB", None)
-    assert cap == pytest.approx(80 * 2**30 * share) and how == f"as sold x {share:.1%}"
+    share = 23028 / 24576
+    cap, how = fit.capacity_of(db.find("P40"), "P40", None)
+    assert cap == pytest.approx(24 * 2**30 * share) and how == f"as sold x {share:.1%}"
     assert fit.capacity_of(db.find("A100"), "A100", 12) == (12 * 2**30, "given")
-    text = (ROOT / "matrix" / "gpus.toml").read_text().replace("memory_mib = [81559]", "memory_mib = [81559, 1]")
+    text = (ROOT / "matrix" / "gpus.toml").read_text().replace("memory_mib = [23028]", "memory_mib = [23028, 1]")
     (tmp_path / "gpus.toml").write_text(text)
     with pytest.raises(Exception, match=r"memory_mib: has 2 sizes, memory_gb 1"):
         GpuDb.load(tmp_path)

@@ -237,8 +237,8 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
     )
     # the real model's size, predicted by compat fit for the strategies of the variants, labelled so
     assert "Predicted for the real model (Qwen/Qwen2-VL-72B-Instruct, 72B), not measured: compat fit" in out
-    # an A100's 80 GB as sold, times the least share of its size a card of matrix/gpus.toml exposes
-    assert "on 8 x A100 (79.6 GiB per card: as sold x 99.6%" in out
+    # an A100 80GB exposes 81,920 MiB (matrix/gpus.toml's memory_mib)
+    assert "on 8 x A100 (80.0 GiB per card, as the card exposes it; 'fits' leaves 10% free)" in out
     table = out[out.index("  strategy  per card") :].splitlines()[1:4]
     assert [row.split()[0] for row in table] == ["ddp", "fsdp", "zero3"]
     assert "does not fit" in table[0] and table[2].split()[3:5] == ["backward", "fits"]
@@ -264,9 +264,9 @@ def test_the_plan_of_a_preset_reads_as_a_report(compat):
 def test_fit_takes_the_memory_a_card_s_name_gives(compat):
     proc = compat("fit", "--model-size", "7B", "--gpu", "A100 80GB")
     assert proc.returncode == 0, proc.stderr
-    assert "on 1 x A100 (79.6 GiB per card" in proc.stdout
+    assert "on 1 x A100 (80.0 GiB per card" in proc.stdout
     proc = compat("fit", "--model-size", "7B", "--gpu", "A100")
-    assert "on 1 x A100 (39.8 GiB per card" in proc.stdout
+    assert "on 1 x A100 (40.0 GiB per card" in proc.stdout
 
 
 def test_cutting_a_preset_folder_loose_from_its_files_is_caught(tmp_path):
@@ -289,7 +289,7 @@ def test_model_size_gives_the_fit_prediction_where_the_model_s_name_has_no_size(
     assert "Predicted for the real model (/data/models/my-llama, 7B), not measured: compat fit" in proc.stdout
     assert (
         "sequence 1024 x batch 1 per card" in proc.stdout
-        and "on 1 x GeForce RTX 4090 (23.9 GiB per card" in proc.stdout
+        and "on 1 x GeForce RTX 4090 (24.0 GiB per card" in proc.stdout
     )
     proc = compat("preflight", str(yaml), "--plan", "--model-size", "5B")
     assert proc.returncode == 0, proc.stderr
