@@ -201,6 +201,11 @@ def traceable(run) -> None:
         )
     if run.optimizer_in_backward:
         raise UsageError("--trace: --optimizer-in-backward is not traced")
+    if getattr(run, "path", "compat") != "compat":
+        raise UsageError(
+            f"--trace runs compat's workload (HF Trainer + peft), not {run.path}'s own code: the count answers "
+            f"for --path {run.path}"
+        )
 
 
 # configs transformers builds under another model_type: GLM-4's own (THUDM's remote code) is the

@@ -98,6 +98,7 @@ def test_what_cannot_be_traced_is_refused_with_the_reason():
         (fit.Run(method="qlora", quantization="nf4"), "bitsandbytes"),
         (fit.Run(method="full", strategy="zero3", cards=2), "one process"),
         (fit.Run(method="full", optimizer="adamw_8bit"), "not traced"),
+        (fit.Run(method="lora", path="torchtune"), "not torchtune's own code"),
     ):
         with pytest.raises(UsageError, match=says):
             trace.trace(cfg, run)
