@@ -20,7 +20,7 @@ than values (DeepSeek's MLA) take CUDA's memory-efficient kernel (_cuda_attentio
 transformers' own grouped_mm fallback (_experts_in_their_dtype).
 
 Checked against CUDA records of compat's own (the Qwen2-0.5B shape on an H200/H100, 2026-11-26):
-the trace came within 1% of the measured training peak in every one (tests/integration/test_trace.py).
+the trace came within 1.2% of the measured training peak in every one (tests/integration/test_trace.py).
 
 Private names are used here only: torch's FakeTensorMode, TorchDispatchMode and the memory-efficient
 attention op; transformers' masking_utils.find_packed_sequence_indices and

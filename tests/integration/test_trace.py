@@ -42,8 +42,6 @@ def _gpu_records():
         and r["axes"].get("quantization", "none") == "none"
         and fit.measured_peak(r)
         and fit.measured_peak(r)[0] >= fit.REAL_SIZE_BYTES
-        and r["settings"]["train"].get("padding", "longest") == "longest"
-        and r["settings"]["train"].get("seq_len_max", 0) <= 512
     ]
 
 
@@ -54,12 +52,12 @@ def _config(rec) -> dict:
     return cfg
 
 
-def test_the_trace_matches_every_fixed_shape_cuda_record_within_two_percent():
+def test_the_trace_matches_every_real_size_cuda_record_within_two_percent():
     """Built from real records: each measured training-phase max allocated against the trace of its
-    run (the longest batch a record's lengths reach: seq_len_max, every record's sampled lengths
-    reached it here)."""
+    run at the longest batch its lengths reach (seq_len_max: batches of 256-512 tokens, and of up to
+    2,048 padded to their longest row or to 2,048, with and without expandable_segments)."""
     recs = _gpu_records()
-    assert len(recs) >= 6, [r["cell"] for r in recs]
+    assert len(recs) >= 12, [r["cell"] for r in recs]
     seen = {}
     for rec in recs:
         run = fit.run_of_record(rec)
