@@ -44,6 +44,23 @@ def test_a_fifo_named_as_a_matrix_or_a_config_is_refused_not_waited_on(compat, f
     assert "config.json: is a FIFO, not a regular file" in proc.stderr
 
 
+def test_explain_refuses_a_device_or_a_fifo_as_its_log_or_env_report(compat, fifo, tmp_path):
+    """Issue 41, finding 7: `compat explain /dev/zero`, /dev/urandom or a FIFO, as the log or as --env,
+    waited or read for ever; now each is refused at once (a pipe is given as -)."""
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    for args, named in (
+        (("/dev/zero",), "/dev/zero: is a device"),
+        (("/dev/urandom",), "/dev/urandom: is a device"),
+        ((str(fifo("piped.log")),), "piped.log: is a FIFO"),
+        ((str(log), "--env", "/dev/zero"), "--env /dev/zero: is a device"),
+        ((str(log), "--env", str(fifo("env.txt"))), "env.txt: is a FIFO"),
+    ):
+        proc = compat("explain", *args, timeout=60)
+        assert_clean_error(proc, 2)
+        assert named in proc.stderr and "not a regular file" in proc.stderr
+
+
 def test_a_file_larger_than_any_matrix_is_refused(compat, tmp_path):
     big = tmp_path / "big.toml"
     big.write_text("# padding\n" * (1_000_000))  # 10 MB of valid TOML
