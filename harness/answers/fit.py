@@ -513,9 +513,7 @@ class Calibration:
     records: list[str]
     quantity: str = "cpu training-phase peak RSS per rank"
     device: str = "cpu"  # "gpu" when fitted on CUDA records
-    analytic: bool = (
-        False  # activations and logits in bytes as autograd keeps them on a GPU (layer_bytes), not in elements
-    )
+    analytic: bool = False  # a GPU's: every term counted per phase (phases.py), nothing fitted
 
     def baseline_for(self, stack: str | None) -> float:
         if stack in self.baseline:
@@ -597,10 +595,9 @@ def state_bytes(shape: Shape, run: Run) -> tuple[float, float]:
     return grads, optim
 
 
-def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]:
-    """The quantities the calibration's constants multiply; `analytic` (a GPU): activations and
-    logits in bytes as phases.py counts them (a layer's saved tensors, the logits when backward
-    starts), so their constants are about 1."""
+def features(shape: Shape, run: Run) -> dict[str, float]:
+    """The quantities the CPU calibration's constants multiply, and the bytes of weights, gradients
+    and optimizer states a GPU's phase count (phases.py) starts from."""
     p = shape.params()
     method = run.method
     quantized = run.quantization != "none" or method == "qlora"
@@ -608,7 +605,7 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
     half = 2 if run.precision in ("bf16", "fp16") else 4
     if quantized:
         # k-bit linear weights; embeddings, head and norms as the path keeps them: in fp32 after peft's
-        # prepare_model_for_kbit_training (compat's workload), else in the compute dtype (phases.upcast)
+        # prepare_model_for_kbit_training (compat's workload), else in the compute dtype (phases.qlora_upcast)
         rest = 4 if phases.qlora_upcast(run) else half
         weights = p["linear"] * quant_bytes_per_param(quant) + (p["total"] - p["linear"]) * rest
     elif method == "full":
@@ -626,8 +623,6 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
     tokens = run.batch * run.seq_len
     act_scale = 0.5 if run.precision in ("bf16", "fp16") else 1.0  # 16-bit activations under autocast
     per_layer = tokens * (shape.hidden + shape.active_intermediate) * act_scale  # a MoE token: its experts' widths
-    if analytic:
-        per_layer = tokens * phases.layers_saved(shape, run, phases.masked(run))[0] / max(1, shape.layers)
     return {
         "weights": weights,  # bytes as stored: the fitted multiplier is ~1 where nothing else scales with them
         "trainable_state": grads
@@ -638,7 +633,7 @@ def features(shape: Shape, run: Run, analytic: bool = False) -> dict[str, float]
         "recompute": per_layer if run.grad_ckpt else 0.0,
         # and each layer's input, kept as its checkpoint
         "checkpoints": tokens * shape.layers * shape.hidden * act_scale if run.grad_ckpt else 0.0,
-        "logits": float(tokens * shape.vocab) * (phases.logit_bytes(run)[1] if analytic else 1.0),
+        "logits": float(tokens * shape.vocab),
         "_weights_bytes": weights,
         "_trainable": trainable,
         "_grads": grads,
@@ -781,17 +776,15 @@ def counted_on_gpu() -> Calibration:
     )
 
 
-def calibrate(records: list[dict], analytic: bool = False) -> Calibration:
-    """Least squares, non-negative by elimination: peak = baseline[stack] + sum(c_f * feature_f);
-    `analytic` (CUDA records): on features(..., analytic=True), so that only the counted terms'
-    constants are fitted."""
+def calibrate(records: list[dict]) -> Calibration:
+    """Least squares, non-negative by elimination: peak = baseline[stack] + sum(c_f * feature_f)."""
     if not records:
         raise UsageError("no calibration records: run `compat run --matrix matrix/fit-cpu.toml` first")
     stacks = sorted({r["axes"]["stack"] for r in records})
     fitted = [k for k in FEATURES if k not in FIXED]
     rows, ys = [], []
     for r in records:
-        f = features(shape_of_record(r), run_of_record(r), analytic)
+        f = features(shape_of_record(r), run_of_record(r))
         rows.append([1.0 if r["axes"]["stack"] == s else 0.0 for s in stacks] + [f[k] for k in fitted])
         ys.append(measured_peak(r)[0] - sum(c * f[k] for k, c in FIXED.items()))
     names = [f"baseline:{s}" for s in stacks] + fitted
@@ -814,7 +807,6 @@ def calibrate(records: list[dict], analytic: bool = False) -> Calibration:
         if archs
         else Calibration.quantity,
         device="gpu" if archs else "cpu",
-        analytic=analytic,
     )
 
 
@@ -845,7 +837,7 @@ def predict_record(cal: Calibration, rec: dict) -> float:
     step (torch's allocated memory: no CUDA context), on a CPU the fitted sum of the terms."""
     if cal.analytic:
         return predict(shape_of_record(rec), run_of_record(rec), cal, None, 0.0).total
-    f = features(shape_of_record(rec), run_of_record(rec), cal.analytic)
+    f = features(shape_of_record(rec), run_of_record(rec))
     return cal.baseline_for(rec["axes"]["stack"]) + sum(cal.coefficients[k] * f[k] for k in FEATURES)
 
 
@@ -990,7 +982,7 @@ def predict(
     what offload moves to host memory is totalled over the run's processes (one host holds them
     all) and, given `host_memory` (bytes, and whose they are), a total above it does not fit.
     `band`: how far the prediction may fall short of the run (verdict_band), which "fits" leaves room for."""
-    f, c, n = features(shape, run, cal.analytic), cal.coefficients, run.cards
+    f, c, n = features(shape, run), cal.coefficients, run.cards
     sixteen = run.precision in ("bf16", "fp16")
     model = strategies.BY_NAME.get(run.strategy)
     if model is None or model.fit_as:
@@ -1017,15 +1009,21 @@ def predict(
     load = load_phase(model, run, weights_whole, context_bytes)
     total = max(step, load["card"])
     phase = "loading" if load["card"] > step else "training step"
-    verdict, limit, why = _host_check(
+    verdict, limit, why = _judged(model, run, offload, load, host, total, capacity, host_memory, band)
+    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load, band=band)
+
+
+def _judged(model, run: Run, offload: str, load: dict, host: dict, total: float, capacity, host_memory, band: float):
+    """(verdict, what it is about, why) of a per-card `total` on cards of `capacity` with its band,
+    once what offload (`host`) and loading keep in the host memory of the run's processes is checked."""
+    return _host_check(
         _verdict(total, capacity, band),
-        _why(model, run, n, offload, load),
-        sum(host.values()) * n,
+        _why(model, run, run.cards, offload, load),
+        sum(host.values()) * run.cards,
         load["host_total"],
-        n,
+        run.cards,
         host_memory,
     )
-    return Prediction(model.name, n, terms, host, total, capacity, verdict, why, limit, phase, load, band=band)
 
 
 def _placed(model, run: Run, weights: float, grads: float, optim: float):
@@ -1065,8 +1063,7 @@ def _predict_phases(
 ) -> Prediction:
     """A GPU prediction: the largest of the step's phases (phases.py) and loading, on one card of
     the run's strategy; `state` the (weights, gradients, optimizer states) before it divides them."""
-    n = run.cards
-    weights_whole = weights = state[0]
+    n, weights_whole = run.cards, state[0]
     extra = {"gradient buckets": state[1]} if model.buckets else {}
     weights, grads, optim, host, offload = _placed(model, run, *state)
     kinds = OPTIMIZERS[run.optimizer][0]
@@ -1092,14 +1089,7 @@ def _predict_phases(
     peak = max(totals, key=totals.get)
     load = load_phase(model, run, weights_whole, context_bytes)
     total, phase = (load["card"], "loading") if load["card"] > totals[peak] else (totals[peak], peak)
-    verdict, limit, why = _host_check(
-        _verdict(total, capacity, band),
-        _why(model, run, n, offload, load),
-        sum(host.values()) * n,
-        load["host_total"],
-        n,
-        host_memory,
-    )
+    verdict, limit, why = _judged(model, run, offload, load, host, total, capacity, host_memory, band)
     return Prediction(
         model.name, n, by_phase[peak], host, total, capacity, verdict, why, limit, phase, load, totals, band
     )
