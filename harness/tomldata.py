@@ -36,9 +36,10 @@ class NotAFile(ValueError):
     """Not a regular file of at most the bytes allowed (a device, a FIFO, a socket, too large)."""
 
 
-def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes. Anything else is NotAFile, at once:
-    /dev/zero is not read for ever, a FIFO is not waited on (opened without blocking)."""
+def open_regular(path: Path):
+    """A regular file, open for reading in binary. Anything else is NotAFile (or IsADirectoryError),
+    at once: it is opened without blocking and checked before a byte is read, so /dev/zero is not read
+    for ever and a FIFO is not waited on."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         mode = os.fstat(fd).st_mode
@@ -53,15 +54,19 @@ def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
                 else "a socket or other"
             )
             raise NotAFile(f"is {kind}, not a regular file")
-        with os.fdopen(fd, "rb") as f:
-            fd = None
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise NotAFile(f"is larger than {limit // 2**20} MiB: not a file compat reads")
-        return data
-    finally:
-        if fd is not None:
-            os.close(fd)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (open_regular); a larger one is NotAFile."""
+    with open_regular(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NotAFile(f"is larger than {limit // 2**20} MiB: not a file compat reads")
+    return data
 
 
 def read_toml(path: Path, problems: list[str]) -> dict:

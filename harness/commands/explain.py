@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from pathlib import Path
 
+from harness import tomldata
 from harness.catalog import known_issues
 from harness.commands import HELP
 from harness.commands.common import find_home
@@ -34,24 +33,11 @@ def _read(path_text: str, what: str) -> tuple[str, str]:
         return known_issues.read_log(sys.stdin.buffer), "stdin"
     path = Path(path_text)
     try:
-        # opened without blocking and checked before reading: a device (/dev/zero, /dev/urandom) is
-        # never read for ever and a FIFO never waited on; a pipe is given as "-"
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode) or not stat.S_ISREG(mode):
-            os.close(fd)
-            if stat.S_ISDIR(mode):
-                raise IsADirectoryError(path)
-            kind = (
-                "a FIFO"
-                if stat.S_ISFIFO(mode)
-                else "a device"
-                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "not a file"
-            )
-            raise UsageError(f"{what}{path}: is {kind}, not a regular file: save the log to a file, or pipe it in as -")
-        with os.fdopen(fd, "rb") as f:
+        # a device (/dev/zero, /dev/urandom) is never read for ever, a FIFO never waited on: a pipe is "-"
+        with tomldata.open_regular(path) as f:
             return known_issues.read_log(f), str(path)
+    except tomldata.NotAFile as exc:
+        raise UsageError(f"{what}{path}: {exc}: save the log to a file, or pipe it in as -") from None
     except IsADirectoryError:
         raise UsageError(f"{what}{path}: is a folder, not a {'log ' if not what else ''}file") from None
     except OSError as exc:
