@@ -34,8 +34,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from harness.errors import UsageError
+from harness.evidence.bisect_report import BAD, GOOD, NOT_RUN, SKIP, judge, judge_paired, signature_of  # noqa: F401 (one rule: the search and the reports' check)
 
-GOOD, BAD, SKIP = "good", "bad", "skip"
 INDEX = "https://pypi.org/simple"
 INDEX_TIMEOUT_S = 20.0
 
@@ -157,51 +157,6 @@ class Probe:
     why: str = ""  # a skip's reason, or a paired probe's
     companions: dict[str, str] = dataclasses.field(default_factory=dict)  # companion -> the release pinned with it
     plain: dict | None = None  # --paired: the run without the --set settings (outcome, signature, record)
-
-
-def signature_of(record: dict) -> str:
-    return str((record.get("error") or {}).get("signature") or "")
-
-
-def judge(record: dict, bad: dict | None) -> tuple[str, str]:
-    """(verdict, why) of a probe's record against the bad end's record (None: not run yet)."""
-    outcome, sig = record.get("outcome", "?"), signature_of(record)
-    if outcome == "pass":
-        return GOOD, ""
-    if bad is not None and outcome == bad.get("outcome") and sig == signature_of(bad):
-        return BAD, ""
-    if bad is None:
-        return BAD, ""  # the bad end itself
-    if outcome == bad.get("outcome"):
-        return SKIP, f"{outcome} with another error than the bad end's"
-    return SKIP, f"{outcome}: neither a pass nor the bad end's {bad.get('outcome')}"
-
-
-NOT_RUN = ("install-error", "infra", "unsupported")  # the cell never ran: no verdict on what it does
-
-
-def judge_paired(record: dict, plain: dict) -> tuple[str, str]:
-    """(verdict, why) of a paired probe (--paired): the cell run with the --set settings
-    (`record`) and without them (`plain`), at the same release. The question is since which
-    release the settings break the cell, however it then fails: good where they change nothing
-    (the same outcome and error both ways), bad where with them the cell fails and without them it
-    ends otherwise (a release may refuse them with one error and a later one with another: the
-    report shows each probe's), a skip where the cell did not run both ways or passes only with
-    them. Each release is judged on its own pair, not against the bad end's error."""
-    if record.get("outcome") in NOT_RUN or plain.get("outcome") in NOT_RUN:
-        return (
-            SKIP,
-            f"{record.get('outcome')} with the settings, {plain.get('outcome')} without: "
-            "the cell did not run both ways",
-        )
-    if (record.get("outcome"), signature_of(record)) == (plain.get("outcome"), signature_of(plain)):
-        return GOOD, f"the settings change nothing: {record.get('outcome')} both ways"
-    if record.get("outcome") == "pass":
-        return SKIP, f"passes with the settings, {plain.get('outcome')} without"
-    return (
-        BAD,
-        f"without the settings: {plain.get('outcome')}{' ' + signature_of(plain) if signature_of(plain) else ''}",
-    )
 
 
 def next_probe(n: int, verdicts: dict[int, str]) -> int | None:

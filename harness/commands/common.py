@@ -249,6 +249,20 @@ def _rules(matrix_dir: Path):
     return Rules.load(matrix_dir)
 
 
+_CONTROL = None
+
+
+def terminal_text(text) -> str:
+    """Text from a file compat did not write, safe to print on a terminal: control characters
+    (escape sequences, carriage returns, bidi overrides) shown as \\x.. / \\u.... escapes."""
+    global _CONTROL
+    if _CONTROL is None:
+        import re
+
+        _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), str(text))
+
+
 def print_skipped(bad: list, limit: int = 20) -> None:
     for b in bad[:limit]:
         print(f"compat: skipped {b}", file=sys.stderr)
@@ -259,24 +273,42 @@ def print_skipped(bad: list, limit: int = 20) -> None:
 def render(results: Path, matrix_dir: Path, base):
     """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
     reader's view of each: records.reader_view); the summary.Summary they made."""
+    from harness.evidence import records
+
+    files = records.record_files(results)
+    shown, text, page_text = published(results, matrix_dir, base, report=True)
+    path, html_path = results / "COMPATIBILITY.md", results / "index.html"
+    records.write_atomic(path, text)
+    records.write_atomic(html_path, page_text)
+    print(f"wrote {path} and {html_path.name} ({shown.count} records from {len(files)} file(s))")
+    return shown
+
+
+def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), report=False):
+    """(summary.Summary, COMPATIBILITY.md's text, index.html's text) of a results folder, as
+    `compat table` publishes them, with the records `more` and the checked bisection reports
+    `more_reports` (compat review: what a pull request would add) taken in as well. With
+    `report`, the lines and reports left out are named on stderr."""
     from harness.answers import recommend
     from harness.evidence import lastgood, records, summary
     from harness.render import page, support, table
 
     files = records.record_files(results)
     shown, bad = records.reduce_records(files, summary.Summary, rules().check, records.reader_view)
-    print_skipped(bad)
+    for rec in more:
+        shown.add(records.slim(rec))
     tag = summary.tagger(base)
     layout = support.Layout.load(matrix_dir)
-    edges, unread = lastgood.load([results])
-    print_skipped(unread)
-    path = table.write(results, shown, "compat table", len(bad), tag, layout, edges)
+    docs, unread = lastgood.reports([results], rules().check)
+    edges = lastgood.edges_of([*docs, *more_reports])
+    if report:
+        print_skipped(bad)
+        print_skipped(unread)
+    text = table.render(shown, "compat table", len(bad), tag, layout, edges)
     predicted = []
     if all((matrix_dir / f).is_file() for f in ("gpus.toml", "builds.toml", "known_issues.toml")):
         predicted = recommend.per_card(recommend.ResolverData.load(matrix_dir), shown.rows())
-    html_path = page.write(results, page.page_data(shown, len(bad), base, predicted, layout), "compat table")
-    print(f"wrote {path} and {html_path.name} ({shown.count} records from {len(files)} file(s))")
-    return shown
+    return shown, text, page.render(page.page_data(shown, len(bad), base, predicted, layout), "compat table")
 
 
 def env_dir(p: argparse.ArgumentParser) -> None:

@@ -85,7 +85,7 @@ def handle(args) -> int:
             )
         method, strategy, evidence = picked
         chosen = (strategy, evidence)
-    edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence))
+    edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence), common.rules().check)
     common.print_skipped(unread)
     rec = recommend.recommend(gpu, args.gpus, method, data, recs, chosen, edges)
     if args.format == "json":

@@ -6,9 +6,10 @@ Every probe of a report is a real record; a report's verdicts (good, bad, skip) 
 reads, not its records' outcomes, since a paired bisection (--paired) judges the difference a
 setting makes and its good releases may fail both ways. Several reports of one group (a canary
 confirming a boundary found before, a second bisection of a wider range) are read together. A
-report that cannot be read is named and left out; nothing here raises on one.
+report is read only as its records show it (bisect_report: issue 41); one that cannot be read, or
+says what its records do not, is named and left out; nothing here raises on one.
 
-    edges, problems = load([Path("results")])
+    edges, problems = load([Path("results")], trust_rules.check)
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.catalog.cell import Cell
-from harness.errors import UsageError
+from harness.evidence import bisect_report, summary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +91,6 @@ def _report(doc: dict) -> tuple[tuple, dict]:
     )
     probes = {}
     for p in doc.get("probes") or []:
-        Version(str(p["version"]))  # InvalidVersion: a report this cannot read
         probes[str(p["version"])] = (
             str(p["verdict"]),
             str(p["record"]),
@@ -99,30 +99,49 @@ def _report(doc: dict) -> tuple[tuple, dict]:
     return key, {"probes": probes, "releases": [str(v) for v in doc.get("releases") or []], "id": str(doc["id"])}
 
 
-def load(folders: list[Path]) -> tuple[list[Edge], list[str]]:
-    """The edges of every report in FOLDER/bisect/ of each folder, and a line per report that
-    could not be read (named by its path)."""
-    groups: dict[tuple, list[dict]] = {}
+def load(folders: list[Path], check=None) -> tuple[list[Edge], list[str]]:
+    """The edges of every report in FOLDER/bisect/ of each folder, and a line per report or
+    record that could not be read (named by its path)."""
+    docs, problems = reports(folders, check)
+    return edges_of(docs), problems
+
+
+def reports(folders: list[Path], check=None) -> tuple[list[dict], list[str]]:
+    """Every report in FOLDER/bisect/ of each folder that passes, and a line per report or record
+    that could not be read (named by its path). A report counts only as its records show it
+    (bisect_report.read: its probes' records are in FOLDER/bisect/, each passing `check`,
+    trust.Rules.check, as every reader of a results folder skips a record that fails it)."""
+    docs: list[dict] = []
     problems: list[str] = []
     seen: set[str] = set()
     for folder in folders:
         where = folder / "bisect"
         if not where.is_dir():
             continue
-        for path in sorted(where.glob("bisect-*.json")):
+        paths = sorted(where.glob("bisect-*.json"))
+        if not paths:
+            continue
+        probes, bad = bisect_report.probes_of(where, check)
+        problems += [f"{b}; left out" for b in bad]
+        for path in paths:
             try:
-                doc = json.loads(path.read_text(encoding="utf-8"))
-                if str(doc["id"]) in seen:
-                    continue
-                key, part = _report(doc)
-                groups.setdefault(key, []).append(part)
-                seen.add(str(doc["id"]))
-            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, UsageError, InvalidVersion) as exc:
-                problems.append(
-                    f"{path}: not a bisection report compat can read ({type(exc).__name__}: {exc}); left out"
-                )
-    edges = [e for key, parts in sorted(groups.items()) if (e := _edge(key, parts))]
-    return edges, problems
+                doc = bisect_report.read(path, probes)
+            except bisect_report.NotAReport as exc:
+                problems.append(f"{path}: not a bisection report compat can read ({exc}); left out")
+                continue
+            if doc["id"] not in seen:
+                seen.add(doc["id"])
+                docs.append(doc)
+    return docs, problems
+
+
+def edges_of(docs: list[dict]) -> list[Edge]:
+    """The boundaries of reports already read (bisect_report.read), grouped."""
+    groups: dict[tuple, list[dict]] = {}
+    for doc in docs:
+        key, part = _report(doc)
+        groups.setdefault(key, []).append(part)
+    return [e for key, parts in sorted(groups.items()) if (e := _edge(key, parts))]
 
 
 def _edge(key: tuple, parts: list[dict]) -> Edge | None:
@@ -191,15 +210,15 @@ def table_lines(edges: list[Edge]) -> list[str]:
         "error | bisection | date |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    text = summary.cell_text  # every field is checked against its records, and still only text here
     for e in edges:
-        first = e.first_bad if e.exact else f"one of {', '.join([*e.between, e.first_bad])}"
-        sig = e.bad_signature.replace("|", "\\|")
-        if len(sig) > 120:
-            sig = sig[:117] + "..."
-        settings = f"`{e.settings_text}`" if e.settings_text else ""
+        first = text(e.first_bad if e.exact else f"one of {', '.join([*e.between, e.first_bad])}")
+        sig = e.bad_signature if len(e.bad_signature) <= 120 else e.bad_signature[:117] + "..."
+        plain = text(e.settings_text.replace("`", "'"))  # in a code span, where no escape works
+        settings = f"`{plain}`" if plain else ""
         out.append(
-            f"| {e.hardware} | `{e.configuration}` | {e.base_stack} | {settings} | {e.package} | {e.last_good} "
-            f"(`{e.good_record[:12]}`) | **{first}** (`{e.bad_record[:12]}`) | {sig} | {', '.join(e.bisections)} | "
-            f"{e.date} |"
+            f"| {text(e.hardware)} | `{text(e.configuration)}` | {text(e.base_stack)} | {settings} | "
+            f"{text(e.package)} | {text(e.last_good)} (`{e.good_record[:12]}`) | **{first}** (`{e.bad_record[:12]}`) | "
+            f"{text(sig)} | {text(', '.join(e.bisections))} | {e.date} |"
         )
     return out

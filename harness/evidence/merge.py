@@ -56,13 +56,15 @@ def check_sources(sources: list[Path]) -> None:
 
 
 def merge(
-    sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False
+    sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False, published=False
 ) -> list[FileReport]:
     """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
     `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
     record is refused like a malformed line. A record's provenance is compat's to write: what a
     contributor put there is replaced by where this merge found it. With `dry_run`, nothing is
-    written: each report's `accepted` holds the records that would be added (compat review)."""
+    written: each report's `accepted` holds the records that would be added (compat review). With
+    `published` (a results folder's own file as a pull request leaves it, taken line for line), a
+    new record must carry the provenance a merge gave it, and keeps it."""
     check_sources(sources)
     if into.exists() and not into.is_dir():
         raise UsageError(f"--into {into}: is a file, not a results folder")
@@ -71,8 +73,8 @@ def merge(
     target = into / "records.jsonl"
     stored = _stored_ids(into)  # every stored id, evidence or not; read streaming, ids only
     now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    added: dict[str, str] = {}  # id -> content of each record this merge appended
-    clashes: dict[str, list[tuple[FileReport, int, str]]] = {}  # stored id -> (report, line, content) met again
+    state = _Taking(stored, None if dry_run else target, published, now)
+    clashes = state.clashes
     reports = []
     for path in sources:
         report = FileReport(path)
@@ -83,22 +85,7 @@ def merge(
         digest = _sha256(path)
         with open(path, "rb") as f:
             for number, item in records.read_lines(f, check):
-                if isinstance(item, str):
-                    report.bad.append(records.BadLine(path, number, item))
-                    continue
-                content = _content(item)
-                if item["id"] in stored:  # told apart below, in one more reading of the stored records
-                    clashes.setdefault(item["id"], []).append((report, number, content))
-                elif item["id"] in added:
-                    _same_or_refused(report, path, number, item["id"], added[item["id"]] == content)
-                else:
-                    prov = [{"file": path.name, "line": number, "sha256": digest, "merged_at": now}]
-                    if dry_run:
-                        report.accepted.append({**item, "provenance": prov})
-                    else:
-                        records.append(target, {**item, "provenance": prov})
-                    added[item["id"]] = content
-                    report.added += 1
+                state.take(report, number, item, digest)
     for narrow in (True, False):  # the lines that name a clashing id, then (rarely) every line
         if not clashes:
             break
@@ -110,6 +97,48 @@ def merge(
     for report in reports:
         report.bad.sort(key=lambda b: b.line)
     return reports
+
+
+@dataclasses.dataclass
+class _Taking:
+    """What one merge has taken so far, and where it appends (None: nowhere, compat review)."""
+
+    stored: set[str]
+    target: Path | None
+    published: bool
+    now: str
+    added: dict[str, str] = dataclasses.field(default_factory=dict)  # id -> content of each record taken
+    clashes: dict[str, list[tuple[FileReport, int, str]]] = dataclasses.field(
+        default_factory=dict
+    )  # stored id met again
+
+    def take(self, report: FileReport, number: int, item, digest: str) -> None:
+        """One line of a source: refused, a duplicate, a clash with a stored id (told apart later),
+        or added (appended to the target, or kept in report.accepted)."""
+        path = report.path
+        if isinstance(item, str):
+            report.bad.append(records.BadLine(path, number, item))
+            return
+        content = _content(item)
+        if item["id"] in self.stored:  # told apart in one more reading of the stored records
+            self.clashes.setdefault(item["id"], []).append((report, number, content))
+        elif item["id"] in self.added:
+            _same_or_refused(report, path, number, item["id"], self.added[item["id"]] == content)
+        elif self.published and not item.get("provenance"):
+            why = (
+                "a record added to a published records file without its provenance: records join a results "
+                "folder through compat merge, which says where each came from"
+            )
+            report.bad.append(records.BadLine(path, number, why))
+        else:
+            here = [{"file": path.name, "line": number, "sha256": digest, "merged_at": self.now}]
+            prov = item["provenance"] if self.published else here
+            if self.target is None:
+                report.accepted.append({**item, "provenance": prov})
+            else:
+                records.append(self.target, {**item, "provenance": prov})
+            self.added[item["id"]] = content
+            report.added += 1
 
 
 class _Ids:

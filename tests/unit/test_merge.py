@@ -214,7 +214,8 @@ def test_the_committed_table_and_page_are_what_compat_table_renders_from_the_com
     for f in records.record_files(results):
         (copy / f.name).write_bytes(f.read_bytes())
     (copy / "bisect").mkdir()
-    for f in (results / "bisect").glob("bisect-*.json"):  # the bisections' reports: the table's last-known-good section
+    # the bisections' reports and the probe records they cite: the table's last-known-good section
+    for f in [*(results / "bisect").glob("bisect-*.json"), results / "bisect" / "records.jsonl"]:
         (copy / "bisect" / f.name).write_bytes(f.read_bytes())
     proc = compat("table", "--results", str(copy))
     assert proc.returncode == 0, proc.stderr

@@ -132,20 +132,26 @@ def test_the_review_template_is_a_valid_workflow_run_on_pull_requests_with_the_b
     assert any(s.get("run") == "python -m pip install ./base" for s in steps)
 
 
-def _review_step(tmp_path, pr_lines: list[str]) -> subprocess.CompletedProcess:
+def _review_step(tmp_path, pr_lines: list[str], more: dict | None = None) -> subprocess.CompletedProcess:
     """The template's review step, run by bash as the runner would, in base/ (this checkout's
-    matrix and a copy of its real records) with the pull request's records in pr/results/."""
+    matrix and a copy of its real records and bisections) with the pull request's records in
+    pr/results/, and `more` (path under results/ -> bytes) added by the pull request."""
     import os
     import shutil
 
     doc = yaml.safe_load(REVIEW.read_text())
     step = next(s for s in doc["jobs"]["review"]["steps"] if s.get("working-directory") == "base")
     base, pr = tmp_path / "base", tmp_path / "pr"
-    (base / "results").mkdir(parents=True)
-    (pr / "results").mkdir(parents=True)
+    base.mkdir(parents=True)
     (base / "matrix").symlink_to(ROOT / "matrix")
-    shutil.copy(ROOT / "results" / "records.jsonl", base / "results" / "records.jsonl")
+    for side in (base, pr):
+        (side / "results").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "results" / "records.jsonl", side / "results" / "records.jsonl")
+        shutil.copytree(ROOT / "results" / "bisect", side / "results" / "bisect", ignore=shutil.ignore_patterns("logs"))
     (pr / "results" / "records.jsonl").write_text("".join(line + "\n" for line in pr_lines))
+    for name, data in (more or {}).items():
+        (pr / "results" / name).parent.mkdir(parents=True, exist_ok=True)
+        (pr / "results" / name).write_bytes(data)
     env = dict(
         os.environ,
         GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
@@ -165,8 +171,9 @@ def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(
 
     published = [line for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
     rec = json.loads(published[0])
-    added = json.dumps(dict(rec, id=uuid.uuid4().hex, runner={"name": "contributor-box"}))
-    hostile = json.dumps(dict(rec, id=uuid.uuid4().hex, run_id="../../../../tmp/x"))
+    merged = [{"file": "records.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": "2026-11-27T00:00:00+00:00"}]
+    added = json.dumps(dict(rec, id=uuid.uuid4().hex, runner={"name": "contributor-box"}, provenance=merged))
+    hostile = json.dumps(dict(rec, id=uuid.uuid4().hex, run_id="../../../../tmp/x", provenance=merged))
 
     ok = _review_step(tmp_path / "ok", published + [added])
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -181,6 +188,37 @@ def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(
     refused = _review_step(tmp_path / "refused", published + [hostile])
     assert refused.returncode == 1
     assert f"refused ../pr/results/records.jsonl:{len(published) + 1}: run_id must match pattern" in refused.stdout
+
+
+def test_the_review_step_reviews_every_file_a_pull_request_adds_under_results(tmp_path):
+    """Issue 41: a record line added to the published file without the provenance compat merge
+    writes (it would read as made here), a bisection report citing records that do not exist, a
+    file no results folder holds, a hand-edited table, a link: each refused. TEST INPUT: the real
+    records and the real report bisect-20261126T061911Z-a246de, its probes' record ids replaced."""
+    import json
+    import os
+    import uuid
+
+    published = [line for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
+    bare = json.dumps(dict(json.loads(published[0]), id=uuid.uuid4().hex, runner={"name": "contributor-box"}))
+    report = json.loads((ROOT / "results" / "bisect" / "bisect-20261126T061911Z-a246de.json").read_text())
+    for p in report["probes"]:
+        p["record"] = uuid.uuid4().hex
+    forged = {
+        "bisect/bisect-20261127T000000Z-abcdef.json": json.dumps(dict(report, id="bisect-20261127T000000Z-abcdef"))
+    }
+    for name, more, expected in (
+        ("bare", {}, "without its provenance: records join a results folder through compat merge"),
+        ("report", {k: v.encode() for k, v in forged.items()}, "is not among the bisection records beside it"),
+        ("odd", {"notes.txt": b"hello"}, "notes.txt: not a file of a results folder compat knows"),
+        ("table", {"COMPATIBILITY.md": b"# all pass\n"}, "COMPATIBILITY.md: not what `compat table` makes"),
+    ):
+        proc = _review_step(tmp_path / name, published + ([bare] if name == "bare" else []), more)
+        assert proc.returncode == 1 and expected in proc.stdout, (name, proc.stdout + proc.stderr)
+    (tmp_path / "link" / "pr" / "results").mkdir(parents=True)
+    os.symlink("/etc/hostname", tmp_path / "link" / "pr" / "results" / "x.jsonl")
+    proc = _review_step(tmp_path / "link", published)
+    assert proc.returncode == 1 and "results/x.jsonl::not a plain file" in proc.stdout, proc.stdout + proc.stderr
 
 
 RELEASE = ROOT / ".ci" / "github-actions" / "release.yml"
