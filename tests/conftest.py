@@ -12,6 +12,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # what compat keeps of its data files between runs (harness/tomldata.py) goes to a folder of the
 # tests' own, never the user's cache; it is keyed by content, so runs may share it
 os.environ.setdefault("COMPAT_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"compat-tests-{os.getuid()}" / "cache"))
+# the runner key that signs the records the tests' runs write (harness/evidence/signature.py): the
+# tests' own, never the user's
+os.environ.setdefault(
+    "COMPAT_RUNNER_KEY", str(Path(tempfile.gettempdir()) / f"compat-tests-{os.getuid()}" / "runner-key")
+)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # the cells of two workers side by side on the same cores: one torch thread each, or their
     # OpenMP threads spin waiting for one another (two local grids at once took 3x the CPU time

@@ -218,14 +218,15 @@ def known_issues_base(directory: Path):
     return known_issues.KnownIssues.load(directory)
 
 
-def read_results(*folders: Path) -> list[dict]:
+def read_results(*folders: Path, whole: bool = False) -> list[dict]:
     """The records of the results folders that are evidence (harness/evidence/trust.py), the others named
     on stderr and left out; none from a folder that is missing. A record in two of the folders
-    (the published records merged into one's own) counts once."""
+    (the published records merged into one's own) counts once. A reader's view of each record,
+    or with `whole` all of it (what a signature covers)."""
     from harness.evidence import records
 
     files = [f for folder in folders if folder.is_dir() for f in records.record_files(folder)]
-    recs, bad = records.read_records(files, rules().check, records.reader_view)
+    recs, bad = records.read_records(files, rules().check, None if whole else records.reader_view)
     print_skipped(bad)
     if len(folders) > 1:
         seen: set = set()

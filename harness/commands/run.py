@@ -8,7 +8,7 @@ import time
 from harness.commands import HELP, common
 from harness.commands.common import known_issues_base, load_plan, read_results, render, writable
 from harness.errors import NoHardwareError, UsageError
-from harness.evidence import records
+from harness.evidence import records, signature
 from harness.run import hardware, progress, resume
 
 NAME = "run"
@@ -149,8 +149,9 @@ def _run(args, host, cluster) -> int:
             f"(it has {', '.join(archs)}); `compat list` shows why"
         )
     results = writable(args.results or where.results, "--results")
+    key = signature.RunnerKey.load()  # this runner's: a key file that is not one ends here, before any cell
     base = known_issues_base(data.dir)
-    resumed = resume.latest_run(results, planned, read_results(results)) if args.resume else None
+    resumed = resume.latest_run(results, planned, read_results(results, whole=True), key) if args.resume else None
     if resumed:
         run_id, have = resumed
         planned = [p for p in planned if p.cell.id not in have]
@@ -334,7 +335,9 @@ def _agreement(data, results):
     path = data.dir / "agreement.toml"
     if not path.exists():
         return None
-    return agreement.Book(agreement.Config.load(path, data.stacks), results, Rules.load(data.dir).check)
+    return agreement.Book(
+        agreement.Config.load(path, data.stacks), results, Rules.load(data.dir).check, signature.RunnerKey.load()
+    )
 
 
 STOPPED_EARLY = 75  # EX_TEMPFAIL in sysexits.h: try again (with --resume)

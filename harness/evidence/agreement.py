@@ -175,10 +175,13 @@ class Book:
     """The references a run's records are held to: its own records of the reference stack, and
     the results folder's (read when first needed)."""
 
-    def __init__(self, config: Config, results: Path | None = None, check=None):
+    def __init__(self, config: Config, results: Path | None = None, check=None, key=None):
         """`check(record)`: why a stored record is not evidence (trust.Rules.check), as every
-        reader of a results folder skips such a line; None: none is skipped."""
-        self.config, self.results, self.check = config, results, check
+        reader of a results folder skips such a line; None: none is skipped. `key`
+        (signature.RunnerKey): a stored record is a reference only if this runner made it here, signed
+        by its key (another runner's record, merged in, never steers this one's verdicts: issue 41,
+        finding 2); None: any stored record."""
+        self.config, self.results, self.check, self.key = config, results, check, key
         self.ran: dict[str, dict] = {}  # comparable(record) -> this run's record of the reference stack
         self.stored: dict[str, dict] | None = None if results is not None else {}  # the same, of the results folder
 
@@ -211,7 +214,9 @@ class Book:
             self.stored = {}
             recs, _ = records.read_records(records.record_files(self.results), self.check)
             for rec in sorted(recs, key=lambda r: r.get("finished_at") or ""):
-                if rec["axes"].get("stack") == self.config.reference and curve(rec) is not None:
+                if rec["axes"].get("stack") != self.config.reference or curve(rec) is None:
+                    continue
+                if self.key is None or self.key.made(rec):
                     self.stored[comparable(rec)] = rec
         return self.stored
 

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.evidence import records
+from harness.evidence import records, signature
 
 
 @dataclasses.dataclass
@@ -71,7 +71,7 @@ def merge(
     if not dry_run:
         into.mkdir(parents=True, exist_ok=True)
     target = into / "records.jsonl"
-    stored = _stored_ids(into)  # every stored id, evidence or not; read streaming, ids only
+    stored = _stored(into)  # every stored id, runner key and run, evidence or not; read streaming
     now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     state = _Taking(stored, None if dry_run else target, published, now)
     clashes = state.clashes
@@ -80,7 +80,7 @@ def merge(
         report = FileReport(path)
         reports.append(report)
         if path.resolve() == target.resolve():
-            report.duplicates = len(stored)
+            report.duplicates = len(stored.ids)
             continue
         digest = _sha256(path)
         with open(path, "rb") as f:
@@ -103,7 +103,7 @@ def merge(
 class _Taking:
     """What one merge has taken so far, and where it appends (None: nowhere, compat review)."""
 
-    stored: set[str]
+    stored: _Stored
     target: Path | None
     published: bool
     now: str
@@ -120,15 +120,11 @@ class _Taking:
             report.bad.append(records.BadLine(path, number, item))
             return
         content = _content(item)
-        if item["id"] in self.stored:  # told apart in one more reading of the stored records
+        if item["id"] in self.stored.ids:  # told apart in one more reading of the stored records
             self.clashes.setdefault(item["id"], []).append((report, number, content))
         elif item["id"] in self.added:
             _same_or_refused(report, path, number, item["id"], self.added[item["id"]] == content)
-        elif self.published and not item.get("provenance"):
-            why = (
-                "a record added to a published records file without its provenance: records join a results "
-                "folder through compat merge, which says where each came from"
-            )
+        elif why := self._refused(item):
             report.bad.append(records.BadLine(path, number, why))
         else:
             here = [{"file": path.name, "line": number, "sha256": digest, "merged_at": self.now}]
@@ -138,27 +134,75 @@ class _Taking:
             else:
                 records.append(self.target, {**item, "provenance": prov})
             self.added[item["id"]] = content
+            self.stored.note(item)  # the records after it are held to its runner key and run
             report.added += 1
 
+    def _refused(self, item: dict) -> str | None:
+        """Why a new record (valid, evidence) is not taken: no provenance in a published file, a
+        signature that does not hold, a runner name that is another runner's, a copy of a run."""
+        if self.published and not item.get("provenance"):
+            return (
+                "a record added to a published records file without its provenance: records join a results "
+                "folder through compat merge, which says where each came from"
+            )
+        problem = signature.problem(item)
+        if problem:
+            return problem
+        runner = item.get("runner") or {}
+        keys = self.stored.runners.get(runner.get("name"), set())
+        if keys and not (runner.get("key") and keys - {None} == {runner["key"]}):
+            held = ", ".join(sorted(f"key {k[:12]}" if k else "no key" for k in keys))
+            this = f"key {runner['key'][:12]}" if runner.get("key") else "no key"
+            return (
+                f"runner {runner['name']!r} has records here signed by {held}; this one by {this}: a runner's name "
+                "is its own (choose another COMPAT_RUNNER_NAME, or run with that runner's key, COMPAT_RUNNER_KEY)"
+            )
+        copy = self.stored.runs.get(copy_key(item))
+        if copy:
+            return f"a copy of record {copy} (the same cell, start, end and duration) under another id"
+        return None
 
-class _Ids:
-    """The ids of records, gathered by records.reduce_records."""
+
+class _Stored:
+    """What a merge checks a new record against, gathered from a results folder by
+    records.reduce_records: the ids, each runner name's keys (None for records that name no key)
+    and each record's run (copy_key)."""
 
     def __init__(self):
         self.ids: set[str] = set()
+        self.runners: dict[str, set] = {}
+        self.runs: dict[tuple, str] = {}
 
     def add(self, rec: dict) -> None:
         self.ids.add(rec["id"])
+        self.note(rec)
 
-    def merge(self, other: "_Ids") -> None:
+    def note(self, rec: dict) -> None:
+        """A record's runner key and run, without its id (a record a merge takes in)."""
+        runner = rec.get("runner") or {}
+        if runner.get("name"):
+            self.runners.setdefault(runner["name"], set()).add(runner.get("key"))
+        self.runs.setdefault(copy_key(rec), rec["id"])
+
+    def merge(self, other: "_Stored") -> None:
         self.ids |= other.ids
+        for name, keys in other.runners.items():
+            self.runners.setdefault(name, set()).update(keys)
+        for run, rec_id in other.runs.items():
+            self.runs.setdefault(run, rec_id)
 
 
-def _stored_ids(into: Path) -> set[str]:
-    """The id of every valid record in a results folder, read a line at a time (in parallel
-    parts for a large folder): memory grows with the ids, not with the records."""
-    ids, _ = records.reduce_records(records.record_files(into), _Ids, parse=records.reader_view)
-    return ids.ids
+def copy_key(rec: dict) -> tuple:
+    """What tells one run of a cell from another: the cell, when it started and ended, how long it
+    took. A record with another's copy_key under a new id is a copy of it, not a run."""
+    return (rec["cell"], rec.get("started_at"), rec["finished_at"], rec.get("duration_s"))
+
+
+def _stored(into: Path) -> _Stored:
+    """The ids, runner keys and runs of every valid record in a results folder, read a line at a
+    time (in parallel parts for a large folder): memory grows with the ids, not with the records."""
+    stored, _ = records.reduce_records(records.record_files(into), _Stored, parse=records.reader_view)
+    return stored
 
 
 _ID = re.compile(rb'"id": ?"([0-9A-Za-z_.-]{1,128})"')

@@ -28,6 +28,7 @@ from harness import tomldata
 from harness.catalog.outcome import Outcome
 from harness.catalog.packages import TRACKED as TRACKED_PACKAGES
 from harness.errors import ResultsWriteError
+from harness.evidence import signature
 
 SCHEMA_VERSION = 1
 # Names that go into paths, table cells and lookups: strict patterns, the same for what compat
@@ -444,6 +445,8 @@ def schema() -> dict:
     props["run_id"]["pattern"] = RUN_ID
     props["runner"]["properties"]["name"]["pattern"] = RUNNER_NAME
     props["runner"]["properties"]["ci_run"]["pattern"] = CI_RUN
+    props["runner"]["properties"]["key"]["pattern"] = signature.KEY
+    props["signature"]["pattern"] = signature.SIGNATURE
     definitions = doc.pop("definitions")
 
     def inline(node):

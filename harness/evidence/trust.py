@@ -3,7 +3,10 @@
 The schema (harness/evidence/record.schema.json) says what type and size each field is. A record that
 passes it can still claim what never ran: a stack or architecture compat does not have, a cell id
 that is not its own axes, an sm_90 measurement made by a CPU-only torch, a date in the future (to
-stay "newest" for ever), known issues that are not in the base. `Rules.check(record)` names the
+stay "newest" for ever) or in another offset than the UTC compat writes (read as text, a +23:59
+offset is a day ahead), a runner named like a label compat writes ("... (merged)"), known issues
+that are not in the base. Who made a record is not this module's: a runner is known by its key
+(signature.py), and merge.py holds a record's name and signature to the folder's. `Rules.check(record)` names the
 first such problem, or None; `compat merge` refuses the record with it (file:line: why), and
 every reader of a results folder (`table`, `recommend`, `fit`, `--resume`) skips and reports a
 stored line that fails, as it does a corrupt one. Nothing here imports torch.
@@ -19,7 +22,10 @@ from pathlib import Path
 
 from harness.catalog.cell import AXES, Cell
 
-FUTURE_SLACK = dt.timedelta(days=1)  # clocks differ between runners; a day ahead is not a clock
+FUTURE_SLACK = dt.timedelta(hours=1)  # clocks differ between runners by minutes; an hour ahead is not a clock
+UTC = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?\+00:00$")  # as compat writes
+# labels compat writes beside runner names (summary.runner_name, identity): a runner may not call itself one
+RESERVED_NAME = re.compile(r"(\(merged\)\s*$)|(^from )|(^unnamed runner$)", re.IGNORECASE)
 RAN = {"pass", "fail", "oom", "timeout", "crash", "infra"}  # outcomes of a cell that was started
 
 
@@ -58,14 +64,9 @@ class Rules:
                 self.memo[memo_key] = problem
         if problem:
             return problem
-        when = _time(rec["finished_at"])
-        if when is None:
-            return f"finished_at {rec['finished_at'][:40]!r} is not a date and time"
-        if when > self.now + FUTURE_SLACK:
-            return f"finished_at {rec['finished_at'][:25]} is in the future: a record cannot be newer than now"
-        started = _time(rec.get("started_at") or rec["finished_at"])
-        if started is None or started > when:
-            return "started_at is after finished_at"
+        problem = self._dates(rec) or self._runner(rec)
+        if problem:
+            return problem
         if self.known_issues is not None:
             unknown = [k for k in rec.get("known_issues") or [] if k not in self.known_issues]
             if unknown:
@@ -79,6 +80,31 @@ class Rules:
                 )
         if rec["outcome"] in RAN and rec["axes"]["hardware"] != "cpu":
             return self._gpu_evidence(rec)
+        return None
+
+    def _dates(self, rec: dict) -> str | None:
+        """Why a record's dates are not when it ran: not a date, not in UTC as compat writes them
+        (a +23:59 offset read as text is a day ahead), in the future, or started after it ended."""
+        for field in ("started_at", "finished_at"):
+            text = rec.get(field)
+            if text is None and field == "started_at":
+                continue
+            if _time(text) is None:
+                return f"{field} {str(text)[:40]!r} is not a date and time"
+            if not UTC.match(text):
+                return f"{field} {text[:40]!r} is not in UTC (+00:00), as compat writes it"
+        when = _time(rec["finished_at"])
+        if when > self.now + FUTURE_SLACK:
+            return f"finished_at {rec['finished_at'][:25]} is in the future: a record cannot be newer than now"
+        if _time(rec.get("started_at") or rec["finished_at"]) > when:
+            return "started_at is after finished_at"
+        return None
+
+    @staticmethod
+    def _runner(rec: dict) -> str | None:
+        name = (rec.get("runner") or {}).get("name")
+        if name and RESERVED_NAME.search(name):
+            return f"runner name {name[:60]!r} is a label compat writes (merged, from FILE, unnamed runner), not a name"
         return None
 
     @functools.cached_property

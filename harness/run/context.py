@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.catalog.known_issues import KnownIssues
 from harness.catalog.stacks import Stack
-from harness.evidence import records
+from harness.evidence import records, signature
 from harness.run import hardware
 from harness.run.envs import EnvManager
 from harness.run.hardware import Host
@@ -39,6 +39,7 @@ class RunContext:
     timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # cell id -> its grid's timeout_s
     keep_workdirs: bool = False
     runner: dict = dataclasses.field(default_factory=hardware.runner_identity)
+    key: signature.RunnerKey = dataclasses.field(default_factory=signature.RunnerKey.load)  # signs each record
     stop_at: float | None = None  # time.monotonic() after which no cell starts (compat run --stop-after)
     warm: object | None = (
         None  # a harness.run.warm_cells.Warm: one-process cells start as forks of a warm worker (--warm)

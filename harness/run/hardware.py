@@ -93,6 +93,13 @@ def runner_identity(environ=os.environ) -> dict:
             f"{where} = {name.encode('utf-8', 'backslashreplace').decode()!r} is not a runner name compat "
             "records: 1 to 100 letters, digits, spaces and ._@+()-, starting with a letter or digit"
         )
+    from harness.evidence.trust import RESERVED_NAME
+
+    if RESERVED_NAME.search(name):
+        raise UsageError(
+            f"runner name {name!r} is a label compat writes beside runner names (merged, from FILE, unnamed "
+            "runner); set COMPAT_RUNNER_NAME to another"
+        )
     out = {"name": name}
     server, repo, run = (environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     ci_run = f"{server}/{repo}/actions/runs/{run}"

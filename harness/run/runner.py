@@ -143,13 +143,14 @@ def recorder(
 
 def _append(ctx: RunContext, record: dict) -> None:
     """A record, its losses held to the reference stack's (agreement.py) and tagged with the
-    known issues it matches, appended to the run's records."""
+    known issues it matches, signed by this runner's key (signature.py), appended to the run's
+    records."""
     if ctx.agreement is not None:
         ctx.agreement.judge(record)
     if ctx.known_issues is not None and record["outcome"] not in ("pass", "unsupported"):
         record["known_issues"] = summary.issues_shown(ctx.known_issues, record)
     try:
-        records.append(ctx.records_path, record)
+        records.append(ctx.records_path, ctx.key.signed(record))
     except ResultsWriteError as exc:
         raise ResultsWriteError(
             f"the record of cell {record['cell']} ({record['outcome']}) was not written: {exc}. No further "

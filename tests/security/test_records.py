@@ -139,11 +139,12 @@ def test_a_hostile_file_is_refused_line_by_line_and_changes_nothing_published(re
 
 
 def test_a_contributed_record_never_displaces_this_hosts_own(results, tmp_path):
-    """The same runner name, a plausible date, the other outcome: shown as a conflict beside this
-    host's own record, which stays the row."""
+    """Another runner, a plausible date, the other outcome: shown as a conflict beside this host's
+    own record, which stays the row. (The same runner's name is refused: test_runner_identity.py.)"""
     own = base_pass()
     contributed = variant(
         own,
+        runner={"name": "contributor-box"},
         outcome="fail",
         losses=None,
         finished_at="2026-11-24T12:00:00+00:00",
@@ -157,14 +158,14 @@ def test_a_contributed_record_never_displaces_this_hosts_own(results, tmp_path):
     (row,) = [line for line in md.splitlines() if line.startswith(f"| `{own['cell']}` |") and own["id"][:12] in line]
     assert "✅ pass ⚠️ conflict" in row
     (conflict,) = [line for line in md.splitlines() if line.startswith(f"- `{own['cell']}`")]
-    assert f"on {own['runner']['name']} (merged)" in conflict and f"on {own['runner']['name']} (" in conflict
+    assert "on contributor-box (" in conflict and f"on {own['runner']['name']} (" in conflict
     stored = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
     (merged,) = [r for r in stored if r["id"] == contributed["id"]]
     assert [p["file"] for p in merged["provenance"]] == ["contributed.jsonl"]
 
 
 def test_a_contributors_provenance_is_replaced_by_compats(results, tmp_path):
-    rec = variant(base_pass(), finished_at="2026-11-24T12:00:00+00:00")
+    rec = variant(base_pass(), finished_at="2026-11-24T12:00:00+00:00", runner={"name": "contributor-box"})
     rec["provenance"] = [
         {"file": "official-runner.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": "2026-11-01T00:00:00+00:00"}
     ]
@@ -183,6 +184,7 @@ def test_contributor_text_is_text_in_the_markdown(results, tmp_path):
     )
     rec = variant(
         base_pass(),
+        runner={"name": "contributor-box"},
         outcome="fail",
         losses=None,
         finished_at="2026-11-24T12:00:00+00:00",
@@ -222,6 +224,7 @@ def test_review_shows_the_rows_a_merge_then_writes(results, tmp_path):
     own = base_pass()
     contributed = variant(
         own,
+        runner={"name": "contributor-box"},
         outcome="fail",
         losses=None,
         finished_at="2026-11-24T12:00:00+00:00",

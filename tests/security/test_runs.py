@@ -4,6 +4,7 @@ leaves the pipe does not stop the cells; SIGTERM is handled as Ctrl-C is; a runn
 not plain text is refused before any cell runs."""
 
 import copy
+import datetime as dt
 import json
 import os
 import signal
@@ -181,3 +182,53 @@ def test_a_runner_name_that_is_not_plain_text_is_refused_before_any_cell_runs(ho
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(b"compat: error: $COMPAT_RUNNER_NAME = ") and b"Traceback" not in proc.stderr
         assert not (tmp_path / "r" / "records.jsonl").exists()
+
+
+def test_a_runner_may_not_take_a_label_compat_writes_as_its_name():
+    """Issue 41, finding 7: a runner could call itself "... (merged)", compat's own label."""
+    from harness.errors import UsageError
+    from harness.run.hardware import runner_identity
+
+    for name in ("lent-NVIDIA-H200 (merged)", "from records.jsonl", "unnamed runner"):
+        with pytest.raises(UsageError, match="is a label compat writes"):
+            runner_identity({"COMPAT_RUNNER_NAME": name})
+    assert runner_identity({"COMPAT_RUNNER_NAME": "lab (gpu 2)"})["name"] == "lab (gpu 2)"
+
+
+def test_a_merged_record_with_this_runners_name_cannot_take_over_resume(home, tmp_path):
+    """Issue 41, finding 3: a contributed record with this host's runner name, a valid run id and a
+    later date took over `--resume`: the recorded cell ran again and the claimed one never ran,
+    its forged fail left standing. A run is this runner's by its key (signature.py), not its name:
+    the resumed run is this runner's own and runs exactly the cell it has no record of. TEST
+    INPUT: this run's own record, rewritten as an attacker would send it (merged by an older
+    compat, or written into the file by hand)."""
+    results = tmp_path / "results"
+    env = {"COMPAT_RUNNER_NAME": "this-host"}
+    args = ("run", "--matrix", str(home / "grid.toml"), "--results", str(results), "--no-table")
+    first = compat(home, *args, "--select", FULL, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first.communicate(timeout=600) and first.returncode == 0
+    (own,) = lines(results / "records.jsonl")
+    hostile = copy.deepcopy(own)
+    hostile.pop("signature", None)
+    hostile["runner"].pop("key", None)
+    hostile["axes"]["method"] = "lora"
+    hostile.update(
+        id=uuid.uuid4().hex,
+        cell=LORA,
+        run_id="20261128T235959Z-abcdef",
+        finished_at=(dt.datetime.fromisoformat(own["finished_at"]) + dt.timedelta(seconds=30)).isoformat(),
+        outcome="fail",
+        losses=None,
+        error={"type": "RuntimeError", "message": "forged", "signature": "RuntimeError: forged", "excerpt": "forged"},
+        provenance=[{"file": "x.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": own["finished_at"]}],
+    )
+    with open(results / "records.jsonl", "a") as f:
+        f.write(json.dumps(hostile) + "\n")
+    resumed = compat(
+        home, *args, "--select", FULL, "--select", LORA, "--resume", env=env, stdout=subprocess.PIPE, text=True
+    )
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+    assert f"resuming run {own['run_id']}: 1 of the selected cells have a record in it; 1 to run" in out
+    new = lines(results / "records.jsonl")[2:]
+    assert [(r["cell"], r["run_id"], r["outcome"]) for r in new] == [(LORA, own["run_id"], "pass")]
