@@ -250,6 +250,17 @@ def _rules(matrix_dir: Path):
     return Rules.load(matrix_dir)
 
 
+def rejudge():
+    """compat merge's judge of each record's losses against the reference stack's
+    (agreement.Rejudge), or None for a matrix folder without matrix/agreement.toml."""
+    from harness.catalog.matrix import MatrixData
+    from harness.evidence import agreement
+
+    matrix_dir = find_home().matrix
+    path = matrix_dir / "agreement.toml"
+    return agreement.Rejudge(agreement.Config.load(path, MatrixData.load(matrix_dir).stacks)) if path.exists() else None
+
+
 _CONTROL = None
 
 

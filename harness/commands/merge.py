@@ -39,7 +39,7 @@ def handle(args) -> int:
 
     merge.check_sources(args.files)
     into = writable(args.into or find_home().results, "--into")
-    reports = merge.merge(args.files, into, check=rules().check)
+    reports = merge.merge(args.files, into, check=rules().check, judge=common.rejudge())
     skipped = 0
     for r in reports:
         print(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")

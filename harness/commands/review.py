@@ -119,7 +119,9 @@ def _records(by_kind: dict, results: Path, check, published: bool) -> tuple[int,
     refused = 0
     added: dict[str, list[dict]] = {}
     for what, folder in (("records", results), ("bisect-records", results / "bisect")):
-        reports = merge.merge(by_kind.get(what, []), folder, check=check, dry_run=True, published=published)
+        reports = merge.merge(
+            by_kind.get(what, []), folder, check=check, dry_run=True, published=published, judge=common.rejudge()
+        )
         for r in reports:
             print(
                 f"{common.terminal_text(r.path)}: {len(r.accepted)} record(s) would be added, {r.duplicates} already "

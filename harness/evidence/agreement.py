@@ -221,6 +221,29 @@ class Book:
         return self.stored
 
 
+class Rejudge:
+    """compat merge's verdicts: a contributed record's `agreement` is judged again here from the
+    losses, never taken as claimed (issue 41, finding 5: three times the reference's losses were
+    stored as "agrees"). Each record is held to the reference stack's record of the same cell that
+    the same runner (its key, else its name) sent in the same merge; a run writes its reference
+    stack's cells first (runner.recorder), so they come first in its file."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.books: dict[str, Book] = {}  # runner -> the references its records of this merge give
+
+    def __call__(self, record: dict) -> dict:
+        """The record with compat's verdict in place of the one it came with."""
+        record = dict(record)
+        record.pop("agreement", None)
+        if FLAG in (record.get("flags") or []):
+            record["flags"] = [f for f in record["flags"] if f != FLAG]
+        runner = record.get("runner") or {}
+        who = runner.get("key") or f"name:{runner.get('name')}"
+        self.books.setdefault(who, Book(self.config)).judge(record)
+        return record
+
+
 def mark(record: dict) -> str:
     """What a table row adds to its outcome: where its losses part from the reference's."""
     a = record.get("agreement") or {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -34,10 +33,11 @@ class FileReport:
     accepted: list[dict] = dataclasses.field(default_factory=list)  # with dry_run: what would be added
 
 
-def _content(rec: dict) -> str:
-    """A record's content apart from where it was merged from, for telling duplicates apart (a
-    record merged into one folder and then from it into another keeps its id and content)."""
-    return json.dumps({k: v for k, v in rec.items() if k != "provenance"}, sort_keys=True, default=str)
+def _content(rec: dict) -> bytes:
+    """A record's content apart from where it was merged from and the verdict each merge judges
+    again (signature.content), for telling duplicates apart (a record merged into one folder and
+    then from it into another keeps its id and content)."""
+    return signature.content(rec)
 
 
 def _sha256(path: Path) -> str:
@@ -56,7 +56,13 @@ def check_sources(sources: list[Path]) -> None:
 
 
 def merge(
-    sources: list[Path], into: Path, now: str | None = None, check=None, dry_run: bool = False, published=False
+    sources: list[Path],
+    into: Path,
+    now: str | None = None,
+    check=None,
+    dry_run: bool = False,
+    published=False,
+    judge=None,
 ) -> list[FileReport]:
     """Append the new valid records of `sources` to into/records.jsonl, one atomic line each.
     `check(record)` (trust.Rules.check) names why a schema-valid record is not evidence; such a
@@ -64,7 +70,9 @@ def merge(
     contributor put there is replaced by where this merge found it. With `dry_run`, nothing is
     written: each report's `accepted` holds the records that would be added (compat review). With
     `published` (a results folder's own file as a pull request leaves it, taken line for line), a
-    new record must carry the provenance a merge gave it, and keeps it."""
+    new record must carry the provenance a merge gave it, and keeps it. `judge(record)`
+    (agreement.Rejudge) gives a record with compat's verdict on its losses in place of the one it
+    came with; in a published file, the verdict it came with must be that one."""
     check_sources(sources)
     if into.exists() and not into.is_dir():
         raise UsageError(f"--into {into}: is a file, not a results folder")
@@ -73,7 +81,7 @@ def merge(
     target = into / "records.jsonl"
     stored = _stored(into)  # every stored id, runner key and run, evidence or not; read streaming
     now = now or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    state = _Taking(stored, None if dry_run else target, published, now)
+    state = _Taking(stored, None if dry_run else target, published, now, judge)
     clashes = state.clashes
     reports = []
     for path in sources:
@@ -107,6 +115,7 @@ class _Taking:
     target: Path | None
     published: bool
     now: str
+    judge: object = None  # agreement.Rejudge, or None
     added: dict[str, str] = dataclasses.field(default_factory=dict)  # id -> content of each record taken
     clashes: dict[str, list[tuple[FileReport, int, str]]] = dataclasses.field(
         default_factory=dict
@@ -124,20 +133,33 @@ class _Taking:
             self.clashes.setdefault(item["id"], []).append((report, number, content))
         elif item["id"] in self.added:
             _same_or_refused(report, path, number, item["id"], self.added[item["id"]] == content)
-        elif why := self._refused(item):
+        elif why := self._refused(item, digest):
+            report.bad.append(records.BadLine(path, number, why))
+        elif self.judge is not None and (item := self._judged(item)) is None:
+            why = "its agreement with the reference stack is not what its losses give (compat merge judges it)"
             report.bad.append(records.BadLine(path, number, why))
         else:
             here = [{"file": path.name, "line": number, "sha256": digest, "merged_at": self.now}]
-            prov = item["provenance"] if self.published else here
+            taken = {**item, "provenance": item["provenance"] if self.published else here}
             if self.target is None:
-                report.accepted.append({**item, "provenance": prov})
+                report.accepted.append(taken)
             else:
-                records.append(self.target, {**item, "provenance": prov})
+                records.append(self.target, taken)
             self.added[item["id"]] = content
-            self.stored.note(item)  # the records after it are held to its runner key and run
+            self.stored.note(taken)  # the records after it are held to its runner and run
             report.added += 1
 
-    def _refused(self, item: dict) -> str | None:
+    def _judged(self, item: dict) -> dict | None:
+        """The record with compat's verdict on its losses; None where a published line claims another."""
+        judged = self.judge(item)
+        if self.published and (judged.get("agreement"), judged.get("flags")) != (
+            item.get("agreement"),
+            item.get("flags"),
+        ):
+            return None
+        return judged
+
+    def _refused(self, item: dict, digest: str) -> str | None:
         """Why a new record (valid, evidence) is not taken: no provenance in a published file, a
         signature that does not hold, a runner name that is another runner's, a copy of a run."""
         if self.published and not item.get("provenance"):
@@ -149,13 +171,15 @@ class _Taking:
         if problem:
             return problem
         runner = item.get("runner") or {}
-        keys = self.stored.runners.get(runner.get("name"), set())
-        if keys and not (runner.get("key") and keys - {None} == {runner["key"]}):
-            held = ", ".join(sorted(f"key {k[:12]}" if k else "no key" for k in keys))
-            this = f"key {runner['key'][:12]}" if runner.get("key") else "no key"
+        known = self.stored.runners.get(runner.get("name"), set())
+        prov = item.get("provenance") if self.published else None
+        this = identity(item, prov[0]["sha256"] if prov else digest)
+        signed = {who for who in known if who.startswith("key ")}
+        if known and (this not in known or (signed and signed != {this})):
             return (
-                f"runner {runner['name']!r} has records here signed by {held}; this one by {this}: a runner's name "
-                "is its own (choose another COMPAT_RUNNER_NAME, or run with that runner's key, COMPAT_RUNNER_KEY)"
+                f"runner {runner['name']!r} has records here vouched for by {', '.join(sorted(known))}; this one "
+                f"by {this}: a runner's name is its own (choose another COMPAT_RUNNER_NAME, or run with that "
+                "runner's key, COMPAT_RUNNER_KEY)"
             )
         copy = self.stored.runs.get(copy_key(item))
         if copy:
@@ -165,8 +189,8 @@ class _Taking:
 
 class _Stored:
     """What a merge checks a new record against, gathered from a results folder by
-    records.reduce_records: the ids, each runner name's keys (None for records that name no key)
-    and each record's run (copy_key)."""
+    records.reduce_records: the ids, each runner name's signers (identity()) and each record's run
+    (copy_key)."""
 
     def __init__(self):
         self.ids: set[str] = set()
@@ -181,7 +205,8 @@ class _Stored:
         """A record's runner key and run, without its id (a record a merge takes in)."""
         runner = rec.get("runner") or {}
         if runner.get("name"):
-            self.runners.setdefault(runner["name"], set()).add(runner.get("key"))
+            prov = rec.get("provenance") or []
+            self.runners.setdefault(runner["name"], set()).add(identity(rec, prov[0]["sha256"] if prov else None))
         self.runs.setdefault(copy_key(rec), rec["id"])
 
     def merge(self, other: "_Stored") -> None:
@@ -190,6 +215,14 @@ class _Stored:
             self.runners.setdefault(name, set()).update(keys)
         for run, rec_id in other.runs.items():
             self.runs.setdefault(run, rec_id)
+
+
+def identity(rec: dict, source: str | None) -> str:
+    """Who vouches for a record: its runner's key; for an unsigned one (made by a compat before
+    signatures), the file it was merged from (`source`, its sha256), or "here" for one made in this
+    folder."""
+    key = (rec.get("runner") or {}).get("key")
+    return f"key {key[:12]}" if key else f"file {source[:12]}" if source else "here"
 
 
 def copy_key(rec: dict) -> tuple:

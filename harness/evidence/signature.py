@@ -30,7 +30,10 @@ from harness.errors import UsageError
 
 KEY = r"^[0-9a-f]{64}$"  # runner.key: the public key, hex
 SIGNATURE = r"^[0-9a-f]{128}$"
-UNSIGNED = ("signature", "provenance")  # what the signature does not cover: itself, and where a merge found it
+# what the signature does not cover: itself, where a merge found it, and the verdict against the
+# reference stack's losses with its flag, which every merge judges again (agreement.Rejudge)
+UNSIGNED = ("signature", "provenance", "agreement")
+JUDGED_FLAG = "trains_differently"  # agreement.FLAG
 _HEADER = "compat runner key v1"
 
 # -- Ed25519 (RFC 8032, section 5.1) ------------------------------------------------------------
@@ -134,9 +137,11 @@ def verify(public: bytes, message: bytes, signature: bytes) -> bool:
 
 def content(record: dict) -> bytes:
     """What a record's signature covers: its content as canonical JSON (keys sorted, no spaces,
-    UTF-8), less the signature and the provenance. The record as written (json, default=str) and as
+    UTF-8), less UNSIGNED and the judged flag. The record as written (json, default=str) and as
     read back give the same bytes."""
     body = {k: v for k, v in record.items() if k not in UNSIGNED}
+    if JUDGED_FLAG in (body.get("flags") or []):
+        body["flags"] = [f for f in body["flags"] if f != JUDGED_FLAG]
     body = json.loads(json.dumps(body, default=str))
     return b"compat record v1\n" + json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 

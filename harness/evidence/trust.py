@@ -35,6 +35,7 @@ class Rules:
     hardware: str  # the hardware axis pattern
     known_issues: frozenset[str] | None  # ids of the known-issue base; None: not checked
     now: dt.datetime
+    cards: dict[str, str] = dataclasses.field(default_factory=dict)  # a card's name, normalized -> its sm_XY
     memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # (cell, axes) -> _cell's answer
 
     @classmethod
@@ -52,7 +53,13 @@ class Rules:
             from harness.catalog.known_issues import ids_in
 
             issues = ids_in(matrix_dir)  # the ids only: checking the base is its own loader's work
-        return cls(values, data.axes["hardware"]["pattern"], issues, now or dt.datetime.now(dt.timezone.utc))
+        cards = {}
+        if (matrix_dir / "gpus.toml").exists():
+            from harness.catalog import gpus
+
+            for gpu in gpus.GpuDb.load(matrix_dir).gpus:
+                cards.update({gpus.normalize(n): gpu.arch for n in (gpu.key, gpu.name, *gpu.aliases)})
+        return cls(values, data.axes["hardware"]["pattern"], issues, now or dt.datetime.now(dt.timezone.utc), cards)
 
     def check(self, rec: dict) -> str | None:
         """Why `rec` (a record the schema accepts) is not evidence compat can use, or None."""
@@ -78,7 +85,7 @@ class Rules:
                     "a pass without its losses (first, last, eval_before, eval_after): it says it trained and "
                     "shows nothing"
                 )
-        if rec["outcome"] in RAN and rec["axes"]["hardware"] != "cpu":
+        if rec["axes"]["hardware"] != "cpu":
             return self._gpu_evidence(rec)
         return None
 
@@ -137,15 +144,25 @@ class Rules:
             return f"cell {cell!r} is not the id of its own axes ({own!r})"
         return None
 
-    @staticmethod
-    def _gpu_evidence(rec: dict) -> str | None:
-        """A GPU cell that ran carries the card it ran on: its fingerprint names a card of the
-        cell's architecture, torch is a CUDA build, and a rank's memory is a CUDA device's."""
+    def _gpu_evidence(self, rec: dict) -> str | None:
+        """A GPU cell's record names cards that are what they say (a card the GPU database knows has
+        its compute capability); one that ran, or failed to install, names a card of the cell's
+        architecture; one that ran carries a CUDA build of torch and, for a pass, a CUDA device's
+        memory per card. (An `unsupported` record may come from a host without the card: that is
+        what it says.)"""
         arch = rec["axes"]["hardware"]
         fp = rec.get("fingerprint") or {}
         cards = [g for g in (fp.get("hardware") or {}).get("gpus") or [] if isinstance(g, dict)]
+        for card in cards:
+            problem = self._card(str(card.get("name") or ""), card.get("compute_capability"), card.get("arch"))
+            if problem:
+                return problem
+        if rec["outcome"] == "unsupported":
+            return None
         if not any(g.get("arch") == arch or _arch(g.get("compute_capability")) == arch for g in cards):
             return f"a {arch} cell whose fingerprint names no {arch} card"
+        if rec["outcome"] not in RAN:
+            return None
         torch = fp.get("torch") or {}
         if not torch.get("cuda") or "+cpu" in str(torch.get("version") or ""):
             return f"a {arch} cell that ran on a torch without CUDA ({torch.get('version')})"
@@ -156,6 +173,31 @@ class Rules:
         ):
             return f"a {arch} pass with no CUDA memory figures per card"
         return None
+
+    def _card(self, name: str, cc, arch) -> str | None:
+        """Why a card of a fingerprint is not what it says, or None: its compute capability is not its
+        arch, or not the one matrix/gpus.toml gives a card of its name (the longest name there that
+        its own starts with: "NVIDIA H100 80GB HBM3" is an H100)."""
+        key = ("card", name, str(cc), str(arch))
+        if key not in self.memo:
+            from harness.catalog.gpus import normalize
+
+            said = _arch(cc)
+            problem = None
+            if arch is not None and said is not None and arch != said:
+                problem = f"card {name[:60]!r} is compute capability {cc}, not {arch}"
+            else:
+                wanted = normalize(name)
+                known = max((n for n in self.cards if wanted.startswith(n)), key=len, default=None)
+                if known and (said or arch) and self.cards[known] != (said or arch):
+                    problem = (
+                        f"card {name[:60]!r} is {self.cards[known]} (matrix/gpus.toml), not {said or arch}: the "
+                        "fingerprint is not of the card it names"
+                    )
+            if len(self.memo) >= 65536:  # a file of as many card names as lines: not all kept
+                return problem
+            self.memo[key] = problem
+        return self.memo[key]
 
 
 def _arch(cc) -> str | None:

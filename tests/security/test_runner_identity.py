@@ -60,7 +60,7 @@ def test_a_record_naming_another_runner_is_refused_and_changes_nothing(results, 
     signed = forger.signed(flipped(real))
     for rec in (unsigned, signed):
         out = merge_one(results, tmp_path, rec)
-        assert f"runner {real['runner']['name']!r} has records here signed by no key" in out
+        assert f"runner {real['runner']['name']!r} has records here vouched for by file " in out
     assert answers(results) == clean
 
 
@@ -138,3 +138,76 @@ def test_a_merged_reference_record_never_becomes_this_runners_loss_reference(tmp
     with open(results / "records.jsonl", "a") as f:
         f.write(json.dumps(forged) + "\n")
     assert judged() == clean
+
+
+def test_a_fingerprint_that_is_not_of_its_cell_is_refused_whatever_the_outcome(results, tmp_path):
+    """Finding 5: the GPU check was skipped for `unsupported` and `install-error` records (an sm_90
+    install-error with a CPU fingerprint was stored and shown as a failure), and a T4's name
+    labelled sm_90 passed."""
+    clean = answers(results)
+    real = gpu_pass()
+    cpu_fp = real_records(1000)[-1]["fingerprint"]
+    t4 = {**real["fingerprint"]["hardware"]["gpus"][0], "name": "Tesla T4"}
+    cases = [
+        (
+            variant(real, outcome="install-error", losses=None, memory=[], fingerprint=cpu_fp),
+            "a sm_90 cell whose fingerprint names no sm_90 card",
+        ),
+        (
+            variant(
+                real, fingerprint={**real["fingerprint"], "hardware": {**real["fingerprint"]["hardware"], "gpus": [t4]}}
+            ),
+            "card 'Tesla T4' is sm_75 (matrix/gpus.toml), not sm_90",
+        ),
+        (
+            variant(
+                real,
+                outcome="unsupported",
+                losses=None,
+                fingerprint={**real["fingerprint"], "hardware": {**real["fingerprint"]["hardware"], "gpus": [t4]}},
+            ),
+            "card 'Tesla T4' is sm_75",
+        ),
+    ]
+    for rec, why in cases:
+        rec.pop("provenance", None)
+        rec["runner"] = {"name": "contributor-box"}
+        assert why in merge_one(results, tmp_path, rec)
+    assert answers(results) == clean
+
+
+def test_a_contributed_agreement_verdict_is_judged_again_from_the_losses(results, tmp_path):
+    """Finding 5: a contributed record's `agreement` was stored as claimed: three times the
+    reference's losses counted as "agrees". Now compat merge judges it again from the losses,
+    against the reference stack's record the same runner sent. TEST INPUT: the real hf2026 and
+    hf2023 full fp32 CPU records that agree (2026-11-26), sent again an hour later by another
+    runner, the hf2023 one with every loss tripled and its claim left as "agrees"."""
+    import datetime as dt
+
+    recs = {r["id"]: r for r in real_records(10_000)}
+    theirs = recs["4ee0ec61aa8647c19c6848166ca4c059"]
+    reference = recs[theirs["agreement"]["reference_record"]]
+
+    def later(rec: dict) -> dict:
+        out = variant(rec, runner={"name": "contributor-box"})
+        out.pop("provenance", None)
+        for k in ("started_at", "finished_at"):
+            out[k] = (dt.datetime.fromisoformat(rec[k]) + dt.timedelta(hours=1)).isoformat()
+        return out
+
+    tripled = later(theirs)
+    tripled["losses"] = {
+        k: [x * 3 for x in v] if k == "steps" else v * 3 if isinstance(v, float) else v
+        for k, v in tripled["losses"].items()
+    }
+    assert tripled["agreement"]["status"] == "agrees"
+    alone = later(theirs)  # claims "agrees" with no reference record sent beside it
+    alone["started_at"] = alone["finished_at"]  # another run of the same cell
+    path = tmp_path / "contributed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (alone, later(reference), tripled)))
+    proc = compat("merge", str(path), "--into", str(results), "--no-table")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stored = {r["id"]: r for r in map(json.loads, (results / "records.jsonl").read_text().splitlines())}
+    judged = stored[tripled["id"]]
+    assert judged["agreement"]["status"] == "differs" and "trains_differently" in judged["flags"]
+    assert stored[alone["id"]]["agreement"]["status"] == "not-compared"
