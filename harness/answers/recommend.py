@@ -29,6 +29,7 @@ from harness.catalog import packages, strategies
 from harness.catalog.gpus import GpuDb, GpuModel, precision_for
 from harness.catalog.known_issues import PACKAGES, KnownIssues
 from harness.errors import MatrixError
+from harness.evidence import summary
 from harness.evidence.records import packages as record_packages
 
 METHODS = ("full", "lora", "qlora")
@@ -213,6 +214,7 @@ class Evidence:
     records: list[str] = dataclasses.field(default_factory=list)
     hardware: str | None = None
     date: str | None = None
+    measured_by: list[str] = dataclasses.field(default_factory=list)  # who (summary.measured_by)
 
     def as_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, [])}
@@ -440,7 +442,16 @@ def _measured(about: str, says: str, recs: list[dict]) -> Evidence:
         records=[r["id"] for r in recs[:5]],
         hardware=", ".join(hw),
         date=(recs[0].get("finished_at") or "")[:10] or None,
+        measured_by=sorted({summary.measured_by(r) for r in recs[:5]}),
     )
+
+
+def of_method(rec: dict, method: str) -> bool:
+    """Whether a record is a cell of `method` as recommend means it: full or LoRA on an unquantized
+    base, QLoRA (LoRA on a quantized one)."""
+    axes = rec.get("axes") or {}
+    quantized = axes.get("quantization", "none") != "none"
+    return axes.get("method") == ("full" if method == "full" else "lora") and quantized == (method == "qlora")
 
 
 def _pick_torch(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
@@ -532,7 +543,7 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
                 )
             )
     # measured versions: this card's passing records first, else the same method on the CPU
-    own = [r for r in arch_passes if record_packages(r).get(name)]
+    own = [r for r in arch_passes if of_method(r, method) and record_packages(r).get(name)]
     method_axes = {"full": ("full", "none"), "lora": ("lora", "none"), "qlora": ("lora", "nf4")}[method]
     cpu = [
         r
@@ -643,7 +654,10 @@ def render_text(rec: Recommendation) -> str:
         head = f"  [{e.kind}] {e.about}: {e.says}"
         lines.append(head)
         if e.kind == "measured":
-            lines.append(f"      records {', '.join(r[:8] for r in e.records)} on {e.hardware}, {e.date}")
+            lines.append(
+                f"      records {', '.join(r[:8] for r in e.records)} on {e.hardware}, {e.date}, measured "
+                f"{', '.join(e.measured_by) or 'by compat bisect'}"
+            )
         else:
             if e.rule:
                 lines.append(f"      rule {e.rule}")

@@ -248,6 +248,16 @@ def identity(rec: dict) -> str:
     return runner_name(rec) + (" (merged)" if rec.get("provenance") else "")
 
 
+def measured_by(rec: dict) -> str:
+    """Who measured a record, as evidence says it: "here (runner X)" for a run written into this
+    folder, "by runner X (merged)" for a record `compat merge` took in from elsewhere (issue 41,
+    finding 6: a contributor's records read as this project's own measurement)."""
+    if rec.get("provenance"):
+        return f"by runner {runner_name(rec)} (merged)"
+    name = (rec.get("runner") or {}).get("name")
+    return f"here (runner {name})" if name else "here (a record that names no runner)"
+
+
 @dataclasses.dataclass(frozen=True)
 class Conflict:
     key: tuple  # (hardware label, cell, versions)

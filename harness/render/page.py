@@ -49,6 +49,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "date": rec.get("finished_at", ""),
         "duration": rec.get("duration_s"),
         "runner": summary.runner_name(rec),
+        "measured": summary.measured_by(rec),
         "ci_run": (rec.get("runner") or {}).get("ci_run"),
         "provenance": rec.get("provenance") or [],
         "versions": dict(zip(TRACKED, summary.versions(rec))),

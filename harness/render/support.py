@@ -31,7 +31,7 @@ from pathlib import Path
 
 from harness.catalog import strategies
 from harness.catalog.packages import TRACKED
-from harness.evidence.summary import configuration, hardware_label, known_issues_of, runner_name, versions
+from harness.evidence.summary import configuration, hardware_label, known_issues_of, measured_by, versions
 
 FEATURES = ("model", "precision", "quantization", "method", "strategy")
 NOT_A_VERDICT = frozenset({"infra"})
@@ -137,10 +137,7 @@ class HardwareSupport:
 
 def evidence_of(rec: dict) -> str:
     """The evidence level of one record."""
-    name = (rec.get("runner") or {}).get("name")
-    if rec.get("provenance"):
-        return f"measured by runner {runner_name(rec)} (merged)"
-    return f"measured here (runner {name})" if name else "measured here (a record that names no runner)"
+    return f"measured {measured_by(rec)}"
 
 
 def _value(rec: dict, feature: str) -> str:

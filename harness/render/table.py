@@ -17,6 +17,7 @@ from harness.evidence.summary import (
     configuration,
     error_text,
     hardware_label,
+    identity,
     key,
     losses,
     mib,
@@ -224,7 +225,7 @@ def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.L
                     *(cell_text(v) for v in versions(rec)),
                     cell_text(rec["fingerprint"].get("python") or "—"),
                     rec.get("finished_at", "")[:10],
-                    f"`{rec['id'][:12]}` {cell_text(runner_name(rec))}",
+                    f"`{rec['id'][:12]}` {cell_text(identity(rec))}",
                     cell_text(error_text(rec, tag)),
                 ]
             )

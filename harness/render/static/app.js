@@ -188,6 +188,7 @@
     const add = (k, ...v) => dl.append(el("dt", {}, k), el("dd", {}, ...v));
     add("evidence", el("span", { class: "kind measured" }, "measured"), " record ", el("code", {}, r.id), " on ", r.date);
     add("runner", r.runner, ...(r.ci_run ? [" · ", recordLink(r.ci_run, "CI run")] : []));
+    add("evidence", "measured " + r.measured);
     add("hardware", r.hardware);
     for (const p of r.provenance || []) add("merged from", p.file + ":" + p.line + " (sha256 " + p.sha256.slice(0, 12) + "…) on " + p.merged_at);
     add("versions", Object.entries(r.versions).map(([k, v]) => k + " " + v).join(", ") + ", python " + r.python);
