@@ -7,6 +7,8 @@ records are the project's real ones; the A100 record is a TEST INPUT made from a
 import copy
 import json
 
+from test_records import H100
+
 from harness.evidence import records
 
 from conftest import ROOT, real_records
@@ -36,13 +38,7 @@ def test_a_contributed_record_is_measured_by_its_runner_in_recommend_the_table_a
     real = copy.deepcopy(
         next(r for r in real_records(10_000) if r["axes"]["hardware"] == "sm_90" and r["outcome"] == "pass")
     )
-    a100 = {
-        "index": 0,
-        "name": "NVIDIA A100-SXM4-80GB",
-        "compute_capability": "8.0",
-        "memory_bytes": 80 * 2**30,
-        "arch": "sm_80",
-    }
+    a100 = dict(H100, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", arch="sm_80")
     real["axes"]["hardware"] = "sm_80"
     real["cell"] = "sm_80" + real["cell"][len("sm_90") :]
     real["fingerprint"]["hardware"]["gpus"] = [a100]
