@@ -341,7 +341,8 @@ def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
 
 def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
     """A run cut short (here: one cell of two selected) and `--resume`: the other cell runs under
-    the same run id; resuming a finished run runs nothing; another runner's records do not count."""
+        the same run id; resuming a finished run runs nothing; another runner's records (another key,
+    signature.py) do not count."""
     results = tmp_path / "results"
     run = ["run", "--matrix", LOCAL, "--results", str(results), "--no-table"]
     base = [*run, "--select", "cpu-local-fp32-none-*-single"]
@@ -356,9 +357,8 @@ def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
     proc = run_compat(*base, "--resume", env=env)
     assert proc.returncode == 0 and "nothing left to run" in proc.stdout
     assert len(load(results / "records.jsonl")) == 2
-    proc = run_compat(
-        *run, "--resume", "--select", "cpu-local-fp32-none-full-single", env={"COMPAT_RUNNER_NAME": "runner-b"}
-    )
+    other = {"COMPAT_RUNNER_NAME": "runner-b", "COMPAT_RUNNER_KEY": str(tmp_path / "runner-b-key")}  # its own key
+    proc = run_compat(*run, "--resume", "--select", "cpu-local-fp32-none-full-single", env=other)
     assert "--resume: runner runner-b has no record of these cells" in proc.stdout
     assert len(load(results / "records.jsonl")) == 3
 
