@@ -1,0 +1,168 @@
+"""Hostile or absurd inputs end in a clear error, bounded in time, memory and output (issue 41, finding
+7): a YAML config whose aliases expand ninefold per level, or of tens of thousands of keys, is refused
+before it is built; a negative or absurd count in a config names its key; and each input the finding
+saw end in exit 70 (compat's own crash) across preflight, bisect, run and wheelhouse ends in an error
+that names the file, the key or the flag. How long an input takes is not asserted here: each is
+answered in well under a second now, where the finding measured 29 s and 305 MB for a 500-byte YAML."""
+
+import pytest
+
+from conftest import assert_clean_error
+
+
+def laughs(levels: int, merge: bool = False) -> str:
+    """A "billion laughs" LLaMA-Factory config: each level an alias of nine of the level below (as
+    a list, or as YAML merge keys), `template` the top one: 9**levels values, in a few hundred bytes."""
+    lines = ["finetuning_type: lora", "a0: &a0 {x0: 1, x1: 2, x2: 3, x3: 4, x4: 5, x5: 6, x6: 7, x7: 8, x8: 9}"]
+    for n in range(1, levels + 1):
+        nine = ", ".join([f"*a{n - 1}"] * 9)
+        lines.append(f"a{n}: &a{n} " + (f"{{<<: [{nine}]}}" if merge else f"[{nine}]"))
+    return "\n".join(lines + [f"template: *a{levels}"]) + "\n"
+
+
+@pytest.mark.parametrize("merge", [False, True], ids=["aliases", "merge-keys"])
+def test_a_billion_laughs_config_is_refused_before_it_is_built(compat, tmp_path, merge):
+    """Issue 41, finding 7: a 500-byte YAML of aliases took 29 s, 305 MB and printed 69 MB; the
+    aliases are counted as the values they stand for while the file is read, and refused past 10,000."""
+    config = tmp_path / "laughs.yaml"
+    config.write_text(laughs(6, merge))
+    assert config.stat().st_size < 600
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    assert_clean_error(proc, 2)
+    assert "laughs.yaml:" in proc.stderr and "more than 10,000 keys and values" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_few_aliases_as_people_write_them_are_read(compat, tmp_path):
+    # an anchor reused a few times and a merge key: what a hand-written config may hold, read as before
+    config = tmp_path / "train.yaml"
+    config.write_text(
+        "base: &base {lora_rank: 16, lora_alpha: 32}\n"
+        "finetuning_type: lora\n"
+        "model_name_or_path: meta-llama/Llama-3.1-8B\n"
+        "lora: {<<: *base, lora_dropout: 0.1}\n"
+        "report_to: [*base, *base]\n"
+        "run_name: 2024-06-01\n"
+    )
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "train.yaml: lora\n" in proc.stdout and "train.yaml: run_name\n" in proc.stdout
+
+
+def test_a_config_of_tens_of_thousands_of_keys_or_over_a_mib_is_refused(compat, tmp_path):
+    """Issue 41, finding 7: a 2.9 MB YAML of 200k keys took 127 s; LLaMA-Factory's own configs have
+    under 40 keys and 2 KB."""
+    many = tmp_path / "many.yaml"
+    many.write_text("finetuning_type: lora\n" + "".join(f"k{n}: {n}\n" for n in range(60_000)))
+    assert many.stat().st_size < 2**20
+    proc = compat("preflight", "--plan", str(many), timeout=60)
+    assert_clean_error(proc, 2)
+    assert "many.yaml:" in proc.stderr and "more than 10,000 keys and values" in proc.stderr
+    many_json = tmp_path / "many.json"
+    many_json.write_text('{"finetuning_type": "lora", ' + ", ".join(f'"k{n}": {n}' for n in range(60_000)) + "}")
+    proc = compat("preflight", "--plan", str(many_json), timeout=60)
+    assert_clean_error(proc, 2)
+    assert "many.json: more than 10,000 keys and values" in proc.stderr
+    big = tmp_path / "big.yaml"
+    big.write_text("finetuning_type: lora\n" + "# padding\n" * 120_000)
+    proc = compat("preflight", "--plan", str(big), timeout=60)
+    assert_clean_error(proc, 2)
+    assert "big.yaml: is larger than 1 MiB" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "finetuning_type: lora\nx: &a [*a]\n",
+        "finetuning_type: lora\nx: &a {y: *a}\n",
+        "finetuning_type: &a [*a]\n",
+        "output_dir: x\nfp16: true\nfsdp: full_shard\nfsdp_config: &a {version: 2, a: *a}\n",
+        "finetuning_type: lora\ndeepspeed: &a {zero_optimization: {stage: 2}, x: *a}\n",
+    ],
+    ids=["list", "mapping", "used-field", "fsdp_config", "deepspeed"],
+)
+def test_a_value_that_holds_itself_is_refused(compat, tmp_path, text):
+    # an alias inside the value it names: printed as [[...]] or, for the FSDP settings, exit 70
+    config = tmp_path / "self.yaml"
+    config.write_text(text)
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    assert_clean_error(proc, 2)
+    assert "self.yaml:" in proc.stderr and "an alias inside the value it names" in proc.stderr
+
+
+LLAMA = "model_name_or_path: meta-llama/Llama-3.1-8B\nfinetuning_type: lora\n"
+
+
+@pytest.mark.parametrize(
+    "field, value, most",
+    [
+        ("cutoff_len", "-5", "16,777,216"),
+        ("cutoff_len", "0", "16,777,216"),
+        ("cutoff_len", "99999999999999999999", "16,777,216"),
+        ("cutoff_len", "'2048'", "16,777,216"),
+        ("per_device_train_batch_size", "-1", "65,536"),
+        ("gradient_accumulation_steps", "99999999999", "65,536"),
+        ("lora_rank", "99999999999", "65,536"),
+        ("lora_rank", "-8", "65,536"),
+    ],
+)
+def test_an_absurd_count_in_a_llamafactory_config_names_its_key(compat, tmp_path, field, value, most):
+    """Issue 41, finding 7: a negative cutoff_len was taken silently (and one of 4,000 digits ended in
+    exit 70 in compat fit's sums); each count preflight reads is a whole number from 1 to a bound past
+    any run."""
+    config = tmp_path / "train.yaml"
+    config.write_text(LLAMA + f"{field}: {value}\n")
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    assert_clean_error(proc, 2)
+    assert f"train.yaml: {field} = " in proc.stderr and f"must be a whole number from 1 to {most}" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["-3", "true", "99999999999"])
+def test_an_absurd_num_processes_in_an_accelerate_config_names_its_key(compat, tmp_path, value):
+    # -3 and true ended in exit 70 (a cell of -3 ranks), 99999999999 was taken as the cards asked for
+    config = tmp_path / "accelerate.yaml"
+    config.write_text(f"distributed_type: MULTI_GPU\nnum_processes: {value}\n")
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    assert_clean_error(proc, 2)
+    assert "accelerate.yaml: num_processes = " in proc.stderr and "from 1 to 65,536" in proc.stderr
+
+
+CRASHED_PREFLIGHT = [
+    # each of these ended in exit 70 on 6813bcf
+    ("long.yaml", LLAMA + "deepspeed: " + "a" * 5000 + "\n", 2, "no such file"),
+    ("zero.yaml", LLAMA + "deepspeed: {zero_optimization: [1]}\n", 0, "DeepSpeed takes a mapping"),
+    ("ds.json", '{"zero_optimization": [1]}', 0, "DeepSpeed takes a mapping"),
+    ("qtype.yaml", LLAMA + "quantization_bit: 4\nquantization_type: [1]\n", 0, "4-bit as nf4 or fp4"),
+    ("target.yaml", LLAMA + "lora_target: 5\n", 0, "5 is not module names"),
+    ("saved.yaml", LLAMA + "additional_target: 5\n", 0, "5 is not module names"),
+    ("date.yaml", "output_dir: x\nfp16: true\nfsdp: full_shard\nfsdp_config: {x: 2024-01-01}\n", 0, '"2024-01-01"'),
+    ("bytes.yaml", LLAMA + "fsdp: full_shard\nfsdp_config: {x: !!binary aGVsbG8=}\n", 2, "binary: a value no"),
+    ("digits.json", '{"finetuning_type": "lora", "cutoff_len": ' + "9" * 5000 + "}", 2, "Exceeds the limit"),
+    ("digits.yaml", LLAMA + "cutoff_len: " + "9" * 5000 + "\n", 2, "Exceeds the limit"),
+]
+
+
+@pytest.mark.parametrize("name, text, code, said", CRASHED_PREFLIGHT, ids=[c[0] for c in CRASHED_PREFLIGHT])
+def test_config_values_that_crashed_preflight_end_in_a_plan_or_an_error(compat, tmp_path, name, text, code, said):
+    """Issue 41, finding 7: exit 70 across preflight: a value of the wrong kind where a mapping, a
+    list or a number is read, a date or bytes in the settings handed to the run as JSON, a path
+    longer than the system takes, a number of more digits than Python converts."""
+    config = tmp_path / name
+    config.write_text(text)
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    if code:
+        assert_clean_error(proc, code)
+        assert f"{name}" in proc.stderr
+    else:
+        assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert said in proc.stdout + proc.stderr
+
+
+def test_a_value_echoed_in_the_plan_is_cut_short(compat, tmp_path):
+    # a 100,000-character model name was printed whole, in three lines
+    config = tmp_path / "train.yaml"
+    config.write_text("finetuning_type: lora\nmodel_name_or_path: '" + "1" * 100_000 + "'\n")
+    proc = compat("preflight", "--plan", str(config), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "… (100,000 characters)" in proc.stdout
+    assert len(proc.stdout) < 5_000
