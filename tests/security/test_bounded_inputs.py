@@ -166,3 +166,150 @@ def test_a_value_echoed_in_the_plan_is_cut_short(compat, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "… (100,000 characters)" in proc.stdout
     assert len(proc.stdout) < 5_000
+
+
+# -- compat bisect: the package index's answer and address ------------------------------------
+
+CELL = "cpu-hf2024-fp32-none-full-single"  # a cell this host runs, of a stack with an env of its own
+
+
+@pytest.fixture
+def index():
+    """A package index on this host: index(body) is the address of one that answers every
+    request with `body` (bytes, or a function writing the answer to the handler's wfile)."""
+    import http.server
+    import threading
+
+    def serve(body) -> str:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.end_headers()
+                try:
+                    if callable(body):
+                        body(self.wfile)
+                    else:
+                        self.wfile.write(body)
+                except OSError:  # the reader left
+                    pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/simple"
+
+    servers: list = []
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def answer(*files: dict) -> bytes:
+    import json
+
+    return json.dumps({"meta": {"api-version": "1.1"}, "files": list(files)}).encode()
+
+
+HOSTILE_ANSWERS = [
+    # (name, the index's answer, what the error says): each ended in exit 70 on 6813bcf
+    ("a-list", b"[1, 2, 3]", "not a package index's answer"),
+    ("null", b"null", "not a package index's answer"),
+    ("files-a-mapping", b'{"files": {"a": 1}}', "not a package index's answer"),
+    ("files-text", b'{"files": "abc"}', "not a package index's answer"),
+    ("a-file-as-text", b'{"files": ["transformers-4.0.0.tar.gz"]}', "not a package index's answer"),
+    ("nested", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ("a-5000-digit-release", answer({"filename": "transformers-1." + "9" * 5000 + ".tar.gz"}), "known: none"),
+    (
+        "the-year-1",
+        answer({"filename": "transformers-4.0.0.tar.gz", "upload-time": "0001-01-01T00:00:00+01:00"}),
+        "known: 1 releases, 4.0.0 to 4.0.0",
+    ),
+    (
+        "the-year-9999",
+        answer({"filename": "transformers-4.0.0.tar.gz", "upload-time": "9999-12-31T23:59:59-01:00"}),
+        "known: 1 releases, 4.0.0 to 4.0.0",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, body, said", HOSTILE_ANSWERS, ids=[a[0] for a in HOSTILE_ANSWERS])
+def test_a_hostile_index_answer_is_said_not_a_crash(compat, index, tmp_path, name, body, said):
+    """Issue 41, finding 7: bisect's index answers that are JSON but not PEP 691's shape, nested
+    past Python's stack, a release of 5,000 digits or an upload time at the calendar's end ended in
+    exit 70; now the index is said unreadable (or the release left out) and --bad is not found."""
+    url = index(body)
+    proc = compat(
+        "bisect", CELL, "--package", "transformers", "--index-url", url, "--bad", "99.0", "--results", str(tmp_path)
+    )
+    assert_clean_error(proc, 2)
+    assert said in proc.stderr
+    assert url in proc.stderr
+
+
+def test_an_index_answer_past_its_size_or_time_is_refused_naming_the_index(index, monkeypatch):
+    """Issue 41, finding 7: the index read had no size cap or deadline (a hostile answer took 671 MB
+    and 202 s). The caps are lowered here so that the test is quick: an endless answer is read to
+    the cap and no further, a slow one until the deadline."""
+    import time
+
+    from harness.answers import bisect
+
+    monkeypatch.setattr(bisect, "INDEX_MAX_BYTES", 2**20)
+    monkeypatch.setattr(bisect, "INDEX_DEADLINE_S", 0.5)
+    written = []
+
+    def endless(out):  # a valid start, then files without end (stopped at 1 GiB should the reader not stop)
+        out.write(b'{"files": [')
+        item = b'{"filename": "transformers-4.0.0.tar.gz"}, ' * 1500
+        for _ in range(2**30 // len(item)):
+            out.write(item)
+            written.append(len(item))
+
+    url = index(endless)
+    with pytest.raises(OSError, match="an answer of more than 1 MiB"):
+        bisect.from_index("transformers", url)
+    time.sleep(0.5)  # the server's last writes fail once the reader has gone
+    assert sum(written) < 64 * 2**20  # it stopped near the cap (the socket's buffers hold some more)
+
+    def slow(out):  # one byte a tenth of a second, for 30 s
+        out.write(b'{"files": [')
+        for _ in range(300):
+            out.write(b" ")
+            out.flush()
+            time.sleep(0.1)
+        out.write(b"]}")
+
+    url = index(slow)
+    with pytest.raises(OSError, match="no whole answer within 0.5 s") as caught:
+        bisect.from_index("transformers", url)
+    assert url in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["::::", "http://[::1", "http://a b/simple", "ftp://127.0.0.1:9/simple"])
+def test_an_index_address_that_is_none_is_a_usage_error(compat, tmp_path, url):
+    # the first three ended in exit 70 (a ValueError, http.client's InvalidURL), ftp:// was tried
+    proc = compat("bisect", CELL, "--package", "transformers", "--index-url", url, "--results", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "argument --index-url" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_set_value_nested_past_pythons_stack_is_a_usage_error(compat, tmp_path):
+    # tomllib's RecursionError ended in exit 70
+    proc = compat(
+        "bisect",
+        CELL,
+        "--package",
+        "transformers",
+        "--offline",
+        "--find-links",
+        str(tmp_path),
+        "--set",
+        "train.x=" + "[" * 5000 + "]" * 5000,
+    )
+    assert_clean_error(proc, 2)
+    assert "its value is nested too deeply to be a setting" in proc.stderr
