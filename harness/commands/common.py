@@ -25,14 +25,14 @@ def find_home() -> Home:
     return home.find()
 
 
-def writable(folder: Path, flag: str) -> Path:
+def writable(folder: Path, flag: str, what: str = "a results folder") -> Path:
     """`folder`, made if missing, once a file could be made in it; else ResultsWriteError (exit
-    74) naming the flag, before any work: a results folder that is a file, or one this user
-    cannot write (read-only, another user's), is found before a cell runs, not after."""
+    74) naming the flag, before any work: a results folder (or `what` else) that is a file, or one
+    this user cannot write (read-only, another user's), is found before a cell runs, not after."""
     import tempfile
 
     if folder.exists() and not folder.is_dir():
-        raise ResultsWriteError(f"{flag} {folder}: is a file, not a results folder; nothing was run or written")
+        raise ResultsWriteError(f"{flag} {folder}: is a file, not {what}; nothing was run or written")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".compat-write-check-", dir=folder)

@@ -5,6 +5,8 @@ saw end in exit 70 (compat's own crash) across preflight, bisect, run and wheelh
 that names the file, the key or the flag. How long an input takes is not asserted here: each is
 answered in well under a second now, where the finding measured 29 s and 305 MB for a 500-byte YAML."""
 
+import os
+
 import pytest
 
 from conftest import assert_clean_error
@@ -313,3 +315,46 @@ def test_a_set_value_nested_past_pythons_stack_is_a_usage_error(compat, tmp_path
     )
     assert_clean_error(proc, 2)
     assert "its value is nested too deeply to be a setting" in proc.stderr
+
+
+# -- compat wheelhouse: its folder, its requirements files, its target -------------------------
+
+
+def test_a_wheelhouse_folder_that_is_a_file_is_said_before_any_work(compat, tmp_path):
+    """Issue 41, finding 7: DIR a file, or under one, ended in exit 70 (FileExistsError,
+    NotADirectoryError); now as a results folder is: exit 74, naming DIR."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    empty = tmp_path / "none.txt"
+    empty.write_text("# nothing to resolve\n")
+    for folder, said in ((afile, "is a file, not a folder of wheels"), (afile / "sub", "cannot be written")):
+        proc = compat("wheelhouse", str(folder), "--stacks", "local", "--no-compat", "-r", str(empty))
+        assert_clean_error(proc, 74)
+        assert f"DIR {folder}: {said}" in proc.stderr
+
+
+def test_a_requirements_file_that_is_no_text_file_is_refused(tmp_path):
+    """Issue 41, finding 7: -r with bytes that are not UTF-8 ended in exit 70, and -r a FIFO (or
+    /dev/zero) was waited on (read) for ever; run as its own process, with a time limit as guard."""
+    from conftest import run_compat
+
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"caf\xe9\n")
+    pipe = tmp_path / "reqs.txt"
+    os.mkfifo(pipe)
+    for path, said in ((latin, "not UTF-8 text"), (pipe, "is a FIFO, not a regular file")):
+        proc = run_compat(
+            "wheelhouse", str(tmp_path / "wheels"), "--stacks", "local", "--no-compat", "-r", str(path), timeout=30
+        )
+        assert_clean_error(proc, 2)
+        assert f"--requirement {path}: {said}" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "platform", ["x86_64-manylinux_2_28\n", "x86_64-manylinux_２_２８", "x86_64-manylinux_2_" + "9" * 30]
+)
+def test_a_wheelhouse_platform_is_ascii_and_of_a_real_glibc(compat, tmp_path, platform):
+    # a newline, other scripts' digits and a 30-digit glibc were taken (and the last made a list of 10**30 tags)
+    proc = compat("wheelhouse", str(tmp_path / "wheels"), "--platform", platform, "--stacks", "local", "--no-compat")
+    assert_clean_error(proc, 2)
+    assert "--platform" in proc.stderr and "ARCH-manylinux_X_Y" in proc.stderr
