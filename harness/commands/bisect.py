@@ -85,7 +85,7 @@ def _add_release_options(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=common.positive,
+        type=common.time_limit,
         metavar="S",
         help="per-probe time limit in seconds (default: the matrix's timeout_s)",
     )

@@ -73,6 +73,30 @@ def positive(text: str) -> float:
     return _number(text, 0, strict=True)
 
 
+def time_limit(text: str) -> float:
+    """A cell's time limit in seconds: above 0, at most a week (matrix.MAX_TIMEOUT_S)."""
+    from harness.catalog.matrix import MAX_TIMEOUT_S
+
+    seconds = positive(text)
+    if seconds > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text}: at most {MAX_TIMEOUT_S:,} seconds (a week)")
+    return seconds
+
+
+def folder_value(text: str) -> Path:
+    """A folder, or where one can be made: not a file, nor under one."""
+    path = path_value(text)
+    try:
+        there = next((p for p in (path, *path.parents) if p.exists()), None)
+    except OSError as exc:  # a name longer than the system takes
+        raise argparse.ArgumentTypeError(f"{text[:200]}: not a folder this system can have ({exc.strerror})") from None
+    if there is not None and not there.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text}: {'is' if there == path else f'is under {there},'} a file, not a folder"
+        )
+    return path
+
+
 def non_negative(text: str) -> float:
     """A finite number of 0 or more (days, seconds)."""
     return _number(text, 0, strict=False)
@@ -283,7 +307,7 @@ def env_dir(p: argparse.ArgumentParser) -> None:
     """--env-dir, for every command that makes or reads stack environments."""
     p.add_argument(
         "--env-dir",
-        type=path_value,
+        type=folder_value,
         help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
     )
 

@@ -73,7 +73,7 @@ def _add_stack_options(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=common.positive,
+        type=common.time_limit,
         metavar="S",
         help="per-cell time limit in seconds (default: the matrix's timeout_s)",
     )
@@ -149,6 +149,10 @@ def _run(args, host, cluster) -> int:
             f"(it has {', '.join(archs)}); `compat list` shows why"
         )
     results = writable(args.results or where.results, "--results")
+    if args.junit:  # written once the cells have run: its place is checked before they do
+        if args.junit.is_dir():
+            raise UsageError(f"--junit {args.junit}: is a folder; give the file to write, e.g. junit.xml")
+        writable(args.junit.parent, "--junit", "the JUnit file's folder")
     base = known_issues_base(data.dir)
     resumed = resume.latest_run(results, planned, read_results(results)) if args.resume else None
     if resumed:

@@ -358,3 +358,67 @@ def test_a_wheelhouse_platform_is_ascii_and_of_a_real_glibc(compat, tmp_path, pl
     proc = compat("wheelhouse", str(tmp_path / "wheels"), "--platform", platform, "--stacks", "local", "--no-compat")
     assert_clean_error(proc, 2)
     assert "--platform" in proc.stderr and "ARCH-manylinux_X_Y" in proc.stderr
+
+
+# -- compat run (and bisect): where the JUnit file goes, time limits, the env folder ----------
+
+NOWHERE = """description = "a cell no host has: recorded unsupported at once"
+{settings}
+[product]
+hardware = ["sm_30"]
+stack = ["local"]
+precision = ["fp32"]
+quantization = ["none"]
+method = ["full"]
+strategy = ["single"]
+"""
+
+
+@pytest.fixture
+def nowhere(tmp_path):
+    def grid(settings: str = "") -> str:
+        path = tmp_path / "nowhere.toml"
+        path.write_text(NOWHERE.format(settings=settings))
+        return str(path)
+
+    return grid
+
+
+def test_run_checks_where_its_junit_file_goes_before_any_cell(compat, tmp_path, nowhere):
+    """Issue 41, finding 7: --junit a folder, or under a file, ended in exit 70 once every cell had
+    run; now it is said before the first."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    results = tmp_path / "results"
+    for junit, code, said in (
+        (tmp_path, 2, f"--junit {tmp_path}: is a folder; give the file to write"),
+        (afile / "junit.xml", 74, f"--junit {afile}: is a file, not the JUnit file's folder"),
+    ):
+        proc = compat("run", "--matrix", nowhere(), "--results", str(results), "--no-table", "--junit", str(junit))
+        assert_clean_error(proc, code)
+        assert said in proc.stderr
+        assert not (results / "records.jsonl").exists()
+
+
+def test_a_time_limit_past_a_week_is_refused(compat, tmp_path, nowhere):
+    """Issue 41, finding 7: --timeout 1e308 (or a grid's timeout_s of 20 digits) overflowed the wait
+    on the cell's process: exit 70, the cell left running."""
+    proc = compat("run", "--matrix", nowhere(), "--results", str(tmp_path), "--no-table", "--timeout", "1e308")
+    assert proc.returncode == 2 and "argument --timeout: 1e308: at most 604,800 seconds (a week)" in proc.stderr
+    proc = compat("bisect", CELL, "--package", "transformers", "--timeout", "1e308", "--offline")
+    assert proc.returncode == 2 and "argument --timeout: 1e308: at most 604,800 seconds" in proc.stderr
+    grid = nowhere("[settings]\ntimeout_s = 99999999999999999999")
+    proc = compat("run", "--matrix", grid, "--results", str(tmp_path), "--no-table")
+    assert_clean_error(proc, 2)
+    assert "nowhere.toml:3: [settings].timeout_s: 99999999999999999999 is more than a week" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "bisect", "preflight", "envs"])
+def test_an_env_folder_that_is_a_file_is_a_usage_error(compat, tmp_path, command):
+    # a file, or a path under one, as --env-dir ended in exit 70 where an env was made or locked
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for env_dir, said in ((afile, "is a file, not a folder"), (afile / "envs", f"is under {afile}, a file")):
+        proc = compat(command, "--env-dir", str(env_dir))
+        assert proc.returncode == 2, proc.stderr
+        assert f"argument --env-dir: {env_dir}: {said}" in proc.stderr
