@@ -97,8 +97,8 @@ def _add_release_options(p) -> None:
 
 
 def index_url(text: str) -> str:
-    """A package index's address: http(s)://host/... or file:///folder, with no space or control
-    character (each would be sent as part of the request, or turn a message's line)."""
+    """A package index's address: http(s)://host/..., with no space or control character (each
+    would be sent as part of the request, or break a message's line)."""
     import urllib.parse
 
     try:
@@ -106,13 +106,11 @@ def index_url(text: str) -> str:
     except ValueError as exc:  # "Invalid IPv6 URL"
         raise argparse.ArgumentTypeError(f"{text!r} is not an address: {exc}") from None
     if (
-        parts.scheme not in ("http", "https", "file")
-        or (parts.scheme != "file" and not parts.hostname)
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
         or any(c.isspace() or not c.isprintable() for c in text)
     ):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a package index's address: give http(s)://host/simple or file:///folder"
-        )
+        raise argparse.ArgumentTypeError(f"{text!r} is not a package index's address: give http(s)://host/simple")
     return text
 
 

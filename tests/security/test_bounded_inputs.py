@@ -292,9 +292,10 @@ def test_an_index_answer_past_its_size_or_time_is_refused_naming_the_index(index
     assert url in str(caught.value)
 
 
-@pytest.mark.parametrize("url", ["::::", "http://[::1", "http://a b/simple", "ftp://127.0.0.1:9/simple"])
+@pytest.mark.parametrize("url", ["::::", "http://[::1", "http://a b/simple", "ftp://127.0.0.1:9/simple", "file:///tmp"])
 def test_an_index_address_that_is_none_is_a_usage_error(compat, tmp_path, url):
-    # the first three ended in exit 70 (a ValueError, http.client's InvalidURL), ftp:// was tried
+    # the first three ended in exit 70 (a ValueError, http.client's InvalidURL); ftp:// and file:// were
+    # tried, and neither answers as an index (urllib reads no index.html of a folder)
     proc = compat("bisect", CELL, "--package", "transformers", "--index-url", url, "--results", str(tmp_path))
     assert proc.returncode == 2, proc.stderr
     assert "argument --index-url" in proc.stderr and "Traceback" not in proc.stderr
