@@ -19,25 +19,25 @@ passes. This module is the search and the listing; harness/commands/bisect.py ru
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.version import Version
 
 from harness.errors import UsageError
 from harness.evidence.bisect_report import BAD, GOOD, NOT_RUN, SKIP, judge, judge_paired, signature_of  # noqa: F401 (one rule: the search and the reports' check)
 
 INDEX = "https://pypi.org/simple"
-INDEX_TIMEOUT_S = 20.0
+INDEX_TIMEOUT_S = 20.0  # each wait on the index: to connect, for the next bytes
+# the whole answer of an index, however it comes: a package's PEP 691 JSON is under 1 MB (torch's
+# 0.42 MB, transformers' 0.21 MB in 2026); one larger or slower is refused, not read for ever
+INDEX_MAX_BYTES = 16 * 2**20
+INDEX_DEADLINE_S = 60.0
 
 
 # -- which releases there are ------------------------------------------------------------------
@@ -62,7 +62,7 @@ def version_of_file(package: str, filename: str) -> str | None:
             name, version = parse_sdist_filename(filename)
         else:
             return None
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+    except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion, a 5,000-digit release
         return None
     return str(version) if name == canonicalize_name(package) else None
 
@@ -85,22 +85,43 @@ def from_index(
 ) -> dict[str, tuple[bool, str | None]]:
     """Version -> (yanked: every file of it yanked, the earliest upload time of its files or None),
     from the index's simple API as JSON (PEP 691; upload-time is PEP 700's, API version 1.1).
-    OSError where it cannot be read."""
+    OSError naming the address where it cannot be read, is larger than INDEX_MAX_BYTES, takes
+    longer than INDEX_DEADLINE_S in all, or is not such an answer."""
     url = f"{index.rstrip('/')}/{canonicalize_name(package)}/"
-    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            doc = json.loads(response.read().decode("utf-8"))
+        request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(request, timeout=min(timeout, INDEX_DEADLINE_S)) as response:
+            doc = json.loads(_read_answer(response, url).decode("utf-8"))
     except urllib.error.HTTPError as exc:
         raise OSError(f"{url}: HTTP {exc.code}") from None
-    except (urllib.error.URLError, TimeoutError, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ValueError) as exc:
         raise OSError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+    except RecursionError:
+        raise OSError(f"{url}: nested too deeply to be an index's answer") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("files", []), list):
+        raise OSError(f"{url}: not a package index's answer (PEP 691 JSON: a mapping with a list of files)")
     files: dict[str, list[tuple[bool, str | None]]] = {}
     for f in doc.get("files") or []:
+        if not isinstance(f, dict):
+            raise OSError(f"{url}: not a package index's answer (a file that is not a mapping: {str(f)[:80]!r})")
         version = version_of_file(package, str(f.get("filename", "")))
         if version:
             files.setdefault(version, []).append((bool(f.get("yanked")), _utc(f.get("upload-time"))))
     return {v: (all(y for y, _ in got), min((t for _, t in got if t), default=None)) for v, got in files.items()}
+
+
+def _read_answer(response, url: str) -> bytes:
+    """The body of an index's answer, read in pieces to its end; OSError naming the address past
+    INDEX_MAX_BYTES or INDEX_DEADLINE_S (a hostile index's answer took 671 MB and 202 s)."""
+    deadline = time.monotonic() + INDEX_DEADLINE_S
+    body = bytearray()
+    while piece := response.read1(2**16):
+        body += piece
+        if len(body) > INDEX_MAX_BYTES:
+            raise OSError(f"{url}: an answer of more than {INDEX_MAX_BYTES / 2**20:g} MiB: not a release list")
+        if time.monotonic() > deadline:
+            raise OSError(f"{url}: no whole answer within {INDEX_DEADLINE_S:g} s")
+    return bytes(body)
 
 
 def _utc(stamp) -> str | None:
@@ -110,11 +131,11 @@ def _utc(stamp) -> str | None:
 
     try:
         when = dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError):  # OverflowError: the year 1 or 9999 moved past the calendar's end
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def releases(

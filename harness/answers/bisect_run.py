@@ -103,6 +103,8 @@ def parse_set(items: list[str]) -> dict:
             parsed = tomllib.loads(f"v = {value.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             parsed = value.strip()
+        except RecursionError:
+            raise UsageError(f"--set {item[:80]!r}: its value is nested too deeply to be a setting") from None
         table = out
         for part in parts[:-1]:
             table = table.setdefault(part, {})

@@ -467,7 +467,10 @@ def default_load(strategy: str) -> str:
 
 
 def _module_names(names) -> list[str]:
-    """Module names as users write them: "q_proj,v_proj" or ["q_proj", "v_proj"]."""
+    """Module names as users write them: "q_proj,v_proj" or ["q_proj", "v_proj"]; UsageError for
+    anything else (a number, a mapping: a config's field as no tool writes it)."""
+    if not isinstance(names, (str, list, tuple)):
+        raise UsageError(f"{names!r} is not module names: give them as text (q_proj,v_proj) or a list")
     return [str(n).strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
 
 

@@ -12,7 +12,8 @@ user: `used` (it decides an axis of the cell: family, precision, quantization, m
 strategy, ranks, gradient checkpointing), `not_modelled` (a real field of that format that does
 not change which cell runs: the data set, the learning rate, the output folder, ...), `unknown`
 (not a field of that format as compat knows it: a typo, or a newer release's field). Nothing is
-silently ignored. A file that does not parse is an error naming file:line (exit code 2).
+silently ignored. A file that does not parse is an error naming file:line (exit code 2), and so is
+one past the bounds of a config (MAX_CONFIG_BYTES, MAX_CONFIG_VALUES) or a count past any run (MOST).
 
 A preset (matrix/presets/NAME/preset.toml) is a set of such configs, shipped, that mirrors a setup
 users reported trouble with, with its sources; its variants each change one thing (a config file,
@@ -86,10 +87,23 @@ class Request:
         self.why[axis] = why
 
 
+# what a config file may hold: LLaMA-Factory's examples are under 2 KB and 40 fields, with no YAML
+# alias; far larger is no config, and an alias that stands for an alias of an alias... (a 500-byte
+# "billion laughs") would be millions of values by the time it is shown
+MAX_CONFIG_BYTES = 2**20
+MAX_CONFIG_VALUES = 10_000  # keys and values, an alias counted as the values it stands for
+SHOWN_CHARS = 200  # a config's value echoed in a line of the plan or a message: longer ones are cut
+
+
+class _Refused(Exception):
+    """What the YAML reader will not build, and where: (problem, a yaml Mark)."""
+
+
 def read(path: Path) -> Source:
-    """Parse one config file (JSON or YAML by its suffix; YAML also reads JSON) and tell its kind."""
+    """Parse one config file (JSON or YAML by its suffix; YAML also reads JSON) and tell its kind.
+    A file of more than MAX_CONFIG_BYTES or MAX_CONFIG_VALUES is refused, before it is built."""
     try:
-        text = read_regular(path).decode("utf-8")
+        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
     except NotAFile as exc:
         raise UsageError(f"{path}: {exc}") from None
     except FileNotFoundError:
@@ -100,26 +114,7 @@ def read(path: Path) -> Source:
         raise UsageError(f"{path}: not a text file ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror}") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise UsageError(f"{path}: nested too deeply to be a config") from None
-    else:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-            raise UsageError(f"{path}{at}: not valid YAML: {exc.problem or exc.context}") from None
-        except (yaml.YAMLError, RecursionError) as exc:
-            raise UsageError(
-                f"{path}: not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-            ) from None
+    data = _json(path, text) if path.suffix.lower() == ".json" else _yaml(path, text)
     if not isinstance(data, dict):
         raise UsageError(
             f"{path}: a config is a mapping of fields at the top, not "
@@ -127,8 +122,109 @@ def read(path: Path) -> Source:
         )
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
-        raise UsageError(f"{path}: field names are text, not {bad[0]!r}")
+        raise UsageError(f"{path}: field names are text, not {_shown(bad[0], r=True)}")
     return Source(path, kind_of(path, data), data)
+
+
+def _too_many(where: str) -> UsageError:
+    return UsageError(
+        f"{where}: more than {MAX_CONFIG_VALUES:,} keys and values (an alias counted as the values it stands for): "
+        "not a training config"
+    )
+
+
+def _json(path: Path, text: str):
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except ValueError as exc:  # a number of more digits than Python converts (4,300)
+        raise UsageError(f"{path}: not valid JSON: {str(exc).split(':')[0]}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply to be a config") from None
+    # JSON shares no value: each is counted once, keys included, as the YAML reader counts
+    count, todo = 0, [data]
+    while todo:
+        item = todo.pop()
+        count += 1
+        if count > MAX_CONFIG_VALUES:
+            raise _too_many(str(path))
+        if isinstance(item, dict):
+            todo += [*item, *item.values()]
+        elif isinstance(item, list):
+            todo += item
+    return data
+
+
+def _yaml(path: Path, text: str):
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_yaml_loader())  # SafeLoader, counting
+    except _Refused as exc:
+        problem, mark = exc.args
+        if problem is None:
+            raise _too_many(f"{path}:{mark.line + 1}:{mark.column + 1}") from None
+        raise UsageError(f"{path}:{mark.line + 1}:{mark.column + 1}: {problem}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise UsageError(f"{path}{at}: not valid YAML: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise UsageError(
+            f"{path}: not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+    except ValueError as exc:  # a number of more digits than Python converts (4,300)
+        raise UsageError(f"{path}: not valid YAML: {str(exc).split(':')[0]}") from None
+
+
+@functools.cache
+def _yaml_loader():
+    """yaml's SafeLoader, held to what a config is: it counts the values it composes, an alias as
+    the values it stands for, and stops past MAX_CONFIG_VALUES (a "billion laughs" ends at once,
+    before a value is built); an alias inside the value it names (a value that holds itself) is
+    refused, as are !!binary and !!set (no config holds bytes or sets, and neither is JSON, as the
+    DeepSpeed and FSDP settings handed to the run must be); a date is kept as the text it is."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, stream):
+            super().__init__(stream)
+            self.values = 0  # composed so far, each alias as the values it stands for
+            self.sizes: dict[int, int] = {}  # id(node) -> its values, itself included, once composed
+
+        def compose_node(self, parent, index):
+            start = self.peek_event().start_mark
+            alias = self.check_event(yaml.AliasEvent)
+            node = super().compose_node(parent, index)
+            if alias:
+                size = self.sizes.get(id(node))
+                if size is None:
+                    raise _Refused("an alias inside the value it names: a value that holds itself", start)
+            else:
+                inside = node.value if isinstance(node, yaml.SequenceNode) else ()
+                if isinstance(node, yaml.MappingNode):
+                    inside = [n for pair in node.value for n in pair]
+                size = 1 + sum(self.sizes[id(n)] for n in inside)
+                self.sizes[id(node)] = size
+            self.values += size if alias else 1
+            if self.values > MAX_CONFIG_VALUES:
+                raise _Refused(None, start)
+            return node
+
+    def refused(loader, node):
+        raise _Refused(f"{node.tag.rsplit(':', 1)[-1]}: a value no training config holds", node.start_mark)
+
+    Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+    Loader.add_constructor("tag:yaml.org,2002:binary", refused)
+    Loader.add_constructor("tag:yaml.org,2002:set", refused)
+    return Loader
+
+
+def _shown(value, r: bool = False, limit: int = SHOWN_CHARS) -> str:
+    """A config's value as a line shows it (str, or repr where `r`), cut to `limit` characters."""
+    text = repr(value) if r else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def kind_of(path: Path, data: dict) -> str:
@@ -154,7 +250,7 @@ def kind_of(path: Path, data: dict) -> str:
         return "training_args"
     raise UsageError(
         f"{path}: not a config compat reads: none of the fields that mark a {', a '.join(TITLES.values())} "
-        f"(its fields: {', '.join(sorted(keys)[:12]) or 'none'})"
+        f"(its fields: {', '.join(_shown(k) for k in sorted(keys)[:12]) or 'none'})"
     )
 
 
@@ -194,8 +290,10 @@ def family_of(name: str) -> str | None:
 
 
 def size_of(name: str) -> str:
-    """ "8B" from "meta-llama/Llama-3.1-8B-Instruct"; "" when the name carries no size."""
-    found = re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])", name.replace("-", " ").replace("_", " "))
+    """ "8B" from "meta-llama/Llama-3.1-8B-Instruct"; "" when the name carries no size (a number of
+    more than 5 digits is no model's size in billions)."""
+    spaced = name.replace("-", " ").replace("_", " ")
+    found = re.findall(r"(?<![\w.])(\d{1,5}(?:\.\d{1,3})?)\s*[bB](?![a-zA-Z])", spaced)
     return f"{found[-1]}B" if found else ""
 
 
@@ -206,7 +304,9 @@ def _truthy(value) -> bool:
 def _deepspeed_strategy(ds: dict) -> tuple[str | None, str]:
     """(strategy, why) for a DeepSpeed config: its ZeRO stage and where it offloads."""
     zero = ds.get("zero_optimization") or {}
-    stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
+    if not isinstance(zero, dict):
+        return None, f"zero_optimization = {_shown(zero, r=True)}: DeepSpeed takes a mapping (stage, offload_*)"
+    stage = zero.get("stage", 0)
     offload = [
         k
         for k in ("offload_optimizer", "offload_param")
@@ -218,7 +318,7 @@ def _deepspeed_strategy(ds: dict) -> tuple[str | None, str]:
     found = strategies.for_deepspeed(int(stage), bool(offload)) if whole else None
     if found is None:
         stages = " and ".join(str(n) for n in sorted({s.zero_stage for s in strategies.TABLE if s.deepspeed}))
-        return None, f"zero_optimization.stage = {stage!r}: compat's cells have ZeRO stage {stages}"
+        return None, f"zero_optimization.stage = {_shown(stage, r=True)}: compat's cells have ZeRO stage {stages}"
     said = f"zero_optimization.stage = {found.zero_stage}"
     if found.offload or not offload:
         return found.name, said + (f", {' + '.join(offload)}" if offload else "")
@@ -251,7 +351,7 @@ def request(sources: list[Source], fields: Fields) -> Request:
 def _sort(src: Source, req: Request, fields: Fields, used: set[str], known_extra: frozenset = frozenset()) -> None:
     known = fields.known[src.kind] | known_extra
     for key in src.data:
-        label = f"{src.path.name}: {key}"
+        label = f"{src.path.name}: {_shown(key)}"
         if key in used:
             req.used.append(label)
         elif key in known:
@@ -266,7 +366,7 @@ def _precision_fields(src: Source, req: Request, used: set[str]) -> None:
         if field in d:
             used.add(field)
             if _truthy(d[field]):
-                req.set("precision", precision, f"{src.path.name}: {field} = {d[field]}")
+                req.set("precision", precision, f"{src.path.name}: {field} = {_shown(d[field])}")
 
 
 def _deepspeed_ref(src: Source, req: Request, value, used: set[str], fields: Fields) -> None:
@@ -276,10 +376,10 @@ def _deepspeed_ref(src: Source, req: Request, value, used: set[str], fields: Fie
     elif isinstance(value, str) and value.strip():
         path = Path(value)
         candidates = [path] if path.is_absolute() else [src.path.parent / path, Path.cwd() / path]
-        found = next((c for c in candidates if c.is_file()), None)
+        found = next((c for c in candidates if _is_file(c)), None)
         if found is None:
             raise UsageError(
-                f"{src.path}: deepspeed: {value}: no such file (looked in "
+                f"{src.path}: deepspeed: {_shown(value)}: no such file (looked in "
                 f"{' and '.join(str(c.parent) for c in candidates)})"
             )
         ds_src = read(found)
@@ -288,6 +388,14 @@ def _deepspeed_ref(src: Source, req: Request, value, used: set[str], fields: Fie
     else:
         return
     _apply_deepspeed(ds, name, req)
+
+
+def _is_file(path: Path) -> bool:
+    """A file there; False for a name the system cannot even look up (longer than a path may be)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _apply_deepspeed(ds: dict, name: str, req: Request) -> None:
@@ -311,7 +419,8 @@ def _fsdp_fields(src: Source, req: Request, used: set[str]) -> None:
         used.add(FSDP_KEY)
         req.fsdp[FSDP_KEY] = d[FSDP_KEY]
         version = (d.get("fsdp_config") or {}).get("version") if isinstance(d.get("fsdp_config"), dict) else None
-        req.set("strategy", strategies.for_trainer_fsdp(version).name, f"{src.path.name}: fsdp = {d[FSDP_KEY]!r}")
+        said = f"{src.path.name}: fsdp = {_shown(d[FSDP_KEY], r=True)}"
+        req.set("strategy", strategies.for_trainer_fsdp(version).name, said)
     if "fsdp_config" in d:
         used.add("fsdp_config")
         req.fsdp["fsdp_config"] = d["fsdp_config"]
@@ -325,13 +434,16 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
         req.model_name = model
         family = family_of(model)
         if family:
-            req.set("family", family, f"{name}: model_name_or_path = {model}")
+            req.set("family", family, f"{name}: model_name_or_path = {_shown(model)}")
         else:  # said in the family row and in the notes: the cell trains another model than theirs
             req.set(
-                "family", "llama", f"{name}: model_name_or_path = {model}: no tiny model of its family; a llama instead"
+                "family",
+                "llama",
+                f"{name}: model_name_or_path = {_shown(model)}: no tiny model of its family; a llama instead",
             )
             req.notes.append(
-                f"{name}: model_name_or_path = {model}: no family compat has a tiny model of; the cell trains a llama"
+                f"{name}: model_name_or_path = {_shown(model)}: no family compat has a tiny model of; the cell trains "
+                "a llama"
             )
         req.model_size = req.model_size or size_of(model)
     if "finetuning_type" in d:
@@ -340,26 +452,9 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
         if ft in ("lora", "full"):
             req.set("method", ft, f"{name}: finetuning_type = {ft}")
         else:
-            req.notes.append(f"{name}: finetuning_type = {d['finetuning_type']}: compat's cells are full or lora")
-    bits = d.get("quantization_bit")
-    if bits is not None:
-        used.update({"quantization_bit", "quantization_method", "quantization_type", "double_quantization"} & set(d))
-        method = str(d.get("quantization_method", "bitsandbytes")).lower()
-        if method not in ("bitsandbytes", "bnb"):
-            req.notes.append(f"{name}: quantization_method = {method}: compat quantizes with bitsandbytes only")
-        elif bits == 8:
-            req.set("quantization", "int8", f"{name}: quantization_bit = 8")
-        elif bits == 4:
-            kind = str(d.get("quantization_type", "nf4")).lower()
-            q = kind + ("dq" if _truthy(d.get("double_quantization", False)) else "")
-            req.set(
-                "quantization",
-                q,
-                f"{name}: quantization_bit = 4, quantization_type = {kind}"
-                + (", double_quantization" if q.endswith("dq") else ""),
-            )
-        else:
-            req.notes.append(f"{name}: quantization_bit = {bits}: bitsandbytes quantizes to 4 or 8 bits")
+            said = _shown(d["finetuning_type"])
+            req.notes.append(f"{name}: finetuning_type = {said}: compat's cells are full or lora")
+    _quantization_fields(src, req, used)
     _precision_fields(src, req, used)
     if "deepspeed" in d:
         _deepspeed_ref(src, req, d["deepspeed"], used, fields)
@@ -369,7 +464,7 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
     req.set(
         "grad_ckpt",
         not _truthy(d.get("disable_gradient_checkpointing", False)),
-        f"{name}: disable_gradient_checkpointing = {d.get('disable_gradient_checkpointing', False)} "
+        f"{name}: disable_gradient_checkpointing = {_shown(d.get('disable_gradient_checkpointing', False))} "
         "(LLaMA-Factory's default: on)",
     )
     _fit_fields(src, req, used, ("cutoff_len",))
@@ -378,32 +473,95 @@ def _llamafactory(src: Source, req: Request, fields: Fields) -> None:
     _sort(src, req, fields, used, fields.known["training_args"])
 
 
+def _quantization_fields(src: Source, req: Request, used: set[str]) -> None:
+    """LLaMA-Factory's quantization_bit, _method, _type and double_quantization: the cell's
+    quantization, or a note where bitsandbytes has no such one."""
+    d, name = src.data, src.path.name
+    bits = d.get("quantization_bit")
+    if bits is None:
+        return
+    used.update({"quantization_bit", "quantization_method", "quantization_type", "double_quantization"} & set(d))
+    method = str(d.get("quantization_method", "bitsandbytes")).lower()
+    if method not in ("bitsandbytes", "bnb"):
+        req.notes.append(f"{name}: quantization_method = {_shown(method)}: compat quantizes with bitsandbytes only")
+    elif bits == 8:
+        req.set("quantization", "int8", f"{name}: quantization_bit = 8")
+    elif bits == 4 and str(d.get("quantization_type", "nf4")).lower() not in ("nf4", "fp4"):
+        req.notes.append(
+            f"{name}: quantization_type = {_shown(d['quantization_type'])}: bitsandbytes quantizes 4-bit as nf4 or fp4"
+        )
+    elif bits == 4:
+        kind = str(d.get("quantization_type", "nf4")).lower()
+        q = kind + ("dq" if _truthy(d.get("double_quantization", False)) else "")
+        req.set(
+            "quantization",
+            q,
+            f"{name}: quantization_bit = 4, quantization_type = {kind}"
+            + (", double_quantization" if q.endswith("dq") else ""),
+        )
+    else:
+        req.notes.append(f"{name}: quantization_bit = {_shown(bits)}: bitsandbytes quantizes to 4 or 8 bits")
+
+
+# the whole numbers read from the configs, each from 1 to far past what any run uses: a bound that
+# only refuses what is no setting at all (-5, 10**20) before it reaches the cell or compat fit's sums
+MOST = {
+    "cutoff_len": 2**24,  # tokens: 16M, past the longest context of any model (10M)
+    "max_seq_length": 2**24,
+    "max_length": 2**24,
+    "per_device_train_batch_size": 2**16,
+    "gradient_accumulation_steps": 2**16,
+    "lora_rank": 2**16,  # past the hidden size of any model (16k)
+    "num_processes": 2**16,  # processes, one a card
+}
+
+
+def whole_number(src: Source, field: str) -> int | None:
+    """The whole number a config gives `field` (one of MOST), None where it gives none (absent or
+    null); anything else (text, a fraction, 0 or less, more than MOST) is a UsageError naming the
+    file and the field."""
+    value = src.data.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MOST[field]:
+        raise UsageError(
+            f"{src.path}: {field} = {_shown(value, r=True)}: must be a whole number from 1 to {MOST[field]:,}"
+        )
+    return value
+
+
 def _fit_fields(src: Source, req: Request, used: set[str], seq_fields: tuple) -> None:
-    d = src.data
-    steps = d.get("gradient_accumulation_steps")
-    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
+    steps = whole_number(src, "gradient_accumulation_steps")
+    if steps is not None:
         used.add("gradient_accumulation_steps")
         req.train["gradient_accumulation_steps"] = steps
     for f in seq_fields:
-        if isinstance(d.get(f), int):
+        seq_len = whole_number(src, f)
+        if seq_len is not None:
             used.add(f)
-            req.fit["seq_len"] = d[f]
-    if isinstance(d.get("per_device_train_batch_size"), int):
+            req.fit["seq_len"] = seq_len
+    batch = whole_number(src, "per_device_train_batch_size")
+    if batch is not None:
         used.add("per_device_train_batch_size")
-        req.fit["batch"] = d["per_device_train_batch_size"]
+        req.fit["batch"] = batch
 
 
 def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: bool) -> None:
     """The settings compat fit counts beyond the cell's axes: LoRA's rank, target modules and
     modules trained whole (LLaMA-Factory's lora_rank, lora_target, additional_target: defaults 8
     and "all", hparams/finetuning_args.py), the optimizer (`optim`, default adamw_torch), pure
-    bf16 and gradient accumulation. A value fit cannot count is a note, and fit keeps its default."""
+    bf16 and gradient accumulation. A rank or a step count that is no whole number in range is an
+    error (whole_number); another value fit cannot count is a note, and fit keeps its default."""
     from harness.answers import fit
 
     d, name = src.data, src.path.name
-    steps = d.get("gradient_accumulation_steps")
-    if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
+    steps = whole_number(src, "gradient_accumulation_steps")
+    if steps is not None:
         req.fit["grad_accum"] = steps
+    rank = whole_number(src, "lora_rank")
+    if rank is not None:
+        used.add("lora_rank")
+        req.fit["lora_r"] = rank
     if _truthy(d.get("pure_bf16", False)):
         req.fit["pure_bf16"] = True
     for field in ("packing", "neat_packing"):
@@ -412,11 +570,10 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
             if _truthy(d[field]):
                 req.fit["lengths"] = "fixed"  # one length throughout: the allocator's slack is that regime's
                 req.notes.append(
-                    f"{name}: {field} = {d[field]}: compat fit counts the same worst-case peak as padding to "
+                    f"{name}: {field} = {_shown(d[field])}: compat fit counts the same worst-case peak as padding to "
                     "the cutoff length (a batch of full-length sequences), and the allocator slack of fixed lengths"
                 )
     readers = (
-        ("lora_rank", "lora_r", _rank),
         ("lora_target", "lora_targets", fit.lora_targets),
         ("additional_target", "modules_to_save", fit.saved_modules),
         ("optim", "optimizer", fit.optimizer_name),
@@ -429,7 +586,8 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
             req.fit[key] = read(d[field])
         except UsageError as exc:
             req.notes.append(
-                f"{name}: {field} = {d[field]!r}: compat fit cannot count it ({exc}); it counts the default"
+                f"{name}: {field} = {_shown(d[field], r=True)}: compat fit cannot count it ({_shown(exc)}); it counts "
+                "the default"
             )
     if lora and "lora_rank" not in d:
         req.fit_defaults.append(f"{name}: lora_rank {fit.LORA_R} ({tool}'s default)")
@@ -438,12 +596,6 @@ def _fit_options(src: Source, req: Request, used: set[str], tool: str, lora: boo
         req.fit_defaults.append(f"{name}: lora_target all, every linear layer ({tool}'s default)")
     if "optim" not in d:
         req.fit_defaults.append(f"{name}: optim adamw_torch ({tool}'s default)")
-
-
-def _rank(value) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    raise UsageError(f"{value!r} is not a rank")
 
 
 def _deepspeed_file(src: Source, req: Request, fields: Fields) -> None:
@@ -458,7 +610,7 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
     if "distributed_type" in d:
         used.add("distributed_type")
     if kind == "MULTI_GPU" or kind == "MULTI_CPU":
-        req.set("strategy", strategies.data_parallel(2).name, f"{name}: distributed_type = {kind}")
+        req.set("strategy", strategies.data_parallel(2).name, f"{name}: distributed_type = {_shown(kind)}")
     elif kind == "FSDP":
         fc = d.get("fsdp_config") if isinstance(d.get("fsdp_config"), dict) else {}
         used |= {"fsdp_config"} & set(d)
@@ -497,9 +649,10 @@ def _accelerate(src: Source, req: Request, fields: Fields) -> None:
                 }
             }
             _apply_deepspeed(ds, f"{name} (deepspeed_config)", req)
-    if isinstance(d.get("num_processes"), int):
+    processes = whole_number(src, "num_processes")
+    if processes is not None:
         used.add("num_processes")
-        req.set("ranks", d["num_processes"], f"{name}: num_processes = {d['num_processes']}")
+        req.set("ranks", processes, f"{name}: num_processes = {processes}")
     mp = str(d.get("mixed_precision", "no")).lower()
     if "mixed_precision" in d:
         used.add("mixed_precision")
@@ -519,7 +672,7 @@ def _training_args(src: Source, req: Request, fields: Fields) -> None:
         req.set(
             "grad_ckpt",
             _truthy(d["gradient_checkpointing"]),
-            f"{name}: gradient_checkpointing = {d['gradient_checkpointing']}",
+            f"{name}: gradient_checkpointing = {_shown(d['gradient_checkpointing'])}",
         )
     _fit_fields(src, req, used, ("max_seq_length", "max_length"))
     _fit_options(src, req, used, "the Trainer", lora=False)
@@ -634,13 +787,14 @@ def plan_text(
     if req.deepspeed is not None:
         out.append(f"  DeepSpeed config as given: {req.deepspeed_from}")
     if fsdp_args(req) and strategies.get(cell.strategy).trainer_fsdp:
-        out.append(f"  FSDP settings as given (TrainingArguments form): {json.dumps(fsdp_args(req))}")
+        given = _shown(json.dumps(fsdp_args(req)), limit=10 * SHOWN_CHARS)
+        out.append(f"  FSDP settings as given (TrainingArguments form): {given}")
     if req.train:
         out.append(
             f"  tiny run's training settings from the configs: {', '.join(f'{k} = {v}' for k, v in req.train.items())}"
         )
     if req.model_name:
-        out.append(f"  model: {req.model_name}" + (f" ({req.model_size})" if req.model_size else ""))
+        out.append(f"  model: {_shown(req.model_name)}" + (f" ({req.model_size})" if req.model_size else ""))
     if changes:
         out.append(f"  the variant's settings of the tiny run: {', '.join(changes)}")
     names = {s.path.name for s in mine}
@@ -956,7 +1110,7 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
     if not size and not by_name:
         return ""
     head = (
-        f"\nPredicted for the real model ({req.model_name or 'unnamed'}, {size or by_name.title}), not "
+        f"\nPredicted for the real model ({_shown(req.model_name or 'unnamed')}, {size or by_name.title}), not "
         "measured: compat fit\n"
     )
     try:
@@ -1005,8 +1159,8 @@ def fit_text(matrix_dir: Path, gpu_name: str, jobs: list, gpus: int | None, mode
 def _read_as(req, entry, size, by_name) -> str:
     """How the configs' model was read: as the shipped config of its name, or of the size asked for."""
     if by_name:
-        return f"{req.model_name} is compat's {entry.key} ({entry.title})"
-    return f"{req.model_name or 'the model'} taken as compat's {size} config, {entry.key} ({entry.title})"
+        return f"{_shown(req.model_name)} is compat's {entry.key} ({entry.title})"
+    return f"{_shown(req.model_name or 'the model')} taken as compat's {size} config, {entry.key} ({entry.title})"
 
 
 def _per_strategy(jobs: list) -> dict:

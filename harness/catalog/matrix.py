@@ -52,6 +52,9 @@ from harness.tomldata import (
 
 AXIS_KEYS = AXES + OPTIONS
 MAX_PRODUCT = 100_000  # cells a grid's product may expand to; the project's largest has under 1,000
+# a cell's time limit, at most: a week, far past any cell (600 s by default), and short of what a
+# wait can be given at all (a 20-digit limit overflowed the thread's wait, leaving the cell running)
+MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,6 +429,9 @@ def _merge_settings(into: dict, overrides: dict, prefix: str, where, problems: l
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and key != "seed":
             problems.append(where(key, label, f"{value} must be greater than 0"))
+            continue
+        if key == "timeout_s" and value > MAX_TIMEOUT_S:
+            problems.append(where(key, label, f"{value} is more than a week ({MAX_TIMEOUT_S:,} s): not a cell's time"))
             continue
         into[key] = value
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, writable
 from harness.errors import UsageError
@@ -68,7 +70,7 @@ def _add_release_options(p) -> None:
     )
     p.add_argument(
         "--index-url",
-        type=common.text_value,
+        type=index_url,
         default=None,
         metavar="URL",
         help="the package index to list releases from (default: https://pypi.org/simple)",
@@ -83,7 +85,7 @@ def _add_release_options(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=common.positive,
+        type=common.time_limit,
         metavar="S",
         help="per-probe time limit in seconds (default: the matrix's timeout_s)",
     )
@@ -92,6 +94,24 @@ def _add_release_options(p) -> None:
         type=common.path_value,
         help="where the probes' records go (default: results/bisect/, apart from the published table)",
     )
+
+
+def index_url(text: str) -> str:
+    """A package index's address: http(s)://host/..., with no space or control character (each
+    would be sent as part of the request, or break a message's line)."""
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        raise argparse.ArgumentTypeError(f"{text!r} is not an address: {exc}") from None
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or any(c.isspace() or not c.isprintable() for c in text)
+    ):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a package index's address: give http(s)://host/simple")
+    return text
 
 
 def _add_probe_options(p) -> None:

@@ -25,14 +25,14 @@ def find_home() -> Home:
     return home.find()
 
 
-def writable(folder: Path, flag: str) -> Path:
+def writable(folder: Path, flag: str, what: str = "a results folder") -> Path:
     """`folder`, made if missing, once a file could be made in it; else ResultsWriteError (exit
-    74) naming the flag, before any work: a results folder that is a file, or one this user
-    cannot write (read-only, another user's), is found before a cell runs, not after."""
+    74) naming the flag, before any work: a results folder (or `what` else) that is a file, or one
+    this user cannot write (read-only, another user's), is found before a cell runs, not after."""
     import tempfile
 
     if folder.exists() and not folder.is_dir():
-        raise ResultsWriteError(f"{flag} {folder}: is a file, not a results folder; nothing was run or written")
+        raise ResultsWriteError(f"{flag} {folder}: is a file, not {what}; nothing was run or written")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".compat-write-check-", dir=folder)
@@ -71,6 +71,30 @@ def _number(text: str, least: float, strict: bool) -> float:
 def positive(text: str) -> float:
     """A finite number above 0 (seconds, GiB)."""
     return _number(text, 0, strict=True)
+
+
+def time_limit(text: str) -> float:
+    """A cell's time limit in seconds: above 0, at most a week (matrix.MAX_TIMEOUT_S)."""
+    from harness.catalog.matrix import MAX_TIMEOUT_S
+
+    seconds = positive(text)
+    if seconds > MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text}: at most {MAX_TIMEOUT_S:,} seconds (a week)")
+    return seconds
+
+
+def folder_value(text: str) -> Path:
+    """A folder, or where one can be made: not a file, nor under one."""
+    path = path_value(text)
+    try:
+        there = next((p for p in (path, *path.parents) if p.exists()), None)
+    except OSError as exc:  # a name longer than the system takes
+        raise argparse.ArgumentTypeError(f"{text[:200]}: not a folder this system can have ({exc.strerror})") from None
+    if there is not None and not there.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text}: {'is' if there == path else f'is under {there},'} a file, not a folder"
+        )
+    return path
 
 
 def non_negative(text: str) -> float:
@@ -327,7 +351,7 @@ def env_dir(p: argparse.ArgumentParser) -> None:
     """--env-dir, for every command that makes or reads stack environments."""
     p.add_argument(
         "--env-dir",
-        type=path_value,
+        type=folder_value,
         help="where stack environments live (default: $COMPAT_ENV_DIR or ~/.cache/compat/envs)",
     )
 

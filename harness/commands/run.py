@@ -73,7 +73,7 @@ def _add_stack_options(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=common.positive,
+        type=common.time_limit,
         metavar="S",
         help="per-cell time limit in seconds (default: the matrix's timeout_s)",
     )
@@ -293,6 +293,10 @@ def _check_options(args, host, cluster=None) -> set[str]:
         raise UsageError("--warm is for a Ray cluster's workers: give --ray too (a local run starts each cell cold)")
     if args.offline and not args.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
+    if args.junit:  # written once the cells have run: its place is checked before they do
+        if args.junit.is_dir():
+            raise UsageError(f"--junit {args.junit}: is a folder; give the file to write, e.g. junit.xml")
+        writable(args.junit.parent, "--junit", "the JUnit file's folder")
     return fail_on
 
 

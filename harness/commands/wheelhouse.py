@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.commands import HELP, common
-from harness.commands.common import find_home
+from harness.commands.common import find_home, writable
 from harness.errors import UsageError
 from harness.tomldata import did_you_mean
 
@@ -74,6 +74,7 @@ def handle(args) -> int:
         else [p for p in [root / "requirements" / "gpu-stack.txt"] if root and p.is_file()]
     )
     project = None if args.no_compat or not (root and (root / "pyproject.toml").is_file()) else root
+    writable(args.dir, "DIR", "a folder of wheels")  # checked once every option is, before any work
     print(
         f"compat wheelhouse {args.dir}: Python {target.python} on {target.platform}; stacks "
         f"{', '.join(s.name for s in stacks) or 'none'}; "

@@ -189,7 +189,8 @@ class Book:
         """Put `agreement` in a record that trained (and its flag where it differs)."""
         if curve(record) is None:
             return
-        init = (record.get("checks") or {}).get("init")
+        checks = record.get("checks")
+        init = checks.get("init") if isinstance(checks, dict) else None  # a contributed record: any shape
         record["agreement"] = {"reference": self.config.reference, **({"init": init} if init else {})}
         key = comparable(record)
         if record["axes"].get("stack") == self.config.reference:

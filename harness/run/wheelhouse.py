@@ -44,7 +44,7 @@ from harness.errors import CompatError, UsageError
 from harness.run.envs import find_uv, parse_pins
 
 MANIFEST = "compat-wheelhouse.json"
-PLATFORM = re.compile(r"^(x86_64|aarch64)-manylinux_(\d+)_(\d+)$")
+PLATFORM = re.compile(r"(x86_64|aarch64)-manylinux_([0-9]{1,2})_([0-9]{1,3})")  # glibc 2.5 to 2.40 and more
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Target:
         """pip's platform tags for the target: manylinux_2_28_x86_64 and every older glibc's, with
         their legacy names (manylinux2014 is 2_17, manylinux2010 2_12, manylinux1 2_5): a 2.28 host
         runs them all, and pip does not add them itself (pip 23.2 takes each tag as given)."""
-        arch, major, minor = PLATFORM.match(self.platform).groups()
+        arch, major, minor = PLATFORM.fullmatch(self.platform).groups()
         legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
         tags = []
         for m in range(int(minor), 4, -1):
@@ -69,10 +69,10 @@ class Target:
     @classmethod
     def parse(cls, python: str | None, platform: str | None) -> "Target":
         python = python or ".".join(host_platform.python_version_tuple()[:2])
-        if not re.fullmatch(r"3\.\d{1,2}", python):
+        if not re.fullmatch(r"3\.[0-9]{1,2}", python):
             raise UsageError(f"--python {python!r}: give the target's Python as MAJOR.MINOR, e.g. 3.12")
         platform = platform or f"{host_platform.machine()}-manylinux_2_28"
-        if not PLATFORM.match(platform):
+        if not PLATFORM.fullmatch(platform):
             raise UsageError(
                 f"--platform {platform!r}: give a Linux target as ARCH-manylinux_X_Y, e.g. "
                 "x86_64-manylinux_2_28 or aarch64-manylinux_2_28 (GPU runners are Linux)"
@@ -114,10 +114,7 @@ def make(
             continue
         resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}")
     for path in requirement_files:
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise UsageError(f"--requirement {path}: cannot be read: {exc.strerror}") from None
+        lines = _requirement_lines(path)
         reqs = [line.split("#", 1)[0].strip() for line in lines]
         resolved[str(path)] = _compile(uv, [r for r in reqs if r and not r.startswith("-")], target, str(path))
     files: list[dict] = []
@@ -130,6 +127,21 @@ def make(
     made = Made(directory, target, resolved, skipped, files)
     _write_manifest(made)
     return made
+
+
+def _requirement_lines(path: Path) -> list[str]:
+    """A requirements file's lines: a regular file of UTF-8 text (tomldata.read_regular: a device or
+    a FIFO is not read for ever), else UsageError naming it."""
+    from harness.tomldata import NotAFile, read_regular
+
+    try:
+        return read_regular(path).decode("utf-8").splitlines()
+    except NotAFile as exc:
+        raise UsageError(f"--requirement {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--requirement {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"--requirement {path}: cannot be read: {exc.strerror}") from None
 
 
 def _compile(uv: str, requirements: list[str], target: Target, what: str) -> dict[str, str]:
