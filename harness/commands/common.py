@@ -264,7 +264,7 @@ def render(results: Path, matrix_dir: Path, base):
     from harness.render import page, support, table
 
     files = records.record_files(results)
-    shown, bad = records.reduce_records(files, summary.Summary, rules().check, records.reader_view)
+    shown, bad = records.reduce_records(files, summary.Shown, rules().check, records.reader_view)
     print_skipped(bad)
     tag = summary.tagger(base)
     layout = support.Layout.load(matrix_dir)

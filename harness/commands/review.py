@@ -52,7 +52,7 @@ def handle(args) -> int:
     layout = support.Layout.load(matrix_dir)
     trust = rules()
     shown, stored_bad = records.reduce_records(
-        records.record_files(results), summary.Summary, trust.check, records.reader_view
+        records.record_files(results), summary.Shown, trust.check, records.reader_view
     )
     before = table.render(shown, "compat table", len(stored_bad), tag, layout).splitlines()
     reports = merge.merge(args.files, results, check=trust.check, dry_run=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+import sys
 
 from harness.catalog.packages import TRACKED
 from harness.evidence import records
@@ -78,6 +79,93 @@ class Summary:
 
     def conflicts(self) -> dict[tuple, "Conflict"]:
         return conflicts_among(self._newest)
+
+
+# What the table and the page read of a record (render/table.py, page.py, support.py, agreement's
+# table lines, the per-card answers, the known-issue tagger): all that Shown keeps. True keeps a
+# value whole; a dict keeps those of its keys; a list of one dict keeps those keys of each item.
+SHOWN = {
+    **dict.fromkeys(("id", "cell", "axes", "outcome", "reason", "finished_at", "duration_s", "error"), True),
+    **dict.fromkeys(("runner", "provenance", "known_issues", "log", "losses"), True),
+    "fingerprint": {
+        "hardware": {"cpu": True, "driver": True, "cuda_driver": True, "gpus": True},
+        "packages": True,
+        "python": True,
+        "torch": {"version": True},
+    },
+    "memory": [
+        dict.fromkeys(
+            (
+                "rank",
+                "device",
+                "peak_rss_bytes",
+                "torch_max_allocated_bytes",
+                "torch_max_reserved_bytes",
+                "nvml_peak_used_bytes",
+                "nvml_processes_max",
+            ),
+            True,
+        )
+    ],
+    "agreement": dict.fromkeys(
+        ("status", "reference", "parted_at_step", "loss", "reference_loss", "allowed", "reference_record", "why"), True
+    ),
+}
+SHARED = ("axes", "fingerprint", "runner", "error")  # parts many records have alike: kept once (Shown)
+SHARED_MAX = 65536  # distinct parts kept for sharing; past this a part is kept as it is
+
+
+def cut(value, spec):
+    """What `spec` (as SHOWN) keeps of a value; a value not of the spec's shape is kept whole."""
+    if spec is True:
+        return value
+    if isinstance(spec, dict) and isinstance(value, dict):
+        return {k: cut(value[k], spec[k]) for k in spec if k in value}
+    if isinstance(spec, list) and isinstance(value, list):
+        return [cut(item, spec[0]) for item in value]
+    return value
+
+
+def _frozen(value):
+    """A hashable form of a JSON value, equal only for equal values of the same types, in the same
+    key order (True is not 1 here)."""
+    if isinstance(value, dict):
+        return ("{", *((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[", *map(_frozen, value))
+    return (type(value), value)
+
+
+class Shown(Summary):
+    """A Summary that keeps of each record only what the table and the page show of it (SHOWN), its
+    axes, fingerprint, runner and error held once for all the records that have them alike (a
+    runner's records share a fingerprint; a failure repeats on many versions). A folder whose every
+    record is a row of its own is then held in a few hundred bytes a row, not a record's kilobytes."""
+
+    def __init__(self, records=()):
+        self._same: dict = {}
+        super().__init__(records)
+
+    def add(self, rec: dict) -> None:
+        rec = cut(rec, SHOWN)
+        for k in SHARED:
+            if isinstance(rec.get(k), (dict, list)):
+                rec[k] = self._one(rec[k])
+        rec["cell"] = sys.intern(rec["cell"])
+        super().add(rec)
+
+    def _one(self, value):
+        """The value kept before that is equal to this one (or this one, kept now)."""
+        k = _frozen(value)
+        have = self._same.get(k)
+        if have is None:
+            have = value
+            if len(self._same) < SHARED_MAX:
+                self._same[k] = value
+        return have
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_same": {}}  # a worker's part goes to the parent without its lookup
 
 
 def _rank(rec: dict) -> tuple:
