@@ -471,25 +471,30 @@ def packages(record: dict) -> dict[str, str]:
     return out
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` whole, or leave it as it was (a full disk, a read-only folder).
-    The text goes to a temporary file of a unique name made in the same folder (mkstemp: created
-    new, so a link planted in the folder is never followed), then os.replace puts it in place in
-    one step: two writers at once each replace the file whole, and a reader sees one or the other."""
+def write_atomic(path: Path, text) -> None:
+    """Replace `path` with `text` (a str, or an iterable of the str pieces it is made of, written as
+    they come: a page of 100k rows is never one string) whole, or leave it as it was (a full disk,
+    a read-only folder, an error making a piece). The text goes to a temporary file of a unique
+    name made in the same folder (mkstemp: created new, so a link planted in the folder is never
+    followed), then os.replace puts it in place in one step: two writers at once each replace the
+    file whole, and a reader sees one or the other."""
     fd, tmp = None, None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             fd = None  # the file object owns it now
-            f.write(text)
+            for piece in [text] if isinstance(text, str) else text:
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None
+        if isinstance(exc, OSError):
+            raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None
+        raise
