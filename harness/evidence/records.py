@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import pickle
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -149,7 +150,9 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
     """`make()` (an object with add(record) and merge(other)) fed every valid record of `paths`,
     and the bad lines. Past PARALLEL_BYTES, each file is cut into byte ranges at line ends and read
     by one process per core, each into its own `make()`, merged here in file order: parsing and
-    validating 200k records is the cost, and it divides."""
+    validating 200k records is the cost, and it divides. Each part comes back pickled and is
+    taken in once the workers are gone: a part is as big as its rows, and the workers' memory and
+    the parts taken in are then never held at once."""
     total = sum(path.stat().st_size for path in paths)
     workers = min(os.cpu_count() or 1, 8)
     if total <= PARALLEL_BYTES or workers == 1:
@@ -165,11 +168,13 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         parts = list(pool.map(_reduce_range, jobs))
     out, bad, lines_before = make(), [], {}
-    for (path, *_), (part, part_bad, lines) in zip(jobs, parts):
+    for n, (path, *_) in enumerate(jobs):
+        pickled, part_bad, lines = parts[n]
+        parts[n] = None  # each part's bytes go as it is taken in
         offset = lines_before.get(path, 0)
         bad += [BadLine(path, offset + number, why) for number, why in part_bad]
         lines_before[path] = offset + lines
-        out.merge(part)
+        out.merge(pickle.loads(pickled))
     return out, bad
 
 
@@ -180,9 +185,9 @@ def _ranges(path: Path, n: int) -> list[tuple[int, int]]:
     return [(size * i // n, size * (i + 1) // n) for i in range(n)]
 
 
-def _reduce_range(job) -> tuple[object, list[tuple[int, str]], int]:
-    """One worker's part: (what make() gathered, (line number in the range, why) of each bad
-    line, the lines the range holds). A line belongs to the range its first byte is in."""
+def _reduce_range(job) -> tuple[bytes, list[tuple[int, str]], int]:
+    """One worker's part: (what make() gathered, pickled; (line number in the range, why) of each
+    bad line; the lines the range holds). A line belongs to the range its first byte is in."""
     path, start, end, make, check, parse = job
     out = make()
     with open(path, "rb") as f:
@@ -192,7 +197,7 @@ def _reduce_range(job) -> tuple[object, list[tuple[int, str]], int]:
                 f.readline()  # the rest of a line the range before has
         lines = _lines_until(f, end)
         bad = _feed(read_lines(lines, check, parse), out.add)
-    return out, bad, lines.count
+    return pickle.dumps(out, pickle.HIGHEST_PROTOCOL), bad, lines.count
 
 
 class _lines_until:
