@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import pickle
 import re
 import sys
 
@@ -120,20 +121,10 @@ def cut(value, spec):
     if spec is True:
         return value
     if isinstance(spec, dict) and isinstance(value, dict):
-        return {k: cut(value[k], spec[k]) for k in spec if k in value}
+        return {k: value[k] if s is True else cut(value[k], s) for k, s in spec.items() if k in value}
     if isinstance(spec, list) and isinstance(value, list):
         return [cut(item, spec[0]) for item in value]
     return value
-
-
-def _frozen(value):
-    """A hashable form of a JSON value, equal only for equal values of the same types, in the same
-    key order (True is not 1 here)."""
-    if isinstance(value, dict):
-        return ("{", *((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return ("[", *map(_frozen, value))
-    return (type(value), value)
 
 
 class Shown(Summary):
@@ -143,7 +134,7 @@ class Shown(Summary):
     record is a row of its own is then held in a few hundred bytes a row, not a record's kilobytes."""
 
     def __init__(self, records=()):
-        self._same: dict = {}
+        self._same: dict = {}  # a part pickled -> the part kept
         super().__init__(records)
 
     def add(self, rec: dict) -> None:
@@ -156,7 +147,7 @@ class Shown(Summary):
 
     def _one(self, value):
         """The value kept before that is equal to this one (or this one, kept now)."""
-        k = _frozen(value)
+        k = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)  # equal only for equal values, types and order
         have = self._same.get(k)
         if have is None:
             have = value
