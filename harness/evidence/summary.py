@@ -7,6 +7,7 @@ issues a failed record shows. The record's schema and its files are records.py."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import pickle
 import re
@@ -208,7 +209,12 @@ def cell_text(text: str) -> str:
     cell: HTML escaped, the characters that open code, links and images or end a cell
     backslash-escaped, and what a forge would turn into a link by itself (an address, www., an
     e-mail) broken up with an entity, so it reads the same and links nowhere."""
-    text = html.escape(" ".join(str(text).split()), quote=False)
+    return _plain(text if isinstance(text, str) else str(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a table is the same versions, names and errors again and again
+def _plain(text: str) -> str:
+    text = html.escape(" ".join(text.split()), quote=False)
     text = _MARKDOWN.sub(r"\\\1", text)
     return text.replace("://", "&#58;//").replace("www.", "www&#46;").replace("@", "&#64;")
 
@@ -295,7 +301,12 @@ def card_peaks(rec: dict) -> list[dict]:
 
 def peak_per_card(rec: dict) -> float | None:
     """The largest card's peak: what decides whether the cell fits a card."""
-    peaks = [c["peak"] for c in card_peaks(rec) if c["peak"]]
+    return largest_peak(card_peaks(rec))
+
+
+def largest_peak(cards: list[dict]) -> float | None:
+    """The largest peak of a record's card_peaks."""
+    peaks = [c["peak"] for c in cards if c["peak"]]
     return max(peaks) if peaks else None
 
 

@@ -58,7 +58,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "versions": dict(zip(TRACKED, summary.versions(rec))),
         "python": rec["fingerprint"].get("python") or "—",
         "cards": cards,
-        "peak": summary.peak_per_card(rec),
+        "peak": summary.largest_peak(cards),
         "loss": [lo["first"], lo["last"]]
         if isinstance(lo.get("first"), (int, float)) and isinstance(lo.get("last"), (int, float))
         else None,
@@ -113,7 +113,8 @@ class Rows(collections.abc.Sequence):
         return map(self._row, self.recs)
 
     def _row(self, rec: dict) -> dict:
-        return dict(row(rec, self.clashes.get(summary.key(rec)), self.tag), measurement=self.layout.is_measurement(rec))
+        conflict = self.clashes.get(summary.key(rec)) if self.clashes else None
+        return dict(row(rec, conflict, self.tag), measurement=self.layout.is_measurement(rec))
 
 
 def page_data(

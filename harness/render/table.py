@@ -224,7 +224,7 @@ def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.L
     out.append("|---" * len(header) + "|")
     yield from out
     for rec in recs:
-        conflict = " ⚠️ conflict" if key(rec) in clashes else ""
+        conflict = " ⚠️ conflict" if clashes and key(rec) in clashes else ""
         yield (
             "| "
             + " | ".join(
@@ -253,7 +253,7 @@ def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> 
         have = grid.setdefault(conf, {}).get(stack)
         if have is None or rec.get("finished_at", "") >= have.get("finished_at", ""):
             grid[conf][stack] = rec
-        if key(rec) in clashes:
+        if clashes and key(rec) in clashes:
             flagged.add((conf, stack))
     stacks = sorted({s for row in grid.values() for s in row})
     out = [
