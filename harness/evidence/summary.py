@@ -49,7 +49,7 @@ class Summary:
         self.count = 0
         self.runners: set[str] = set()
         self._shown: dict[tuple, dict] = {}
-        self._newest: dict[tuple, dict[str, dict]] = {}
+        self._newest: dict[tuple, tuple[str, dict] | dict[str, dict]] = {}  # note_newest
         for rec in records:
             self.add(rec)
 
@@ -72,8 +72,8 @@ class Summary:
         self.runners |= other.runners
         for k, rec in other._shown.items():
             self._show(k, rec)
-        for k, per_source in other._newest.items():
-            for rec in per_source.values():
+        for k, entry in other._newest.items():
+            for rec in _sources(entry).values():
                 note_newest(self._newest, k, rec)
 
     def rows(self) -> list[dict]:
@@ -317,7 +317,7 @@ def configuration(rec: dict) -> str:
 
 
 def key(rec: dict) -> tuple:
-    return (hardware_label(rec), rec["cell"], versions(rec))
+    return (sys.intern(hardware_label(rec)), rec["cell"], versions(rec))  # one label a hardware, whatever its rows
 
 
 def runner_name(rec: dict) -> str:
@@ -358,24 +358,43 @@ def conflicts(recs: list[dict], key) -> dict[tuple, Conflict]:
     """key(record) -> (hardware label, cell, versions); a conflict where the newest records of two
     or more runners under one key have different outcomes. A runner's own older records do not
     conflict with its newer ones: a fix or a flake on one runner is history, not disagreement."""
-    newest: dict[tuple, dict[str, dict]] = {}
+    newest: dict = {}
     for rec in recs:
         note_newest(newest, key(rec), rec)
     return conflicts_among(newest)
 
 
-def note_newest(newest: dict[tuple, dict[str, dict]], k: tuple, rec: dict) -> None:
-    """Keep `rec` as its source's newest record under key `k` if it is."""
-    per_source = newest.setdefault(k, {})
+def note_newest(newest: dict, k: tuple, rec: dict) -> None:
+    """Keep `rec` as its source's newest record under key `k` if it is: newest[k] is (source,
+    record) while one source has records there (most keys: a folder of 100k rows has as many, and
+    a dict of one source for each took 200 bytes a row), then source -> record."""
     who = identity(rec)
-    if who not in per_source or rec.get("finished_at", "") >= per_source[who].get("finished_at", ""):
-        per_source[who] = rec
+    have = newest.get(k)
+    if have is None:
+        newest[k] = (who, rec)
+        return
+    if isinstance(have, tuple):
+        if have[0] == who:
+            if rec.get("finished_at", "") >= have[1].get("finished_at", ""):
+                newest[k] = (who, rec)
+            return
+        have = newest[k] = dict([have])
+    if who not in have or rec.get("finished_at", "") >= have[who].get("finished_at", ""):
+        have[who] = rec
 
 
-def conflicts_among(newest: dict[tuple, dict[str, dict]]) -> dict[tuple, Conflict]:
-    """The conflicts in key -> source -> that source's newest record there."""
+def _sources(entry: tuple[str, dict] | dict[str, dict]) -> dict[str, dict]:
+    """source -> record of one key's entry in note_newest's dict."""
+    return dict([entry]) if isinstance(entry, tuple) else entry
+
+
+def conflicts_among(newest: dict) -> dict[tuple, Conflict]:
+    """The conflicts in note_newest's key -> source -> that source's newest record there."""
     out = {}
-    for k, per_runner in newest.items():
+    for k, entry in newest.items():
+        if isinstance(entry, tuple):
+            continue  # one source: nothing to disagree with
+        per_runner = entry
         if len({r["outcome"] for r in per_runner.values()}) > 1:
             ordered = sorted(per_runner.values(), key=lambda r: r.get("finished_at", ""), reverse=True)
             out[k] = Conflict(k, tuple(ordered))
