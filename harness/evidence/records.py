@@ -20,7 +20,6 @@ import io
 import json
 import math
 import os
-import pickle
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -160,6 +159,7 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
         return out, _gather(paths, out.add, check, parse)
     import concurrent.futures
     import multiprocessing
+    import pickle
 
     if "fork" not in multiprocessing.get_all_start_methods():
         out = make()
@@ -188,6 +188,8 @@ def _ranges(path: Path, n: int) -> list[tuple[int, int]]:
 def _reduce_range(job) -> tuple[bytes, list[tuple[int, str]], int]:
     """One worker's part: (what make() gathered, pickled; (line number in the range, why) of each
     bad line; the lines the range holds). A line belongs to the range its first byte is in."""
+    import pickle
+
     path, start, end, make, check, parse = job
     out = make()
     with open(path, "rb") as f:

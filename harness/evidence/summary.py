@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import html
-import pickle
 import re
 import sys
 
@@ -148,6 +147,8 @@ class Shown(Summary):
 
     def _one(self, value):
         """The value kept before that is equal to this one (or this one, kept now)."""
+        import pickle  # here, not at the top: most readers of this module never share parts
+
         k = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)  # equal only for equal values, types and order
         have = self._same.get(k)
         if have is None:

@@ -21,7 +21,6 @@ import itertools
 import json
 import math
 import string
-import uuid
 from pathlib import Path
 
 from harness.catalog.packages import TRACKED
@@ -199,7 +198,7 @@ def chunks(data: dict, command: str):
     script = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
     style = (PAGE_DIR / "style.css").read_text(encoding="utf-8")
     template = string.Template((PAGE_DIR / "template.html").read_text(encoding="utf-8"))
-    mark = f"compat-data-{uuid.uuid4().hex}"
+    mark = "\0compat-data\0"  # no template, style, script or escaped command holds a NUL
     head, tail = template.substitute(
         command=html.escape(command),
         style=style,
