@@ -18,6 +18,7 @@ No torch here: this must start fast.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import re
 from pathlib import Path
 
@@ -274,24 +275,58 @@ def _qlora(gpu: GpuModel, precision: str, data: ResolverData, ev: list[Evidence]
         )
 
 
+class Passes:
+    """The passing records an answer reads, gathered once: by architecture, and for a package, each
+    version's records (of a method, where asked), in the records' order. An answer for every card
+    (per_card) reads one Passes: a results folder of 100k rows is then gone through once, not once
+    a card and package."""
+
+    def __init__(self, records):
+        self.by_arch: dict[str, list[dict]] = {}
+        for r in records:
+            if r.get("outcome") == "pass":
+                self.by_arch.setdefault((r.get("axes") or {}).get("hardware"), []).append(r)
+        self._versions: dict[tuple, dict[str, list[dict]]] = {}
+
+    def versions(
+        self, arch: str, name: str, method_axes: tuple | None = None, method: str | None = None
+    ) -> dict[str, list[dict]]:
+        """Version of package `name` -> the passing records of `arch` that have it (of these
+        (method, quantization) axes, or of `method` as of_method reads it, where given), in the order
+        of their first record."""
+        k = (arch, name, method_axes, method)
+        if k not in self._versions:
+            out: dict[str, list[dict]] = {}
+            for r in self.by_arch.get(arch, ()):
+                axes = r.get("axes") or {}
+                if method is not None and not of_method(r, method):
+                    continue
+                if method_axes is None or (axes.get("method"), axes.get("quantization")) == method_axes:
+                    v = record_packages(r).get(name)
+                    if v:
+                        out.setdefault(v, []).append(r)
+            self._versions[k] = out
+        return self._versions[k]
+
+
 def recommend(
     gpu: GpuModel,
     gpus: int,
     method: str,
     data: ResolverData,
-    records: list[dict],
+    records: list[dict] | Passes,
     chosen: tuple[str, Evidence] | None = None,
     edges=(),
 ) -> Recommendation:
-    """`chosen`: a strategy and its evidence picked by `compat fit` for a model size, used
-    instead of the card-count rules below; `edges`: compat bisect's boundaries (lastgood.Edge)."""
+    """`records`: the records (or their Passes, made once for many answers); `chosen`: a strategy
+    and its evidence picked by `compat fit` for a model size, used instead of the card-count rules
+    below; `edges`: compat bisect's boundaries (lastgood.Edge)."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}")
     ev: list[Evidence] = []
     notes: list[str] = []
-    arch_passes = [
-        r for r in records if r.get("outcome") == "pass" and (r.get("axes") or {}).get("hardware") == gpu.arch
-    ]
+    passes = records if isinstance(records, Passes) else Passes(records)
+    arch_passes = passes.by_arch.get(gpu.arch, [])
     precision = _precision(gpu, data, arch_passes, ev)
 
     # -- quantization and strategy ------------------------------------------------------------
@@ -305,7 +340,7 @@ def recommend(
         strategy = _strategy(gpus, method, data, ev)
 
     # -- torch and its CUDA build, then the other packages ---------------------------------------
-    torch_version, variant = _pick_torch(gpu, data, arch_passes, ev)
+    torch_version, variant = _pick_torch(gpu, data, passes, ev)
     pins: dict[str, str] = {"torch": f"=={torch_version}"}
     need = packages.needed(method, strategies.get(strategy).deepspeed)
     if "bitsandbytes" in need:
@@ -318,7 +353,7 @@ def recommend(
     }
     for name in need:
         if name != "bitsandbytes":
-            pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev)
+            pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, passes, ev)
     _below_bisected(gpu, method, pins, edges, ev, notes)
     return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes)
 
@@ -433,16 +468,18 @@ def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) ->
 
 
 def _measured(about: str, says: str, recs: list[dict]) -> Evidence:
-    recs = sorted(recs, key=lambda r: r.get("finished_at") or "", reverse=True)
+    """Measured evidence from records: the five newest (nlargest: the first five of a stable sort,
+    newest first, without sorting them all), their hardware, the newest date."""
+    newest = heapq.nlargest(5, recs, key=lambda r: r.get("finished_at") or "")
     hw = sorted({(r.get("axes") or {}).get("hardware", "?") for r in recs})
     return Evidence(
         about,
         "measured",
         says,
-        records=[r["id"] for r in recs[:5]],
+        records=[r["id"] for r in newest],
         hardware=", ".join(hw),
-        date=(recs[0].get("finished_at") or "")[:10] or None,
-        measured_by=sorted({summary.measured_by(r) for r in recs[:5]}),
+        date=(newest[0].get("finished_at") or "")[:10] or None,
+        measured_by=sorted({summary.measured_by(r) for r in newest}),
     )
 
 
@@ -454,13 +491,9 @@ def of_method(rec: dict, method: str) -> bool:
     return axes.get("method") == ("full" if method == "full" else "lora") and quantized == (method == "qlora")
 
 
-def _pick_torch(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> tuple[str, str]:
+def _pick_torch(gpu: GpuModel, data: ResolverData, passes: Passes, ev: list[Evidence]) -> tuple[str, str]:
     # measured first: the newest torch build that passed on this architecture
-    by_version: dict[str, list[dict]] = {}
-    for r in arch_passes:
-        v = record_packages(r).get("torch")
-        if v and "+cu" in v:
-            by_version.setdefault(v, []).append(r)
+    by_version = {v: recs for v, recs in passes.versions(gpu.arch, "torch").items() if "+cu" in v}
     if by_version:
         best = max(by_version, key=lambda v: Version(v.split("+")[0]))
         version, variant = best.split("+")
@@ -524,7 +557,7 @@ def _pick_bnb(gpu: GpuModel, torch_version: str, variant: str, data: ResolverDat
     )
 
 
-def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, records, ev) -> str:
+def _pick_package(name, gpu, method, axes, torch_version, data, passes: Passes, ev) -> str:
     # pins the known issues ask for, where their conditions hold for this card, these axes and
     # the torch chosen (conditions on the other packages are left open: they are what we pick)
     spec = SpecifierSet()
@@ -543,22 +576,11 @@ def _pick_package(name, gpu, method, axes, torch_version, data, arch_passes, rec
                 )
             )
     # measured versions: this card's passing records first, else the same method on the CPU
-    own = [r for r in arch_passes if of_method(r, method) and record_packages(r).get(name)]
     method_axes = {"full": ("full", "none"), "lora": ("lora", "none"), "qlora": ("lora", "nf4")}[method]
-    cpu = [
-        r
-        for r in records
-        if r.get("outcome") == "pass"
-        and (r.get("axes") or {}).get("hardware") == "cpu"
-        and ((r.get("axes") or {}).get("method"), (r.get("axes") or {}).get("quantization")) == method_axes
-        and record_packages(r).get(name)
-    ]
+    own = passes.versions(gpu.arch, name, method=method)
+    cpu = passes.versions("cpu", name, method_axes)
     for pool, hardware in ((own, gpu.arch), (cpu, "cpu")):
-        versions: dict[str, list[dict]] = {}
-        for r in pool:
-            v = record_packages(r)[name]
-            if spec.contains(Version(v), prereleases=True):
-                versions.setdefault(v, []).append(r)
+        versions = {v: recs for v, recs in pool.items() if spec.contains(Version(v), prereleases=True)}
         if versions:
             best = max(versions, key=Version)
             says = f"{name} {best} passed {method} cells on {hardware}"
@@ -688,14 +710,18 @@ def per_card(data: ResolverData, recs: list[dict]) -> list[dict]:
     and its evidence, with the number of records of the card's architecture. `recs`: the rows
     the page shows (a cell run many times counts once). What the page's per-card answers show."""
     out = []
+    passes = Passes(recs)
+    counts: dict[str, int] = {}
+    for r in recs:
+        counts[r["axes"]["hardware"]] = counts.get(r["axes"]["hardware"], 0) + 1
     for gpu in data.gpus.gpus:
-        rec = recommend(gpu, 1, "qlora", data, recs)
+        rec = recommend(gpu, 1, "qlora", data, passes)
         out.append(
             {
                 "gpu": gpu.name,
                 "cc": gpu.cc_text,
                 "arch": gpu.arch,
-                "measured": sum(1 for r in recs if r["axes"]["hardware"] == gpu.arch),
+                "measured": counts.get(gpu.arch, 0),
                 "precision": rec.precision,
                 "torch": f"{rec.torch_version}+{rec.torch_variant}",
                 "bitsandbytes": rec.packages.get("bitsandbytes"),

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import re
 from pathlib import Path
 from re import _constants as sre_constants
@@ -147,6 +148,7 @@ class Issue:
         return True
 
 
+MEMO_TEXTS = 4096  # error texts whose matches a base keeps (KnownIssues.signed)
 VERDICT_RANK = {"hold": 3, "unknown": 2, "unshown": 1, "contradicted": 0}
 # the verdicts under which a match answers the log; below them the family answer comes first
 ANSWERS = ("hold", "unknown")
@@ -174,6 +176,7 @@ class Match:
 class KnownIssues:
     path: Path
     issues: tuple[Issue, ...]
+    memo: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # error text's digest -> signed
 
     @classmethod
     def load(cls, directory: Path) -> "KnownIssues":
@@ -283,10 +286,22 @@ class KnownIssues:
         """Ids of the issues an error's text shows: a signature in it, and conditions that hold for
         the packages, card and axes it ran with (a record's, read by evidence/summary.py's
         issues_shown)."""
-        text = clean(error)
-        if not text.strip():
-            return []
-        return [m.issue.id for m in self.explain(text) if m.issue.applies(packages, cc, axes)]
+        return [issue.id for issue in self.signed(error) if issue.applies(packages, cc, axes)]
+
+    def signed(self, error: str) -> tuple[Issue, ...]:
+        """The issues whose signature is in an error's text, best first (explain's order, nothing
+        known of the run). A results folder's failures are a few errors again and again, on many
+        versions and cards: each text is searched once (kept by its digest, the last MEMO_TEXTS),
+        and `shown` checks the conditions per record."""
+        k = hashlib.blake2b(error.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        found = self.memo.get(k)
+        if found is None:
+            text = clean(error)
+            found = tuple(m.issue for m in self.explain(text)) if text.strip() else ()
+            if len(self.memo) >= MEMO_TEXTS:
+                self.memo.pop(next(iter(self.memo)))
+            self.memo[k] = found
+        return found
 
 
 @functools.lru_cache(maxsize=4096)

@@ -79,6 +79,7 @@ def handle(args) -> int:
     for path in args.files:
         by_kind.setdefault(kind(path), []).append(path)
     shown, before, _ = common.published(results, matrix_dir, base)
+    before = "".join(before)
     print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
     refused, added = _records(by_kind, results, trust.check, args.published)
     new_reports, problems = _reports(
@@ -93,6 +94,7 @@ def handle(args) -> int:
     _, after, page_text = common.published(
         results, matrix_dir, base, more=added.get("records", []), more_reports=new_reports
     )
+    after, page_text = "".join(after), "".join(page_text) if by_kind.get("published") else ""
     for path in by_kind.get("published", []):
         made = after if path.name == "COMPATIBILITY.md" else page_text
         if path.read_bytes() != made.encode("utf-8"):

@@ -150,7 +150,9 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
     """`make()` (an object with add(record) and merge(other)) fed every valid record of `paths`,
     and the bad lines. Past PARALLEL_BYTES, each file is cut into byte ranges at line ends and read
     by one process per core, each into its own `make()`, merged here in file order: parsing and
-    validating 200k records is the cost, and it divides."""
+    validating 200k records is the cost, and it divides. Each part comes back pickled and is
+    taken in once the workers are gone: a part is as big as its rows, and the workers' memory and
+    the parts taken in are then never held at once."""
     total = sum(path.stat().st_size for path in paths)
     workers = min(os.cpu_count() or 1, 8)
     if total <= PARALLEL_BYTES or workers == 1:
@@ -158,6 +160,7 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
         return out, _gather(paths, out.add, check, parse)
     import concurrent.futures
     import multiprocessing
+    import pickle
 
     if "fork" not in multiprocessing.get_all_start_methods():
         out = make()
@@ -166,11 +169,13 @@ def reduce_records(paths: list[Path], make, check=None, parse=None) -> tuple[obj
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         parts = list(pool.map(_reduce_range, jobs))
     out, bad, lines_before = make(), [], {}
-    for (path, *_), (part, part_bad, lines) in zip(jobs, parts):
+    for n, (path, *_) in enumerate(jobs):
+        pickled, part_bad, lines = parts[n]
+        parts[n] = None  # each part's bytes go as it is taken in
         offset = lines_before.get(path, 0)
         bad += [BadLine(path, offset + number, why) for number, why in part_bad]
         lines_before[path] = offset + lines
-        out.merge(part)
+        out.merge(pickle.loads(pickled))
     return out, bad
 
 
@@ -181,9 +186,11 @@ def _ranges(path: Path, n: int) -> list[tuple[int, int]]:
     return [(size * i // n, size * (i + 1) // n) for i in range(n)]
 
 
-def _reduce_range(job) -> tuple[object, list[tuple[int, str]], int]:
-    """One worker's part: (what make() gathered, (line number in the range, why) of each bad
-    line, the lines the range holds). A line belongs to the range its first byte is in."""
+def _reduce_range(job) -> tuple[bytes, list[tuple[int, str]], int]:
+    """One worker's part: (what make() gathered, pickled; (line number in the range, why) of each
+    bad line; the lines the range holds). A line belongs to the range its first byte is in."""
+    import pickle
+
     path, start, end, make, check, parse = job
     out = make()
     with open(path, "rb") as f:
@@ -193,7 +200,7 @@ def _reduce_range(job) -> tuple[object, list[tuple[int, str]], int]:
                 f.readline()  # the rest of a line the range before has
         lines = _lines_until(f, end)
         bad = _feed(read_lines(lines, check, parse), out.add)
-    return out, bad, lines.count
+    return pickle.dumps(out, pickle.HIGHEST_PROTOCOL), bad, lines.count
 
 
 class _lines_until:
@@ -474,25 +481,30 @@ def packages(record: dict) -> dict[str, str]:
     return out
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` whole, or leave it as it was (a full disk, a read-only folder).
-    The text goes to a temporary file of a unique name made in the same folder (mkstemp: created
-    new, so a link planted in the folder is never followed), then os.replace puts it in place in
-    one step: two writers at once each replace the file whole, and a reader sees one or the other."""
+def write_atomic(path: Path, text) -> None:
+    """Replace `path` with `text` (a str, or an iterable of the str pieces it is made of, written as
+    they come: a page of 100k rows is never one string) whole, or leave it as it was (a full disk,
+    a read-only folder, an error making a piece). The text goes to a temporary file of a unique
+    name made in the same folder (mkstemp: created new, so a link planted in the folder is never
+    followed), then os.replace puts it in place in one step: two writers at once each replace the
+    file whole, and a reader sees one or the other."""
     fd, tmp = None, None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             fd = None  # the file object owns it now
-            f.write(text)
+            for piece in [text] if isinstance(text, str) else text:
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None
+        if isinstance(exc, OSError):
+            raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None
+        raise

@@ -7,8 +7,10 @@ issues a failed record shows. The record's schema and its files are records.py."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import re
+import sys
 
 from harness.catalog.packages import TRACKED
 from harness.evidence import records
@@ -46,7 +48,7 @@ class Summary:
         self.count = 0
         self.runners: set[str] = set()
         self._shown: dict[tuple, dict] = {}
-        self._newest: dict[tuple, dict[str, dict]] = {}
+        self._newest: dict[tuple, tuple[str, dict] | dict[str, dict]] = {}  # note_newest
         for rec in records:
             self.add(rec)
 
@@ -69,8 +71,8 @@ class Summary:
         self.runners |= other.runners
         for k, rec in other._shown.items():
             self._show(k, rec)
-        for k, per_source in other._newest.items():
-            for rec in per_source.values():
+        for k, entry in other._newest.items():
+            for rec in _sources(entry).values():
                 note_newest(self._newest, k, rec)
 
     def rows(self) -> list[dict]:
@@ -78,6 +80,85 @@ class Summary:
 
     def conflicts(self) -> dict[tuple, "Conflict"]:
         return conflicts_among(self._newest)
+
+
+# What the table and the page read of a record (render/table.py, page.py, support.py, agreement's
+# table lines, the per-card answers, the known-issue tagger): all that Shown keeps. True keeps a
+# value whole; a dict keeps those of its keys; a list of one dict keeps those keys of each item.
+SHOWN = {
+    **dict.fromkeys(("id", "cell", "axes", "outcome", "reason", "finished_at", "duration_s", "error"), True),
+    **dict.fromkeys(("runner", "provenance", "known_issues", "log", "losses"), True),
+    "fingerprint": {
+        "hardware": {"cpu": True, "driver": True, "cuda_driver": True, "gpus": True},
+        "packages": True,
+        "python": True,
+        "torch": {"version": True},
+    },
+    "memory": [
+        dict.fromkeys(
+            (
+                "rank",
+                "device",
+                "peak_rss_bytes",
+                "torch_max_allocated_bytes",
+                "torch_max_reserved_bytes",
+                "nvml_peak_used_bytes",
+                "nvml_processes_max",
+            ),
+            True,
+        )
+    ],
+    "agreement": dict.fromkeys(
+        ("status", "reference", "parted_at_step", "loss", "reference_loss", "allowed", "reference_record", "why"), True
+    ),
+}
+SHARED = ("axes", "fingerprint", "runner", "error")  # parts many records have alike: kept once (Shown)
+SHARED_MAX = 65536  # distinct parts kept for sharing; past this a part is kept as it is
+
+
+def cut(value, spec):
+    """What `spec` (as SHOWN) keeps of a value; a value not of the spec's shape is kept whole."""
+    if spec is True:
+        return value
+    if isinstance(spec, dict) and isinstance(value, dict):
+        return {k: value[k] if s is True else cut(value[k], s) for k, s in spec.items() if k in value}
+    if isinstance(spec, list) and isinstance(value, list):
+        return [cut(item, spec[0]) for item in value]
+    return value
+
+
+class Shown(Summary):
+    """A Summary that keeps of each record only what the table and the page show of it (SHOWN), its
+    axes, fingerprint, runner and error held once for all the records that have them alike (a
+    runner's records share a fingerprint; a failure repeats on many versions). A folder whose every
+    record is a row of its own is then held in a few hundred bytes a row, not a record's kilobytes."""
+
+    def __init__(self, records=()):
+        self._same: dict = {}  # a part pickled -> the part kept
+        super().__init__(records)
+
+    def add(self, rec: dict) -> None:
+        rec = cut(rec, SHOWN)
+        for k in SHARED:
+            if isinstance(rec.get(k), (dict, list)):
+                rec[k] = self._one(rec[k])
+        rec["cell"] = sys.intern(rec["cell"])
+        super().add(rec)
+
+    def _one(self, value):
+        """The value kept before that is equal to this one (or this one, kept now)."""
+        import pickle  # here, not at the top: most readers of this module never share parts
+
+        k = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)  # equal only for equal values, types and order
+        have = self._same.get(k)
+        if have is None:
+            have = value
+            if len(self._same) < SHARED_MAX:
+                self._same[k] = value
+        return have
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_same": {}}  # a worker's part goes to the parent without its lookup
 
 
 def _rank(rec: dict) -> tuple:
@@ -129,7 +210,12 @@ def cell_text(text: str) -> str:
     cell: HTML escaped, the characters that open code, links and images or end a cell
     backslash-escaped, and what a forge would turn into a link by itself (an address, www., an
     e-mail) broken up with an entity, so it reads the same and links nowhere."""
-    text = html.escape(" ".join(str(text).split()), quote=False)
+    return _plain(text if isinstance(text, str) else str(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a table is the same versions, names and errors again and again
+def _plain(text: str) -> str:
+    text = html.escape(" ".join(text.split()), quote=False)
     text = _MARKDOWN.sub(r"\\\1", text)
     return text.replace("://", "&#58;//").replace("www.", "www&#46;").replace("@", "&#64;")
 
@@ -216,7 +302,12 @@ def card_peaks(rec: dict) -> list[dict]:
 
 def peak_per_card(rec: dict) -> float | None:
     """The largest card's peak: what decides whether the cell fits a card."""
-    peaks = [c["peak"] for c in card_peaks(rec) if c["peak"]]
+    return largest_peak(card_peaks(rec))
+
+
+def largest_peak(cards: list[dict]) -> float | None:
+    """The largest peak of a record's card_peaks."""
+    peaks = [c["peak"] for c in cards if c["peak"]]
     return max(peaks) if peaks else None
 
 
@@ -227,7 +318,7 @@ def configuration(rec: dict) -> str:
 
 
 def key(rec: dict) -> tuple:
-    return (hardware_label(rec), rec["cell"], versions(rec))
+    return (sys.intern(hardware_label(rec)), rec["cell"], versions(rec))  # one label a hardware, whatever its rows
 
 
 def runner_name(rec: dict) -> str:
@@ -278,24 +369,43 @@ def conflicts(recs: list[dict], key) -> dict[tuple, Conflict]:
     """key(record) -> (hardware label, cell, versions); a conflict where the newest records of two
     or more runners under one key have different outcomes. A runner's own older records do not
     conflict with its newer ones: a fix or a flake on one runner is history, not disagreement."""
-    newest: dict[tuple, dict[str, dict]] = {}
+    newest: dict = {}
     for rec in recs:
         note_newest(newest, key(rec), rec)
     return conflicts_among(newest)
 
 
-def note_newest(newest: dict[tuple, dict[str, dict]], k: tuple, rec: dict) -> None:
-    """Keep `rec` as its source's newest record under key `k` if it is."""
-    per_source = newest.setdefault(k, {})
+def note_newest(newest: dict, k: tuple, rec: dict) -> None:
+    """Keep `rec` as its source's newest record under key `k` if it is: newest[k] is (source,
+    record) while one source has records there (most keys: a folder of 100k rows has as many, and
+    a dict of one source for each took 200 bytes a row), then source -> record."""
     who = identity(rec)
-    if who not in per_source or rec.get("finished_at", "") >= per_source[who].get("finished_at", ""):
-        per_source[who] = rec
+    have = newest.get(k)
+    if have is None:
+        newest[k] = (who, rec)
+        return
+    if isinstance(have, tuple):
+        if have[0] == who:
+            if rec.get("finished_at", "") >= have[1].get("finished_at", ""):
+                newest[k] = (who, rec)
+            return
+        have = newest[k] = dict([have])
+    if who not in have or rec.get("finished_at", "") >= have[who].get("finished_at", ""):
+        have[who] = rec
 
 
-def conflicts_among(newest: dict[tuple, dict[str, dict]]) -> dict[tuple, Conflict]:
-    """The conflicts in key -> source -> that source's newest record there."""
+def _sources(entry: tuple[str, dict] | dict[str, dict]) -> dict[str, dict]:
+    """source -> record of one key's entry in note_newest's dict."""
+    return dict([entry]) if isinstance(entry, tuple) else entry
+
+
+def conflicts_among(newest: dict) -> dict[tuple, Conflict]:
+    """The conflicts in note_newest's key -> source -> that source's newest record there."""
     out = {}
-    for k, per_runner in newest.items():
+    for k, entry in newest.items():
+        if isinstance(entry, tuple):
+            continue  # one source: nothing to disagree with
+        per_runner = entry
         if len({r["outcome"] for r in per_runner.values()}) > 1:
             ordered = sorted(per_runner.values(), key=lambda r: r.get("finished_at", ""), reverse=True)
             out[k] = Conflict(k, tuple(ordered))

@@ -13,8 +13,11 @@ Text in records comes from logs and from other runners, so it is untrusted:
 from __future__ import annotations
 
 import base64
+import collections.abc
+import functools
 import hashlib
 import html
+import itertools
 import json
 import math
 import string
@@ -55,7 +58,7 @@ def row(rec: dict, conflict, tag) -> dict:
         "versions": dict(zip(TRACKED, summary.versions(rec))),
         "python": rec["fingerprint"].get("python") or "—",
         "cards": cards,
-        "peak": summary.peak_per_card(rec),
+        "peak": summary.largest_peak(cards),
         "loss": [lo["first"], lo["last"]]
         if isinstance(lo.get("first"), (int, float)) and isinstance(lo.get("last"), (int, float))
         else None,
@@ -90,18 +93,43 @@ def _agreement(rec: dict) -> dict | None:
     return {k: a[k] for k in keep if k in a}
 
 
+class Rows(collections.abc.Sequence):
+    """The page's rows (row(), with whether each is a measurement run), each made when it is read:
+    the page is written a row at a time (chunks), so a folder of 100k rows never has them all as
+    dicts at once."""
+
+    def __init__(self, recs: list[dict], clashes: dict, tag, layout: support.Layout):
+        self.recs, self.clashes, self.tag, self.layout = recs, clashes, tag, layout
+
+    def __len__(self) -> int:
+        return len(self.recs)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._row(r) for r in self.recs[i]]
+        return self._row(self.recs[i])
+
+    def __iter__(self):
+        return map(self._row, self.recs)
+
+    def _row(self, rec: dict) -> dict:
+        conflict = self.clashes.get(summary.key(rec)) if self.clashes else None
+        return dict(row(rec, conflict, self.tag), measurement=self.layout.is_measurement(rec))
+
+
 def page_data(
     recs, bad_lines: int = 0, issues=None, predicted: list[dict] | None = None, layout: support.Layout | None = None
 ) -> dict:
-    """The page's data from a summary.Summary (or a list of records)."""
+    """The page's data from a summary.Summary (or a list of records); its rows are made as they
+    are read (Rows)."""
     layout = layout or support.Layout()
     shown = recs if isinstance(recs, summary.Summary) else summary.Summary(recs)
     tag = summary.tagger(issues)
     clashes = shown.conflicts()
-    rows = [dict(row(r, clashes.get(summary.key(r)), tag), measurement=layout.is_measurement(r)) for r in shown.rows()]
+    rows = Rows(shown.rows(), clashes, tag, layout)
     known = {}
-    for r in rows:
-        for k in r["known_issues"]:
+    for r in rows.recs:
+        for k in summary.known_issues_of(r, tag):
             issue = issues.get(k) if issues else None
             if issue:
                 known[k] = {
@@ -133,27 +161,63 @@ def _finite(obj):
     return obj
 
 
-def render(data: dict, command: str) -> str:
+def _json(value) -> str:
+    """A value as the page's data holds it: JSON with sorted keys, ASCII only, NaN and infinities
+    as null (_finite, only where there are some), and every <, > and & as a \\u escape."""
+    dump = functools.partial(json.dumps, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    try:
+        text = dump(value)
+    except ValueError:  # a float JSON does not have
+        text = dump(_finite(value))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+ROWS_A_CHUNK = 1000
+
+
+def _payload(data: dict):
+    """The page's data as _json writes it, in pieces: each key's value, and the rows a thousand at a
+    time (the text of one JSON dump of the whole, never all of it at once)."""
+    yield "{"
+    for n, k in enumerate(sorted(data)):
+        yield ("," if n else "") + _json(k) + ":"
+        if k != "rows":
+            yield _json(data[k])
+            continue
+        rows = iter(data[k])
+        yield "["
+        first = True
+        while chunk := [_json(r) for r in itertools.islice(rows, ROWS_A_CHUNK)]:
+            yield ("" if first else ",") + ",".join(chunk)
+            first = False
+        yield "]"
+    yield "}"
+
+
+def chunks(data: dict, command: str):
+    """The page in pieces, in order: the template up to its data, the data (_payload), the rest."""
     script = (PAGE_DIR / "app.js").read_text(encoding="utf-8")
     style = (PAGE_DIR / "style.css").read_text(encoding="utf-8")
-    payload = (
-        json.dumps(_finite(data), sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-    )
     template = string.Template((PAGE_DIR / "template.html").read_text(encoding="utf-8"))
-    return template.substitute(
+    mark = "\0compat-data\0"  # no template, style, script or escaped command holds a NUL
+    head, tail = template.substitute(
         command=html.escape(command),
         style=style,
         script=script,
-        data=payload,
+        data=mark,
         script_hash=_csp_hash(script),
         style_hash=_csp_hash(style),
-    )
+    ).split(mark)
+    yield head
+    yield from _payload(data)
+    yield tail
+
+
+def render(data: dict, command: str) -> str:
+    return "".join(chunks(data, command))
 
 
 def write(results_dir: Path, data: dict, command: str) -> Path:
     path = results_dir / "index.html"
-    records.write_atomic(path, render(data, command))
+    records.write_atomic(path, chunks(data, command))
     return path

@@ -45,6 +45,16 @@ def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Lay
     """The Markdown table of a Summary (or of a list of records). `layout`: which cells are
     measurement runs and the order of feature values (support.Layout.load(matrix_dir)); `edges`:
     the bisected boundaries (lastgood.Edge), in a section of their own after the support summary."""
+    return "".join(chunks(recs, command, bad_lines, tag, layout, edges))
+
+
+def chunks(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None, edges=()):
+    """render's text in pieces, a line (and its end) at a time: a folder of 100k rows has as many
+    lines, which write() puts in the file as they come."""
+    return (line + "\n" for line in _lines(recs, command, bad_lines, tag, layout, edges))
+
+
+def _lines(recs, command: str, bad_lines: int, tag, layout: support.Layout | None, edges):
     layout = layout or support.Layout()
     summary = recs if isinstance(recs, Summary) else Summary(recs)
     rows = summary.rows()
@@ -69,14 +79,14 @@ def render(recs, command: str, bad_lines: int = 0, tag=None, layout: support.Lay
         out += _conflicts(clashes)
     out += lastgood.table_lines(list(edges))
     out += agreement.table_lines(rows, lambda rec: cell_text(hardware_label(rec)))
+    yield from out
     sections: dict[str, list[dict]] = {}
     for rec in rows:
         sections.setdefault(hardware_label(rec), []).append(rec)
     for label, recs in sections.items():
-        out += _section(label, recs, clashes, tag, layout)
+        yield from _section(label, recs, clashes, tag, layout)
     if not rows:
-        out += ["", "No records yet: run `compat run` (see README.md)."]
-    return "\n".join(out) + "\n"
+        yield from ["", "No records yet: run `compat run` (see README.md)."]
 
 
 STATE = {"works": "✅ works", "note": "🟡 works, with a note", "fails": "❌ fails", "unknown": "❔ unknown"}
@@ -188,8 +198,9 @@ def _conflicts(clashes: dict) -> list[str]:
     return out
 
 
-def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.Layout) -> list[str]:
-    """One hardware's section: its counts, the by-stack grid, the measurement runs, then every row."""
+def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.Layout):
+    """One hardware's section, line by line: its counts, the by-stack grid, the measurement runs,
+    then every row."""
     summary = ", ".join(f"{n} {o}" for o, n in sorted(outcome_counts(recs).items()))
     who = sorted({runner_name(r) for r in recs})
     out = [
@@ -212,9 +223,10 @@ def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.L
     header = ["cell", "outcome", "peak memory", "loss first → last", *TRACKED, "python", "date", "record", "error"]
     out.append("| " + " | ".join(header) + " |")
     out.append("|---" * len(header) + "|")
+    yield from out
     for rec in recs:
-        conflict = " ⚠️ conflict" if key(rec) in clashes else ""
-        out.append(
+        conflict = " ⚠️ conflict" if clashes and key(rec) in clashes else ""
+        yield (
             "| "
             + " | ".join(
                 [
@@ -231,7 +243,6 @@ def _section(label: str, recs: list[dict], clashes: dict, tag, layout: support.L
             )
             + " |"
         )
-    return out
 
 
 def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> list[str]:
@@ -243,7 +254,7 @@ def _by_stack(recs: list[dict], clashes: dict, heading: str, note: str = "") -> 
         have = grid.setdefault(conf, {}).get(stack)
         if have is None or rec.get("finished_at", "") >= have.get("finished_at", ""):
             grid[conf][stack] = rec
-        if key(rec) in clashes:
+        if clashes and key(rec) in clashes:
             flagged.add((conf, stack))
     stacks = sorted({s for row in grid.values() for s in row})
     out = [
@@ -280,5 +291,5 @@ def write(
     results_dir: Path, recs, command: str, bad_lines: int = 0, tag=None, layout: support.Layout | None = None, edges=()
 ) -> Path:
     path = results_dir / "COMPATIBILITY.md"
-    records.write_atomic(path, render(recs, command, bad_lines, tag, layout, edges))
+    records.write_atomic(path, chunks(recs, command, bad_lines, tag, layout, edges))
     return path
