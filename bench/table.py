@@ -314,9 +314,13 @@ def main() -> int:
                     **measured([py, "-c", BEFORE, str(folder)], Path(tmp) / "before.log"),
                 )
             )
-        one = Path(tmp) / "one.jsonl"  # a real record with an id of its own: new to the folder
-        rec = real_records()[0]
-        one.write_text(json.dumps(dict(rec, id="ffffffff" + rec["id"][8:])) + "\n", encoding="utf-8")
+        # a real record with an id of its own, run 30 s later: new to the folder (a copy of a stored run
+        # under a new id is refused since issue 41)
+        one = Path(tmp) / "one.jsonl"
+        rec = dict(real_records()[0], id="ffffffff" + real_records()[0]["id"][8:])
+        for k in ("started_at", "finished_at"):
+            rec[k] = (dt.datetime.fromisoformat(rec[k]) + dt.timedelta(seconds=30)).isoformat()
+        one.write_text(json.dumps(rec) + "\n", encoding="utf-8")
         merges = [
             dict(
                 name=f"`compat merge` of one {what} record --no-table",
