@@ -45,37 +45,56 @@ def writable(folder: Path, flag: str) -> Path:
     return folder
 
 
-def count(text: str) -> int:
-    """A whole number of 1 or more (cards, tokens, sequences)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be 1 or more")
-    return n
+def whole(least: int, most: int, unit: str):
+    """The type of an option taking a whole number from `least` to `most` (`unit`: what it counts).
+    The bounds are what a real run could use: a value past them is a typo or a probe, refused
+    naming the flag and the range, not carried into arithmetic, a time limit or an allocation."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not least <= n <= most:
+            raise argparse.ArgumentTypeError(f"{text}: must be {least} or more and at most {most} ({unit})")
+        return n
+
+    parse.__name__ = f"whole number of {unit}"
+    parse.bounds = (least, most)
+    return parse
 
 
-def _number(text: str, least: float, strict: bool) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(x) or x < least or (strict and x == least):
-        raise argparse.ArgumentTypeError(
-            f"{text}: must be a finite number {'above' if strict else 'of at least'} {least:g}"
-        )
-    return x
+def number(least: float, most: float, unit: str, strict: bool = True):
+    """The type of an option taking a finite number above `least` (of at least `least` where not
+    `strict`) and at most `most` (`unit`: what it measures); bounded as whole() is."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(x) or x < least or (strict and x == least) or x > most:
+            low = f"{'above' if strict else 'of at least'} {least:g}"
+            raise argparse.ArgumentTypeError(f"{text}: must be a finite number {low} and at most {most:g} ({unit})")
+        return x
+
+    parse.__name__ = f"number of {unit}"
+    parse.bounds = (least, most)
+    return parse
 
 
-def positive(text: str) -> float:
-    """A finite number above 0 (seconds, GiB)."""
-    return _number(text, 0, strict=True)
-
-
-def non_negative(text: str) -> float:
-    """A finite number of 0 or more (days, seconds)."""
-    return _number(text, 0, strict=False)
+# The numeric options' types: what a real run could use, one place for every command's flag
+CARDS = whole(1, 1024, "cards on one host")
+TOKENS = whole(1, 2**24, "tokens in a sequence")
+SEQUENCES = whole(1, 65536, "sequences per card per step")
+STEPS = whole(1, 65536, "steps")
+LORA_RANK = whole(1, 65536, "LoRA rank")
+PROBES = whole(1, 1024, "probes")
+SHARES = 1024  # --shard I/N: N runners at most
+GIB = number(0, 65536, "GiB")
+SECONDS = number(0, 7 * 86400, "seconds, 7 days at most")
+BUDGET_SECONDS = number(0, 7 * 86400, "seconds, 7 days at most", strict=False)
+DAYS = number(0, 36525, "days, 100 years at most", strict=False)
 
 
 def text_value(text: str) -> str:
@@ -99,6 +118,8 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 1/4") from None
     if not 1 <= i <= n:
         raise argparse.ArgumentTypeError(f"{text!r}: I must be between 1 and N")
+    if n > SHARES:
+        raise argparse.ArgumentTypeError(f"{text!r}: N must be at most {SHARES} (runners sharing the cells)")
     return i, n
 
 

@@ -73,7 +73,7 @@ def _add_stack_options(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=common.positive,
+        type=common.SECONDS,
         metavar="S",
         help="per-cell time limit in seconds (default: the matrix's timeout_s)",
     )
@@ -112,7 +112,7 @@ def _add_how_options(p) -> None:
     )
     p.add_argument(
         "--stop-after",
-        type=common.non_negative,
+        type=common.BUDGET_SECONDS,
         metavar="S",
         help="start no cell once S seconds have passed; the running ones finish. "
         "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
