@@ -278,6 +278,7 @@ def _check_options(args, host, cluster=None) -> set[str]:
             f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
             "On a CPU-only host run `tox -e cpu-matrix`."
         )
+    _check_python(args.python)
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a number of seconds greater than 0, not {args.timeout}")
     fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
@@ -293,6 +294,28 @@ def _check_options(args, host, cluster=None) -> set[str]:
     if args.offline and not args.find_links:
         raise UsageError("--offline needs at least one --find-links folder of wheels to install from")
     return fail_on
+
+
+def _check_python(python: str) -> None:
+    """--python: an interpreter that runs and says it is a Python compat can use, before anything
+    is run or written. A missing one made every cell's record a false install-error (or infra)."""
+    import os
+    import shutil
+
+    from harness.run import envs
+
+    found = shutil.which(python)
+    if found is None:
+        where = "no such file" if os.sep in python else "no such command on $PATH"
+        if os.path.isdir(python):
+            where = "is a folder, not an interpreter"
+        elif os.path.exists(python):
+            where = "is not an executable file"
+        raise UsageError(f"--python {python}: {where}; nothing was run or written")
+    try:
+        envs.probe_base(found, f"--python {python}")
+    except envs.InstallError as exc:
+        raise UsageError(f"{exc}; nothing was run or written") from None
 
 
 def _context(args, results, grids, grid_of, data, host, base, resumed, log):

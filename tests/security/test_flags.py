@@ -177,3 +177,46 @@ def test_every_numeric_flag_is_bounded_and_tested():
             if hasattr(action.type, "bounds") or action.type is common.parse_shard:
                 bounded.add((name, action.option_strings[0]))
     assert bounded == tested
+
+
+def _tree(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_python_that_is_no_interpreter_is_refused_before_any_cell(compat, tmp_path):
+    """Issue 41, finding 7: `compat run --python /nonexistent` stored a false install-error record
+    for each cell of a stack env (an infra record for the local stack's) and exited 0. Now: exit 2
+    naming --python, and the results folder as it was (or still absent)."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program\n")
+    silent, python2 = tmp_path / "silent", tmp_path / "python2"
+    silent.write_text("#!/bin/sh\nexit 0\n")  # /bin/true: runs, says nothing
+    python2.write_text('#!/bin/sh\necho \'{"version": "2.7.18", "executable": "x", "torch": null, "site_dirs": []}\'\n')
+    for script in (silent, python2):
+        script.chmod(0o755)
+    results = tmp_path / "results"
+    results.mkdir()
+    with open(ROOT / "results" / "records.jsonl", "rb") as f:
+        (results / "records.jsonl").write_bytes(b"".join(line for _, line in zip(range(20), f)))
+    before = _tree(results)
+    for python, said in [
+        (tmp_path / "nonexistent", "no such file"),
+        ("no-such-python-here", "no such command on $PATH"),
+        (folder, "is a folder, not an interpreter"),
+        (text, "is not an executable file"),
+        (silent, "is not a Python 3.8 or later: asked what it is, it said 'nothing'"),
+        (python2, 'is not a Python 3.8 or later: asked what it is, it said \'{"version": "2.7.18"'),
+    ]:
+        for grid, cell in [("local", "cpu-local-fp32-none-full-single"), ("quick", "cpu-hf2026-fp32-none-full-single")]:
+            for where in (results, tmp_path / "absent"):
+                proc = compat(
+                    "run", "--matrix", grid, "--select", cell, "--python", str(python), "--results", str(where),
+                    env={"COMPAT_ENV_DIR": str(tmp_path / "envs")},
+                )  # fmt: skip
+                assert_clean_error(proc, 2)
+                assert proc.stderr.startswith(f"compat: error: --python {python}"), proc.stderr
+                assert said in proc.stderr and "nothing was run or written" in proc.stderr, proc.stderr
+    assert _tree(results) == before
+    assert not (tmp_path / "absent").exists() and not (tmp_path / "envs").exists()
