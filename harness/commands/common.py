@@ -8,6 +8,7 @@ import functools
 import glob
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -270,9 +271,37 @@ def _rules(matrix_dir: Path):
     return Rules.load(matrix_dir)
 
 
+# What a terminal acts on instead of showing: the C0 controls but tab and newline (ESC opens colours,
+# cursor moves, screen clears, OSC window titles and links; BEL, backspace, carriage return), DEL,
+# the C1 controls (CSI, OSC in one byte), the bidirectional marks, overrides and isolates that
+# reorder what the reader sees (Trojan Source), and lone surrogates (a file name's undecodable bytes)
+_NOT_FOR_A_TERMINAL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def terminal_text(text) -> str:
+    """`text` safe to print on a terminal, where it came from a file compat does not vouch for (a
+    contributed record, a user's log, a file's name): every character a terminal would act on is
+    written as its escape (\\x1b, \\u202e), so the reader sees it is there and the terminal does
+    nothing. The one helper for untrusted text on a terminal: review, merge, explain, recommend,
+    skipped lines and every error message."""
+    return _NOT_FOR_A_TERMINAL.sub(_escaped, str(text))
+
+
+def _escaped(match: re.Match) -> str:
+    n = ord(match.group())
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
+
+
+def show(text: str = "", **kwargs) -> None:
+    """print(), for a line that holds untrusted text: made terminal_text first."""
+    print(terminal_text(text), **kwargs)
+
+
 def print_skipped(bad: list, limit: int = 20) -> None:
     for b in bad[:limit]:
-        print(f"compat: skipped {b}", file=sys.stderr)
+        show(f"compat: skipped {b}", file=sys.stderr)
     if len(bad) > limit:
         print(f"compat: ... and {len(bad) - limit} more skipped line(s)", file=sys.stderr)
 

@@ -94,5 +94,5 @@ def handle(args) -> int:
         command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
         print(recommend.render_constraints(rec, command), end="")
     else:
-        print(recommend.render_text(rec), end="")
+        common.show(recommend.render_text(rec), end="")  # runner names, notes: read from the results folder
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.commands import HELP, common
-from harness.commands.common import find_home, known_issues_base, rules
+from harness.commands.common import find_home, known_issues_base, rules, show
 from harness.errors import UsageError
 from harness.evidence import records, summary
 from harness.render import support, table
@@ -56,15 +56,16 @@ def handle(args) -> int:
     )
     before = table.render(shown, "compat table", len(stored_bad), tag, layout).splitlines()
     reports = merge.merge(args.files, results, check=trust.check, dry_run=True)
-    print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
+    # every line below holds contributed text (file names, values quoted in refusals, table rows): show()
+    show(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
     refused = 0
     for r in reports:
-        print(
+        show(
             f"{r.path}: {len(r.accepted)} record(s) would be added, {r.duplicates} already in {results}, "
             f"{len(r.bad)} refused"
         )
         for b in r.bad:
-            print(f"  refused {b}")
+            show(f"  refused {b}")
         refused += len(r.bad)
         for rec in r.accepted:
             shown.add(records.slim(rec))
@@ -73,18 +74,18 @@ def handle(args) -> int:
         op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"
     ]
     if not changes:
-        print(f"{results / 'COMPATIBILITY.md'} would not change.")
+        show(f"{results / 'COMPATIBILITY.md'} would not change.")
     else:
-        print(f"{results / 'COMPATIBILITY.md'} would change in {len(changes)} place(s):")
+        show(f"{results / 'COMPATIBILITY.md'} would change in {len(changes)} place(s):")
         for _, i1, i2, j1, j2 in changes:
             above = before[:i1]
             section = next((n for n in range(len(above) - 1, -1, -1) if above[n].startswith(("# ", "## "))), None)
             sub = next((line for line in reversed(above[section or 0 :]) if line.startswith("### ")), None)
-            print(f"  under {above[section] if section is not None else '(the top)'}{' / ' + sub if sub else ''}")
+            show(f"  under {above[section] if section is not None else '(the top)'}{' / ' + sub if sub else ''}")
             for line in before[i1:i2]:
-                print(f"  - {line}")
+                show(f"  - {line}")
             for line in after[j1:j2]:
-                print(f"  + {line}")
+                show(f"  + {line}")
     if refused:
         print(f"{refused} line(s) would be refused: exit 1.")
     return 1 if refused else 0
