@@ -107,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     stdout, sys.stdout = sys.stdout, _ReaderMayLeave(sys.stdout)
     try:
         return commands.module(args.command).handle(args)
-    except CompatError as exc:
-        print(f"compat: error: {exc}", file=sys.stderr)
+    except CompatError as exc:  # a message may quote a file's name or contents: made terminal_text
+        from harness.commands.common import terminal_text
+
+        print(f"compat: error: {terminal_text(exc)}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # written to stdout some other way than print: the reader left
         with contextlib.suppress(OSError, ValueError):

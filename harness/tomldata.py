@@ -60,6 +60,24 @@ def open_regular(path: Path):
         raise
 
 
+def new_file(folder: Path, prefix: str, suffix: str) -> tuple[int, Path]:
+    """A file made new in `folder` under a name no file has (prefix, random, suffix), open for
+    writing: its descriptor and path. Created as open() creates a file, mode 0o666 less the umask
+    (0644 under the usual 022: a table or page published from it is readable by all, where
+    tempfile.mkstemp's 0600 made it its owner's alone), and as mkstemp does, with O_EXCL: a link
+    planted under the name is never followed."""
+    import secrets
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        path = folder / f"{prefix}{secrets.token_hex(6)}{suffix}"
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue  # a name taken: another
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(folder))
+
+
 def read_regular(path: Path, limit: int = MAX_DATA_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (open_regular); a larger one is NotAFile."""
     with open_regular(path) as f:
@@ -343,12 +361,10 @@ def store(key: str, value) -> None:
     folder = cache_dir()
     if folder is None:
         return
-    import tempfile
-
     tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
+        fd, tmp = new_file(folder, f".{key}.", ".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(marshal.dumps(value))
         os.replace(tmp, folder / f"{key}.{ENTRY}")

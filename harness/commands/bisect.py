@@ -78,14 +78,14 @@ def _add_release_options(p) -> None:
     p.add_argument("--pre", action="store_true", help="probe pre-releases too")
     p.add_argument(
         "--max-probes",
-        type=common.count,
+        type=common.PROBES,
         default=MAX_PROBES,
         metavar="N",
         help=f"stop after N probes (default {MAX_PROBES})",
     )
     p.add_argument(
         "--timeout",
-        type=common.time_limit,
+        type=common.SECONDS,
         metavar="S",
         help="per-probe time limit in seconds (default: the matrix's timeout_s)",
     )

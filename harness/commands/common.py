@@ -10,6 +10,7 @@ import gc
 import glob
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,42 +48,56 @@ def writable(folder: Path, flag: str, what: str = "a results folder") -> Path:
     return folder
 
 
-def count(text: str) -> int:
-    """A whole number of 1 or more (cards, tokens, sequences)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be 1 or more")
-    return n
+def whole(least: int, most: int, unit: str):
+    """The type of an option taking a whole number from `least` to `most` (`unit`: what it counts).
+    The bounds are what a real run could use: a value past them is a typo or a probe, refused
+    naming the flag and the range, not carried into arithmetic, a time limit or an allocation."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not least <= n <= most:
+            raise argparse.ArgumentTypeError(f"{text}: must be {least} or more and at most {most} ({unit})")
+        return n
+
+    parse.__name__ = f"whole number of {unit}"
+    parse.bounds = (least, most)
+    return parse
 
 
-def _number(text: str, least: float, strict: bool) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(x) or x < least or (strict and x == least):
-        raise argparse.ArgumentTypeError(
-            f"{text}: must be a finite number {'above' if strict else 'of at least'} {least:g}"
-        )
-    return x
+def number(least: float, most: float, unit: str, strict: bool = True):
+    """The type of an option taking a finite number above `least` (of at least `least` where not
+    `strict`) and at most `most` (`unit`: what it measures); bounded as whole() is."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(x) or x < least or (strict and x == least) or x > most:
+            low = f"{'above' if strict else 'of at least'} {least:g}"
+            raise argparse.ArgumentTypeError(f"{text}: must be a finite number {low} and at most {most:g} ({unit})")
+        return x
+
+    parse.__name__ = f"number of {unit}"
+    parse.bounds = (least, most)
+    return parse
 
 
-def positive(text: str) -> float:
-    """A finite number above 0 (seconds, GiB)."""
-    return _number(text, 0, strict=True)
-
-
-def time_limit(text: str) -> float:
-    """A cell's time limit in seconds: above 0, at most a week (matrix.MAX_TIMEOUT_S)."""
-    from harness.catalog.matrix import MAX_TIMEOUT_S
-
-    seconds = positive(text)
-    if seconds > MAX_TIMEOUT_S:
-        raise argparse.ArgumentTypeError(f"{text}: at most {MAX_TIMEOUT_S:,} seconds (a week)")
-    return seconds
+# The numeric options' types: what a real run could use, one place for every command's flag
+CARDS = whole(1, 1024, "cards on one host")
+TOKENS = whole(1, 2**24, "tokens in a sequence")
+SEQUENCES = whole(1, 65536, "sequences per card per step")
+STEPS = whole(1, 65536, "steps")
+LORA_RANK = whole(1, 65536, "LoRA rank")
+PROBES = whole(1, 1024, "probes")
+SHARES = 1024  # --shard I/N: N runners at most
+GIB = number(0, 65536, "GiB")
+SECONDS = number(0, 7 * 86400, "seconds, 7 days at most")
+BUDGET_SECONDS = number(0, 7 * 86400, "seconds, 7 days at most", strict=False)
+DAYS = number(0, 36525, "days, 100 years at most", strict=False)
 
 
 def folder_value(text: str) -> Path:
@@ -97,11 +112,6 @@ def folder_value(text: str) -> Path:
             f"{text}: {'is' if there == path else f'is under {there},'} a file, not a folder"
         )
     return path
-
-
-def non_negative(text: str) -> float:
-    """A finite number of 0 or more (days, seconds)."""
-    return _number(text, 0, strict=False)
 
 
 def text_value(text: str) -> str:
@@ -125,6 +135,8 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not I/N, e.g. 1/4") from None
     if not 1 <= i <= n:
         raise argparse.ArgumentTypeError(f"{text!r}: I must be between 1 and N")
+    if n > SHARES:
+        raise argparse.ArgumentTypeError(f"{text!r}: N must be at most {SHARES} (runners sharing the cells)")
     return i, n
 
 
@@ -287,23 +299,37 @@ def rejudge():
     return agreement.Rejudge(agreement.Config.load(path, MatrixData.load(matrix_dir).stacks)) if path.exists() else None
 
 
-_CONTROL = None
+# What a terminal acts on instead of showing: the C0 controls but tab and newline (ESC opens colours,
+# cursor moves, screen clears, OSC window titles and links; BEL, backspace, carriage return), DEL,
+# the C1 controls (CSI, OSC in one byte), the bidirectional marks, overrides and isolates that
+# reorder what the reader sees (Trojan Source), and lone surrogates (a file name's undecodable bytes)
+_NOT_FOR_A_TERMINAL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def terminal_text(text) -> str:
-    """Text from a file compat did not write, safe to print on a terminal: control characters
-    (escape sequences, carriage returns, bidi overrides) shown as \\x.. / \\u.... escapes."""
-    global _CONTROL
-    if _CONTROL is None:
-        import re
+    """`text` safe to print on a terminal, where it came from a file compat does not vouch for (a
+    contributed record, a user's log, a file's name): every character a terminal would act on is
+    written as its escape (\\x1b, \\u202e), so the reader sees it is there and the terminal does
+    nothing. The one helper for untrusted text on a terminal: review, merge, explain, recommend,
+    skipped lines and every error message."""
+    return _NOT_FOR_A_TERMINAL.sub(_escaped, str(text))
 
-        _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-    return _CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), str(text))
+
+def _escaped(match: re.Match) -> str:
+    n = ord(match.group())
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
+
+
+def show(text: str = "", **kwargs) -> None:
+    """print(), for a line that holds untrusted text: made terminal_text first."""
+    print(terminal_text(text), **kwargs)
 
 
 def print_skipped(bad: list, limit: int = 20) -> None:
     for b in bad[:limit]:
-        print(f"compat: skipped {b}", file=sys.stderr)
+        show(f"compat: skipped {b}", file=sys.stderr)
     if len(bad) > limit:
         print(f"compat: ... and {len(bad) - limit} more skipped line(s)", file=sys.stderr)
 

@@ -17,7 +17,7 @@ def add(sub) -> None:
     p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
     p.add_argument(
         "--older-than",
-        type=common.non_negative,
+        type=common.DAYS,
         default=30.0,
         metavar="DAYS",
         help="with --prune: age of last use in days (default 30; 0 deletes every env)",

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness import tomldata
 from harness.catalog import known_issues
 from harness.commands import HELP
-from harness.commands.common import find_home
+from harness.commands.common import find_home, show
 from harness.errors import UsageError
 
 NAME = "explain"
@@ -66,8 +66,8 @@ def handle(args) -> int:
     if args.format == "json":
         print(json.dumps(_as_json(name, signature, facts, answer, matches, also), indent=1))
         return 0
-    for line in facts.describe():
-        print(line)
+    for line in facts.describe():  # here and below, text of the user's log: show() (common.terminal_text)
+        show(line)
     if not matches:
         _family(name, answer, signature, data, facts)
     else:
@@ -117,12 +117,12 @@ def _settings(also: list) -> None:
     """The options the log sets that fail under what it shows."""
     if not also:
         return
-    print("The log also sets options that fail under what it shows (whether or not it reached that error):\n")
+    show("The log also sets options that fail under what it shows (whether or not it reached that error):\n")
     for i, setting in also:
-        print(f"- {i.id}: {i.title}")
-        print(f"   set:     {setting[:200]}")
-        print(f"   when:    {i.conditions_text()}: hold for what the log shows")
-        print(f"   fix:     {i.fix[0]}\n")
+        show(f"- {i.id}: {i.title}")
+        show(f"   set:     {setting[:200]}")
+        show(f"   when:    {i.conditions_text()}: hold for what the log shows")
+        show(f"   fix:     {i.fix[0]}\n")
 
 
 def _matches(name: str, matches: list, answer) -> None:
@@ -131,38 +131,38 @@ def _matches(name: str, matches: list, answer) -> None:
     if not any(m.answers for m in matches):
         # every match needs a condition the log does not show, or the log contradicts one: the
         # family-level answer comes first, the matches after it
-        print(
+        show(
             f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match the wording of {name}, but what "
             "the log shows does not confirm their conditions, so first the family-level answer "
             f"(not a matched known issue): {answer.family}"
         )
-        print(f"   cause:   {answer.cause}")
-        print(f"   next:    {answer.step}\n")
-        print("Known issues whose wording matches, if their conditions are yours:\n")
+        show(f"   cause:   {answer.cause}")
+        show(f"   next:    {answer.step}\n")
+        show("Known issues whose wording matches, if their conditions are yours:\n")
     else:
-        print(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
+        show(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
     for n, m in enumerate(matches, 1):
         i = m.issue
-        print(f"{n}. {i.id}: {i.title}")
-        print(f"   matched: {m.hits[0].strip()[:200]}")
+        show(f"{n}. {i.id}: {i.title}")
+        show(f"   matched: {m.hits[0].strip()[:200]}")
         if m.verdict in ("hold", "contradicted"):
             said = "hold for what the log shows" if m.verdict == "hold" else "do NOT hold for what the log shows"
-            print(f"   when:    {i.conditions_text()}: {said}")
+            show(f"   when:    {i.conditions_text()}: {said}")
         elif m.verdict == "unshown":
-            print(
+            show(
                 f"   when:    {i.conditions_text()}: the log does not show the {' or '.join(i.shown)}; this "
                 "applies only if it is so"
             )
-        print(f"   cause:   {i.cause}")
+        show(f"   cause:   {i.cause}")
         for k, f in enumerate(i.fix):
-            print(f"   {'fix:     ' if k == 0 else '         '}{f}")
+            show(f"   {'fix:     ' if k == 0 else '         '}{f}")
         if i.pins:
-            print(f"   pins:    {', '.join(f'{k}{v}' for k, v in i.pins.items())}")
+            show(f"   pins:    {', '.join(f'{k}{v}' for k, v in i.pins.items())}")
         for k, url in enumerate(i.sources[:4]):
-            print(f"   {'sources: ' if k == 0 else '         '}{url}")
+            show(f"   {'sources: ' if k == 0 else '         '}{url}")
         if i.found_by:
-            print(f"   found:   by compat, no public report yet: {i.found_by}")
-        print()
+            show(f"   found:   by compat, no public report yet: {i.found_by}")
+        show()
 
 
 def _family(name: str, answer, signature: str, data, facts) -> None:
@@ -170,13 +170,13 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
     conditions the log's versions meet."""
     from harness.answers import explain
 
-    print(f"No known issue matches {name}.")
-    print(f"Its error signature: {signature or '(no error line found)'}\n")
-    print(f"A family-level answer, not a matched known issue: {answer.family}")
+    show(f"No known issue matches {name}.")
+    show(f"Its error signature: {signature or '(no error line found)'}\n")
+    show(f"A family-level answer, not a matched known issue: {answer.family}")
     if answer.matched:
-        print(f"   matched: {answer.matched}")
-    print(f"   cause:   {answer.cause}")
-    print(f"   next:    {answer.step}")
+        show(f"   matched: {answer.matched}")
+    show(f"   cause:   {answer.cause}")
+    show(f"   next:    {answer.step}")
     packages = facts.packages()
     if not packages:
         return
@@ -188,6 +188,6 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
         and explain.classify(known_issues.clean(i.example), explain.Facts()).family == answer.family
     ]
     if near:
-        print("   known issues of this family whose conditions your versions meet:")
+        show("   known issues of this family whose conditions your versions meet:")
         for i in near[:5]:
-            print(f"     {i.id}: {i.title}")
+            show(f"     {i.id}: {i.title}")

@@ -66,11 +66,11 @@ def _add_card_options(p) -> None:
     )
     p.add_argument(
         "--gpu-memory",
-        type=common.positive,
+        type=common.GIB,
         metavar="GIB",
         help="the card's memory in GiB (default: from matrix/gpus.toml, its smallest variant)",
     )
-    p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards (default 1)")
+    p.add_argument("--gpus", type=common.CARDS, default=1, metavar="N", help="cards (default 1)")
     p.add_argument("--method", choices=("full", "lora", "qlora"), default="lora")
     p.add_argument(
         "--strategy",
@@ -88,15 +88,17 @@ def _add_card_options(p) -> None:
 
 def _add_run_options(p) -> None:
     """The run's shape: sequence, batch, checkpointing, LoRA's rank and targets, modules trained whole, optimizer."""
-    p.add_argument("--seq-len", type=common.count, default=2048, metavar="L")
-    p.add_argument("--batch", type=common.count, default=1, metavar="B", help="sequences per card per step (default 1)")
+    p.add_argument("--seq-len", type=common.TOKENS, default=2048, metavar="L")
+    p.add_argument(
+        "--batch", type=common.SEQUENCES, default=1, metavar="B", help="sequences per card per step (default 1)"
+    )
     p.add_argument(
         "--grad-ckpt",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="gradient checkpointing (default on, as LLaMA-Factory and compat recommend have it)",
     )
-    p.add_argument("--lora-r", type=common.count, metavar="R", help=f"LoRA rank (default {LORA_R})")
+    p.add_argument("--lora-r", type=common.LORA_RANK, metavar="R", help=f"LoRA rank (default {LORA_R})")
     p.add_argument(
         "--lora-target",
         type=common.text_value,
@@ -146,7 +148,7 @@ def _add_memory_options(p) -> None:
     )
     p.add_argument(
         "--grad-accum",
-        type=common.count,
+        type=common.STEPS,
         default=1,
         metavar="N",
         help="gradient accumulation steps (no change to the peak)",
@@ -178,7 +180,7 @@ def _add_memory_options(p) -> None:
     )
     p.add_argument(
         "--host-memory",
-        type=common.positive,
+        type=common.GIB,
         metavar="GIB",
         help="the training host's RAM in GiB, to check what loading and offload keep there",
     )

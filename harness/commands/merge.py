@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.commands import HELP, common
-from harness.commands.common import find_home, known_issues_base, print_skipped, render, rules, writable
+from harness.commands.common import find_home, known_issues_base, print_skipped, render, rules, show, writable
 
 NAME = "merge"
 
@@ -42,7 +42,7 @@ def handle(args) -> int:
     reports = merge.merge(args.files, into, check=rules().check, judge=common.rejudge())
     skipped = 0
     for r in reports:
-        print(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
+        show(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
         print_skipped(r.bad)
         skipped += len(r.bad)
     if not args.no_table:
@@ -50,5 +50,5 @@ def handle(args) -> int:
         clashes = render(results=into, matrix_dir=matrix_dir, base=known_issues_base(matrix_dir)).conflicts()
         for (label, cell, _), c in sorted(clashes.items()):
             said = ", ".join(f"{r['outcome']} on {c.who(r)}" for r in c.records)
-            print(f"conflict: {cell} on {label}: {said}")
+            show(f"conflict: {cell} on {label}: {said}")
     return 1 if skipped else 0

@@ -49,7 +49,7 @@ def add(sub) -> None:
     )
     p.add_argument(
         "--gpus",
-        type=common.count,
+        type=common.CARDS,
         metavar="N",
         help="cards the config is for (default: accelerate's num_processes, else 1)",
     )

@@ -22,7 +22,7 @@ def add(sub) -> None:
         metavar="NAME",
         help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"',
     )
-    p.add_argument("--gpus", type=common.count, default=1, metavar="N", help="cards per node (default 1)")
+    p.add_argument("--gpus", type=common.CARDS, default=1, metavar="N", help="cards per node (default 1)")
     p.add_argument(
         "--method",
         choices=recommend.METHODS,
@@ -36,7 +36,7 @@ def add(sub) -> None:
     )
     p.add_argument(
         "--seq-len",
-        type=common.count,
+        type=common.TOKENS,
         default=2048,
         metavar="L",
         help="with --model-size: training sequence length (default 2048)",
@@ -94,5 +94,5 @@ def handle(args) -> int:
         command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
         print(recommend.render_constraints(rec, command), end="")
     else:
-        print(recommend.render_text(rec), end="")
+        common.show(recommend.render_text(rec), end="")  # runner names, notes: read from the results folder
     return 0

@@ -73,7 +73,7 @@ def _add_stack_options(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=common.time_limit,
+        type=common.SECONDS,
         metavar="S",
         help="per-cell time limit in seconds (default: the matrix's timeout_s)",
     )
@@ -112,7 +112,7 @@ def _add_how_options(p) -> None:
     )
     p.add_argument(
         "--stop-after",
-        type=common.non_negative,
+        type=common.BUDGET_SECONDS,
         metavar="S",
         help="start no cell once S seconds have passed; the running ones finish. "
         "Exit code 75 when cells are left: the same command with --resume runs them (a job limited to N minutes: "
@@ -279,6 +279,7 @@ def _check_options(args, host, cluster=None) -> set[str]:
             f"no CUDA GPU found on this host ({host.gpu_probe}); the GPU matrix needs one. "
             "On a CPU-only host run `tox -e cpu-matrix`."
         )
+    _check_python(args.python)
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a number of seconds greater than 0, not {args.timeout}")
     fail_on = {o.strip() for o in args.fail_on.split(",") if o.strip()}
@@ -298,6 +299,28 @@ def _check_options(args, host, cluster=None) -> set[str]:
             raise UsageError(f"--junit {args.junit}: is a folder; give the file to write, e.g. junit.xml")
         writable(args.junit.parent, "--junit", "the JUnit file's folder")
     return fail_on
+
+
+def _check_python(python: str) -> None:
+    """--python: an interpreter that runs and says it is a Python compat can use, before anything
+    is run or written. A missing one made every cell's record a false install-error (or infra)."""
+    import os
+    import shutil
+
+    from harness.run import envs
+
+    found = shutil.which(python)
+    if found is None:
+        where = "no such file" if os.sep in python else "no such command on $PATH"
+        if os.path.isdir(python):
+            where = "is a folder, not an interpreter"
+        elif os.path.exists(python):
+            where = "is not an executable file"
+        raise UsageError(f"--python {python}: {where}; nothing was run or written")
+    try:
+        envs.probe_base(found, f"--python {python}")
+    except envs.InstallError as exc:
+        raise UsageError(f"{exc}; nothing was run or written") from None
 
 
 def _context(args, results, grids, grid_of, data, host, base, resumed, log):

@@ -20,7 +20,6 @@ import io
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -46,7 +45,7 @@ def append(path: Path, record: dict) -> None:
     data = line.encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)  # as open() makes it: the umask decides
     except OSError as exc:
         raise ResultsWriteError(f"{path}: cannot be opened to append a record: {exc.strerror}") from None
     try:
@@ -484,13 +483,14 @@ def packages(record: dict) -> dict[str, str]:
 def write_atomic(path: Path, text) -> None:
     """Replace `path` with `text` (a str, or an iterable of the str pieces it is made of, written as
     they come: a page of 100k rows is never one string) whole, or leave it as it was (a full disk,
-    a read-only folder, an error making a piece). The text goes to a temporary file of a unique
-    name made in the same folder (mkstemp: created new, so a link planted in the folder is never
-    followed), then os.replace puts it in place in one step: two writers at once each replace the
+    a read-only folder, an error making a piece, an interrupted compat). The text goes to a
+    temporary file of a unique name made in the same folder (tomldata.new_file: created new, so a
+    link planted in the folder is never followed, with the mode open() gives a file: 0644 under
+    umask 022), then os.replace puts it in place in one step: two writers at once each replace the
     file whole, and a reader sees one or the other."""
     fd, tmp = None, None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tomldata.new_file(path.parent, f".{path.name}.", ".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             fd = None  # the file object owns it now
             for piece in [text] if isinstance(text, str) else text:
@@ -498,13 +498,13 @@ def write_atomic(path: Path, text) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException as exc:
+        tmp = None
+    except OSError as exc:
+        raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None
+    finally:  # an error making a piece, Ctrl-C and SIGTERM too: no temporary file is left behind
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ResultsWriteError(f"{path}: could not be written ({exc.strerror}); it is as it was before") from None
-        raise

@@ -4,8 +4,6 @@ them once per stack and hardware before the first such cell starts."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -69,17 +67,16 @@ def build(
     cards = [g for g in host.gpus if g.arch == cell.hardware][:1]
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"deepspeed-ops-{cell.stack}-{cell.hardware}.log"
-    workdir = Path(tempfile.mkdtemp(prefix="compat-ops-"))
     t0 = time.perf_counter()
-    ended = launch.launch(
-        [stack_env.python, "-c", _BUILD_OPS, *ops],
-        launch.cell_environment(cell, cards, stack_env),
-        workdir,
-        log_path,
-        BUILD_TIMEOUT_S,
-        workdir,
-    )
-    shutil.rmtree(workdir, ignore_errors=True)
+    with launch.scratch("compat-ops-") as workdir:
+        ended = launch.launch(
+            [stack_env.python, "-c", _BUILD_OPS, *ops],
+            launch.cell_environment(cell, cards, stack_env),
+            workdir,
+            log_path,
+            BUILD_TIMEOUT_S,
+            workdir,
+        )
     log = classify.read_text(log_path)
     said = next((line.removeprefix("COMPAT-OPS ") for line in log.splitlines() if line.startswith("COMPAT-OPS ")), None)
     info = {

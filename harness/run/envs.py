@@ -48,6 +48,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from harness.catalog.stacks import Stack
 from harness.errors import CompatError
@@ -189,13 +190,7 @@ class EnvManager:
         """The base interpreter: its real executable, version, torch version (from its metadata:
         nothing is imported) and site folders, in its sys.path order."""
         if self._base is None:
-            try:
-                out = subprocess.run([self.base_python, "-c", _BASE_PROBE], capture_output=True, text=True, timeout=60)
-            except OSError as exc:
-                raise InstallError(f"base interpreter {self.base_python}: {exc.strerror}") from None
-            if out.returncode != 0:
-                raise InstallError(f"base interpreter {self.base_python} failed: {out.stderr.strip()[-500:]}")
-            self._base = json.loads(out.stdout)
+            self._base = probe_base(self.base_python)
         return self._base
 
     # -- making an env -------------------------------------------------------------------------
@@ -396,6 +391,44 @@ except md.PackageNotFoundError:
     torch = None
 print(json.dumps({"executable": sys.executable, "version": sys.version.split()[0], "torch": torch, "site_dirs": dirs}))
 """
+
+BASE_PYTHON_MIN = Version("3.8")  # the probe's importlib.metadata; stacks say what they need beyond
+PROBE_TIMEOUT_S = 60
+
+
+def probe_base(python: str, label: str = "") -> dict:
+    """What the base interpreter `python` says of itself (_BASE_PROBE): its real executable,
+    version, torch version and site folders. InstallError, naming it as `label` (default "base
+    interpreter PATH"), where it cannot be started, fails, does not answer, or answers with
+    anything but a Python of BASE_PYTHON_MIN or later (/bin/true, /bin/echo, a Python 2)."""
+    label = label or f"base interpreter {python}"
+    try:
+        out = subprocess.run(
+            [python, "-c", _BASE_PROBE],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        raise InstallError(f"{label}: {exc.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{label}: no answer within {PROBE_TIMEOUT_S} s") from None
+    if out.returncode != 0:
+        said = out.stderr.strip()[-500:]
+        raise InstallError(f"{label} failed (exit code {out.returncode})" + (f": {said}" if said else ""))
+    try:
+        base = json.loads(out.stdout)
+        usable = Version(base["version"]) >= BASE_PYTHON_MIN and isinstance(base["executable"], str)
+        usable = usable and isinstance(base["site_dirs"], list) and isinstance(base["torch"], str | None)
+    except (ValueError, TypeError, KeyError):  # not JSON, not a dict of these, not a version
+        usable = False
+    if not usable:
+        said = (out.stdout.strip().splitlines() or ["nothing"])[0][:200]
+        raise InstallError(f"{label} is not a Python {BASE_PYTHON_MIN} or later: asked what it is, it said {said!r}")
+    return base
+
 
 # Run by a stack env's interpreter: the requirements of the packages installed in its own
 # site-packages (argv[1]), and the values environment markers are evaluated against (as

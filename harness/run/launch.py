@@ -7,12 +7,17 @@ What the process reported is read by harness/run/classify.py; this module only s
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.catalog import strategies
@@ -108,15 +113,53 @@ def free_port() -> int:
 
 
 _RUNNING: set[int] = set()  # the guards of the cells running now
+_SCRATCH: set[Path] = set()  # the temporary folders of the cells and builds running now
 _RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set while kill_running stops a run: no cell starts, no folder is made
+
+
+@contextlib.contextmanager
+def scratch(prefix: str, keep: bool = False) -> Iterator[Path]:
+    """A temporary folder for one cell or build (spec, result, saved models), removed when it
+    ends, unless `keep` (--keep-workdirs). A cell runs in a thread of its own, which an
+    interrupted compat would not wait for: kill_running waits for these folders to be removed."""
+    with _RUNNING_LOCK:  # made and listed at once: kill_running sees every folder there is
+        if _STOPPING.is_set():
+            raise KeyboardInterrupt("the run was interrupted before the cell started")
+        path = Path(tempfile.mkdtemp(prefix=prefix))
+        _SCRATCH.add(path)
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+        with _RUNNING_LOCK:
+            _SCRATCH.discard(path)
 
 
 def kill_running() -> None:
-    """Stop every cell running now, hard (the run was interrupted: no cell outlives it)."""
-    with _RUNNING_LOCK:
-        guards = list(_RUNNING)
-    for pid in guards:
-        guard.stop(pid, hard=True)
+    """Stop every cell running now, hard, and wait (a few seconds at most) for their threads to
+    remove their temporary folders; what is still there then is removed here. The run was
+    interrupted (Ctrl-C, SIGTERM): nothing of it outlives it, and compat does not wait for a cell's
+    thread at exit. Meanwhile a cell about to start does not: no folder is made, no guard started."""
+    _STOPPING.set()
+    try:
+        with _RUNNING_LOCK:
+            guards = list(_RUNNING)
+        for pid in guards:
+            guard.stop(pid, hard=True)
+        give_up = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < give_up:
+            with _RUNNING_LOCK:
+                if not _RUNNING and not _SCRATCH:
+                    return
+            time.sleep(0.01)
+        with _RUNNING_LOCK:
+            left = list(_SCRATCH)
+        for folder in left:
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        _STOPPING.clear()
 
 
 def shm_left_by(command: list[str]) -> str | None:
@@ -133,7 +176,9 @@ def launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: fl
     """Run `command` under a guard (harness/run/guard.py): nothing it starts outlives it, or compat,
     not even the shared memory its ranks leave."""
     start_error = cwd / "start-error"
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log, _RUNNING_LOCK:  # started and listed at once: kill_running stops it
+        if _STOPPING.is_set():
+            return Ended(None, False, "not started: the run was interrupted", 0)
         try:
             proc = subprocess.Popen(
                 guard.command(command, start_error, cleanup, shm_left_by(command)),
@@ -146,7 +191,6 @@ def launch(command: list[str], env: dict, cwd: Path, log_path: Path, timeout: fl
             )
         except OSError as exc:
             return Ended(None, False, f"could not start {sys.executable}: {exc}", 0)
-    with _RUNNING_LOCK:
         _RUNNING.add(proc.pid)
     try:
         ended = _wait(proc, timeout)

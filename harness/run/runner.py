@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -272,30 +270,28 @@ def run_cell(
     timeout = (
         ctx.timeout_s if ctx.timeout_s is not None else ctx.timeouts.get(cell.id, float(ctx.settings["timeout_s"]))
     )
-    workdir = Path(tempfile.mkdtemp(prefix=f"compat-{cell.id}-"))
-    ctx.log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = ctx.log_dir / f"{cell.id}.log"
-    spec_path, result_dir = workdir / "spec.json", workdir / "result"
-    result_dir.mkdir()
-    spec, settings = cell_spec(cell, ctx, workdir, timeout, override)
-    spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    launcher, command = launch.launch_command(cell, stack_env.python, spec_path, result_dir)
-    cards = [] if cell.hardware == "cpu" else gpus if gpus is not None else _default_gpus(cell, ctx.host)
-    env = launch.cell_environment(cell, [ctx.host.gpu(i) for i in cards], stack_env)
+    with launch.scratch(f"compat-{cell.id}-", keep=ctx.keep_workdirs) as workdir:
+        ctx.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = ctx.log_dir / f"{cell.id}.log"
+        spec_path, result_dir = workdir / "spec.json", workdir / "result"
+        result_dir.mkdir()
+        spec, settings = cell_spec(cell, ctx, workdir, timeout, override)
+        spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+        launcher, command = launch.launch_command(cell, stack_env.python, spec_path, result_dir)
+        cards = [] if cell.hardware == "cpu" else gpus if gpus is not None else _default_gpus(cell, ctx.host)
+        env = launch.cell_environment(cell, [ctx.host.gpu(i) for i in cards], stack_env)
 
-    with NvmlSampler(cards) as sampler:
-        ended = ctx.warm.start(command, env, workdir, log_path, timeout) if ctx.warm else None
-        warm = ended is not None
-        if ended is None:
-            ended = launch.launch(command, env, workdir, log_path, timeout, None if ctx.keep_workdirs else workdir)
-    result = classify.read_results(result_dir, cell.ranks)
-    decided, reason, error = classify.decide(ended, result, log_path)
-    peaks = (result or {}).get("memory") or []
-    if not peaks and ended.child_maxrss_bytes:
-        # the workload died before reporting: the kernel's account of the process still holds
-        peaks = [{"rank": 0, "device": "cpu", "peak_rss_bytes": ended.child_maxrss_bytes, "source": "wait4"}]
-    if not ctx.keep_workdirs:
-        shutil.rmtree(workdir, ignore_errors=True)
+        with NvmlSampler(cards) as sampler:
+            ended = ctx.warm.start(command, env, workdir, log_path, timeout) if ctx.warm else None
+            warm = ended is not None
+            if ended is None:
+                ended = launch.launch(command, env, workdir, log_path, timeout, None if ctx.keep_workdirs else workdir)
+        result = classify.read_results(result_dir, cell.ranks)
+        decided, reason, error = classify.decide(ended, result, log_path)
+        peaks = (result or {}).get("memory") or []
+        if not peaks and ended.child_maxrss_bytes:
+            # the workload died before reporting: the kernel's account of the process still holds
+            peaks = [{"rank": 0, "device": "cpu", "peak_rss_bytes": ended.child_maxrss_bytes, "source": "wait4"}]
     run = cellrecord.Ran(
         outcome=decided,
         reason=reason,

@@ -4,6 +4,7 @@ transformers, peft and accelerate in the interpreter running the tests (tox's `p
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -106,32 +107,31 @@ def test_every_cell_starts_from_the_same_weights_and_is_held_to_the_reference_st
         assert "no record of this cell on the hf2026 stack" in r["agreement"]["why"]
 
 
-def test_a_missing_interpreter_is_infra_not_fail(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "run",
-            "--matrix",
-            LOCAL,
-            "--results",
-            str(tmp_path),
-            "--no-table",
-            "--python",
-            str(tmp_path / "no-such-python"),
-            "--select",
-            "cpu-local-fp32-none-lora-single",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
+def test_a_missing_interpreter_is_infra_not_fail(tmp_path, monkeypatch):
+    """A cell's interpreter that cannot be started (a stack env's, gone since it was made) is the
+    runner's trouble, not the stack's. (`compat run --python` naming no interpreter is refused before
+    any cell: tests/security/test_flags.py.)"""
+    from harness.catalog.cell import Cell
+    from harness.catalog.matrix import MatrixData
+    from harness.run import context, hardware, runner
+    from harness.run.envs import EnvManager, StackEnv
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    data = MatrixData.load(ROOT / "matrix")
+    ctx = context.RunContext(
+        results_dir=tmp_path,
+        records_path=tmp_path / "records.jsonl",
+        settings=data.defaults,
+        host=hardware.Host("Test CPU", (), None, None, "stand-in"),
+        stacks=data.stacks,
+        envs=EnvManager(root=tmp_path / "envs"),
     )
-    assert proc.returncode == 1  # infra is in the default --fail-on
-    (rec,) = load(tmp_path / "records.jsonl")
+    gone = StackEnv("local", str(tmp_path / "no-such-python"), None, "current", {"name": "local"})
+    rec = runner.run_cell(Cell("cpu", "local", "fp32", "none", "lora", "single"), ctx, gone)
     assert rec["outcome"] == "infra"
     assert rec["reason"].startswith(f"could not start {tmp_path / 'no-such-python'}: ")
+    assert not list((tmp_path / "tmp").iterdir())  # the cell's folder is gone with it
 
 
 DIST = """

@@ -126,3 +126,97 @@ def test_a_read_only_results_folder_is_exit_74_before_any_cell(tmp_path):
     assert_clean_error(proc, 74)
     assert f"--results {folder}/results: cannot be written (Read-only file system)" in proc.stderr
     assert "[1/" not in proc.stdout
+
+
+# issue 41, finding 7: absurd values were taken silently (`--gpus 99999999999`, `--lora-r
+# 99999999999`), or ended in exit 70 (a time limit of 1e300 s overflows time_t). Each numeric
+# flag, past its upper bound; run and bisect name a grid or stack that is not there, so that a
+# compat that took the value stops there with another message instead of running a cell
+NO_GRID = ["--matrix", "no-such-grid.toml"]
+ABSURD = [
+    (["fit", "--model-size", "7B", "--gpus", "99999999999"], "--gpus", "1 or more and at most 1024"),
+    (["fit", "--model-size", "7B", "--lora-r", "99999999999"], "--lora-r", "1 or more and at most 65536"),
+    (["fit", "--model-size", "7B", "--seq-len", "99999999999"], "--seq-len", "1 or more and at most 16777216"),
+    (["fit", "--model-size", "7B", "--batch", "99999999999"], "--batch", "1 or more and at most 65536"),
+    (["fit", "--model-size", "7B", "--grad-accum", "99999999999"], "--grad-accum", "1 or more and at most 65536"),
+    (["fit", "--model-size", "7B", "--gpu-memory", "1e300"], "--gpu-memory", "above 0 and at most 65536"),
+    (["fit", "--model-size", "7B", "--host-memory", "1e300"], "--host-memory", "above 0 and at most 65536"),
+    (["recommend", "--gpu", "A100", "--gpus", "99999999999"], "--gpus", "1 or more and at most 1024"),
+    (["recommend", "--gpu", "A100", "--seq-len", "99999999999"], "--seq-len", "1 or more and at most 16777216"),
+    (["preflight", "--preset", "deepke-llama2-4bit", "--plan", "--gpus", "99999999999"], "--gpus", "at most 1024"),
+    (["run", *NO_GRID, "--timeout", "1e300"], "--timeout", "above 0 and at most 604800"),
+    (["run", *NO_GRID, "--stop-after", "1e300"], "--stop-after", "of at least 0 and at most 604800"),
+    (["run", *NO_GRID, "--shard", "1/99999999999"], "--shard", "N must be at most 1024"),
+    (["list", *NO_GRID, "--shard", "1/99999999999"], "--shard", "N must be at most 1024"),
+    (["bisect", "--package", "peft", "--stack", "none", "--max-probes", "99999999999", "x"], "--max-probes", "1024"),
+    (["bisect", "--package", "peft", "--stack", "none", "--timeout", "1e300", "x"], "--timeout", "at most 604800"),
+    (["envs", "--older-than", "1e300"], "--older-than", "of at least 0 and at most 36525"),
+]
+
+
+@pytest.mark.parametrize("args, flag, bound", ABSURD, ids=[" ".join(a[:1] + a[-2:]) for a, _, _ in ABSURD])
+def test_an_absurd_value_is_refused_naming_the_flag_and_its_range(args, flag, bound, compat, tmp_path):
+    proc = compat(*args, env={"COMPAT_ENV_DIR": str(tmp_path / "envs")})
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert f"argument {flag}: " in proc.stderr and bound in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not list(tmp_path.iterdir())  # nothing made
+
+
+def test_every_numeric_flag_is_bounded_and_tested():
+    """A flag added later with type=int or float, or a bounded one left out of ABSURD, fails here."""
+    from harness import commands
+    from harness.cli import build_parser
+    from harness.commands import common
+
+    bounded, tested = set(), {(args[0], flag) for args, flag, _ in ABSURD}
+    for name in commands.HELP:
+        sub = build_parser(name)._subparsers._group_actions[0].choices[name]
+        for action in sub._actions:
+            assert action.type not in (int, float), (name, action.option_strings)
+            if hasattr(action.type, "bounds") or action.type is common.parse_shard:
+                bounded.add((name, action.option_strings[0]))
+    assert bounded == tested
+
+
+def _tree(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_python_that_is_no_interpreter_is_refused_before_any_cell(compat, tmp_path):
+    """Issue 41, finding 7: `compat run --python /nonexistent` stored a false install-error record
+    for each cell of a stack env (an infra record for the local stack's) and exited 0. Now: exit 2
+    naming --python, and the results folder as it was (or still absent)."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program\n")
+    silent, python2 = tmp_path / "silent", tmp_path / "python2"
+    silent.write_text("#!/bin/sh\nexit 0\n")  # /bin/true: runs, says nothing
+    python2.write_text('#!/bin/sh\necho \'{"version": "2.7.18", "executable": "x", "torch": null, "site_dirs": []}\'\n')
+    for script in (silent, python2):
+        script.chmod(0o755)
+    results = tmp_path / "results"
+    results.mkdir()
+    with open(ROOT / "results" / "records.jsonl", "rb") as f:
+        (results / "records.jsonl").write_bytes(b"".join(line for _, line in zip(range(20), f)))
+    before = _tree(results)
+    for python, said in [
+        (tmp_path / "nonexistent", "no such file"),
+        ("no-such-python-here", "no such command on $PATH"),
+        (folder, "is a folder, not an interpreter"),
+        (text, "is not an executable file"),
+        (silent, "is not a Python 3.8 or later: asked what it is, it said 'nothing'"),
+        (python2, 'is not a Python 3.8 or later: asked what it is, it said \'{"version": "2.7.18"'),
+    ]:
+        for grid, cell in [("local", "cpu-local-fp32-none-full-single"), ("quick", "cpu-hf2026-fp32-none-full-single")]:
+            for where in (results, tmp_path / "absent"):
+                proc = compat(
+                    "run", "--matrix", grid, "--select", cell, "--python", str(python), "--results", str(where),
+                    env={"COMPAT_ENV_DIR": str(tmp_path / "envs")},
+                )  # fmt: skip
+                assert_clean_error(proc, 2)
+                assert proc.stderr.startswith(f"compat: error: --python {python}"), proc.stderr
+                assert said in proc.stderr and "nothing was run or written" in proc.stderr, proc.stderr
+    assert _tree(results) == before
+    assert not (tmp_path / "absent").exists() and not (tmp_path / "envs").exists()

@@ -258,3 +258,44 @@ def test_review_of_what_is_not_a_records_file_is_a_usage_error(results, tmp_path
     ]:
         proc = compat("review", *args)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+# what a terminal acts on: a window title (OSC), a screen clear (CSI), a bell, CSI in one byte (C1)
+# and a right-to-left override that reorders what is shown
+TERMINAL_CODES = "\x1b]0;pwned\x07\x1b[2J\u202e\x9b"
+
+
+def test_contributed_text_reaches_no_terminal_as_control_characters(results, tmp_path):
+    """Issue 41, finding 7: `compat review` printed escape sequences from a contributed file (its
+    name, a row's error text) straight to the reviewer's terminal: a record could retitle the window,
+    clear the screen, or reverse the text of a line. Now every such character is shown as its escape,
+    in review, merge, explain and error messages. TEST INPUT: a real record, failed with that text in
+    its error and reason (the schema takes any text there), beside one whose runner name holds it
+    (refused: the schema's pattern), in a file whose name holds it."""
+    text = f"RuntimeError: boom {TERMINAL_CODES}"
+    taken = variant(
+        base_pass(),
+        runner={"name": "contributor-box"},
+        outcome="fail",
+        losses=None,
+        reason=f"why {TERMINAL_CODES}",
+        finished_at="2026-11-24T12:00:00+00:00",
+        error={"type": "RuntimeError", "message": text, "signature": text, "excerpt": text},
+    )
+    taken["fingerprint"]["packages"] = dict(taken["fingerprint"]["packages"], transformers="4.40.2")  # a row of its own
+    refused = variant(base_pass(), runner={"name": f"evil{TERMINAL_CODES}"})
+    path = tmp_path / "contributed\x1b[2J.jsonl"
+    path.write_text(json.dumps(taken) + "\n" + json.dumps(refused) + "\n")
+    log = tmp_path / "train\x1b]0;pwned\x07.log"
+    log.write_text(f'Traceback (most recent call last):\n  File "train.py", line 1, in <module>\n{text}\n')
+    for args in (
+        ("review", str(path), "--results", str(results)),
+        ("merge", str(path), "--into", str(results)),
+        ("explain", str(log)),
+        ("merge", str(tmp_path / "gone\x1b[2J.jsonl"), "--into", str(results)),  # an error message naming it
+    ):
+        proc = compat(*args)
+        said = proc.stdout + proc.stderr
+        assert "\\x1b" in said, (args, said)  # shown, as its escape
+        assert not set(said) & set(TERMINAL_CODES) - set("]0;pwned[2J"), (args, [c for c in said if ord(c) < 32])
+    assert "RuntimeError: boom" in (results / "COMPATIBILITY.md").read_text()  # merged: the evidence is kept

@@ -232,3 +232,54 @@ def test_a_merged_record_with_this_runners_name_cannot_take_over_resume(home, tm
     assert f"resuming run {own['run_id']}: 1 of the selected cells have a record in it; 1 to run" in out
     new = lines(results / "records.jsonl")[2:]
     assert [(r["cell"], r["run_id"], r["outcome"]) for r in new] == [(LORA, own["run_id"], "pass")]
+
+
+def _hung_cells(tmpdir) -> list[int]:
+    """The processes a hung cell of this test left (faults.py's hang: a child named
+    compat-injected-hang), told from other tests' by the TMPDIR they were given."""
+    found = subprocess.run(["pgrep", "-f", "compat-injected-hang"], capture_output=True, text=True).stdout.split()
+    mine = []
+    for pid in map(int, found):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"TMPDIR={tmpdir}".encode() in f.read().split(b"\0"):
+                    mine.append(pid)
+        except OSError:
+            pass  # it ended meanwhile
+    return mine
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_leaves_no_temporary_folder(home, tmp_path, sig, code):
+    """Issue 41, finding 7: Ctrl-C and SIGTERM left the cell's temporary folder (spec, result,
+    saved models) in $TMPDIR: the cell's thread, which removed it, ends with compat unfinished."""
+    tmpdir, results = tmp_path / "tmp", tmp_path / "r"
+    tmpdir.mkdir()
+    proc = compat(
+        home,
+        "run",
+        "--matrix",
+        str(home / "grid.toml"),
+        "--select",
+        FULL,
+        "--results",
+        str(results),
+        "--no-table",
+        env={"TMPDIR": str(tmpdir), "COMPAT_INJECT_FAULT": f"hang@{FULL}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C's default, whatever runs pytest
+    )
+    give_up = time.monotonic() + 300  # a guard against a run that never gets there, not a timing
+    while not _hung_cells(tmpdir) and proc.poll() is None and time.monotonic() < give_up:
+        time.sleep(0.1)
+    assert [p.name for p in tmpdir.iterdir() if p.name.startswith("compat-")]  # the cell's folder, while it runs
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "every record written so far is kept" in err
+    left = [p.name for p in tmpdir.iterdir() if not p.name.startswith("torchinductor_")]  # torch's cache is torch's
+    assert left == []
+    assert _hung_cells(tmpdir) == []
+    assert lines(results / "records.jsonl") == []

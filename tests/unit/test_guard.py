@@ -173,3 +173,50 @@ def test_a_stop_through_a_stand_in_reaches_the_command_once(tmp_path, stand_in):
     guard.stop(proc.pid)
     assert proc.wait(timeout=20) == 7
     assert (tmp_path / "terms").read_text().strip() == "1"
+
+
+def test_an_interrupted_run_stops_its_cells_and_removes_their_folders(tmp_path, monkeypatch):
+    """launch.kill_running, what an interrupted run (Ctrl-C, SIGTERM) does: each cell runs in a
+    thread compat does not wait for at exit, so the cells' folders are removed before it returns
+    (issue 41, finding 7); and a run after it starts cells and makes folders again."""
+    import tempfile
+    import threading
+
+    from harness.run import launch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    marker = f"compat-test-{uuid.uuid4().hex}"
+    made, ended = [], []
+
+    def cell():
+        with launch.scratch("compat-cell-") as folder:
+            made.append(folder)
+            (folder / "result").mkdir()
+            command = ["sh", "-c", f"sleep 3600; : {marker}"]
+            ended.append(launch.launch(command, dict(os.environ), folder, tmp_path / "cell.log", 3600, folder))
+
+    worker = threading.Thread(target=cell, daemon=True)
+    worker.start()
+
+    def running() -> bool:  # the command itself, not the guard whose arguments name it
+        for pid in alive(marker):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read().startswith(b"sh\0"):
+                        return True
+            except OSError:
+                pass  # it ended meanwhile
+        return False
+
+    give_up = time.monotonic() + 60  # a guard against a cell that never starts, not a timing
+    while not running() and time.monotonic() < give_up:
+        time.sleep(0.02)
+    assert running() and made[0].is_dir()
+    launch.kill_running()
+    assert not made[0].exists()
+    assert gone(marker)
+    worker.join(10)
+    assert ended and ended[0].returncode == -signal.SIGKILL
+    with launch.scratch("compat-cell-") as again:  # nothing of the stop is left over
+        assert again.is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == ["cell.log"]
