@@ -115,6 +115,21 @@ class Rules:
         return None
 
     @functools.cached_property
+    def identity(self) -> str:
+        """What these rules are, for a cache of what they judged (lastgood's reports): every value
+        and name they allow, to the day."""
+        return repr(
+            (
+                sorted((k, repr(v)) for k, v in self.values.items()),
+                self.hardware,
+                sorted(self.known_issues or ()),
+                sorted(self.cards.items()),
+                self.now.date().isoformat(),
+                Path(__file__).read_bytes(),
+            )
+        )
+
+    @functools.cached_property
     def _allowed(self) -> dict[str, frozenset]:
         """axis -> the (type, value) pairs it allows: one lookup a record, not a walk of the list."""
         return {axis: frozenset((type(a), a) for a in allowed) for axis, allowed in self.values.items()}
