@@ -172,7 +172,13 @@ def test_the_review_step_passes_added_records_and_fails_removed_or_refused_ones(
     published = [line for line in (ROOT / "results" / "records.jsonl").read_text().splitlines() if line.strip()]
     rec = json.loads(published[0])
     merged = [{"file": "records.jsonl", "line": 1, "sha256": "0" * 64, "merged_at": "2026-11-27T00:00:00+00:00"}]
-    added = json.dumps(dict(rec, id=uuid.uuid4().hex, runner={"name": "contributor-box"}, provenance=merged))
+    later = {k: rec[k][:17] + "59" + rec[k][19:] for k in ("started_at", "finished_at")}  # another run, not a copy
+    from harness.commands.common import rejudge
+
+    # as compat merge writes it: its provenance, and compat's verdict on its losses
+    added = json.dumps(
+        rejudge()(dict(rec, id=uuid.uuid4().hex, runner={"name": "contributor-box"}, provenance=merged, **later))
+    )
     hostile = json.dumps(dict(rec, id=uuid.uuid4().hex, run_id="../../../../tmp/x", provenance=merged))
 
     ok = _review_step(tmp_path / "ok", published + [added])
