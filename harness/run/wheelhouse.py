@@ -177,9 +177,28 @@ def _compile(uv: str, requirements: list[str], target: Target, what: str) -> dic
     return parse_pins(out.stdout)
 
 
+def _has_pip() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pip") is not None
+
+
+def pip_command() -> list[str]:
+    """pip as this interpreter has it, else pip run by uv (`uv tool run --from pip pip`): an
+    interpreter uv made (a uv venv, what uvx gives) has no pip, and a wheelhouse made under one
+    failed with "No module named pip" for every package (issue 42). pip, not uv, downloads: uv
+    has no download command; where neither is found, compat's own dependency on uv is missing."""
+    if _has_pip():
+        return [sys.executable, "-m", "pip"]
+    uv = find_uv()
+    if uv is None:
+        raise CompatError("compat wheelhouse needs pip or uv to download wheels (pip install uv)")
+    return [uv, "tool", "run", "--from", "pip", "pip"]
+
+
 def _pip(*args: str, env: dict | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pip", *args, "--disable-pip-version-check", "--no-input"],
+        [*pip_command(), *args, "--disable-pip-version-check", "--no-input"],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -100,3 +100,34 @@ def test_a_cell_runs_from_the_wheelhouse_with_no_network(wheels, tmp_path, cut):
     assert rec["outcome"] == "pass", rec["error"]
     assert rec["stack"]["reused"] is False and rec["stack"]["name"] == "offline"  # made here, from the wheels only
     assert rec["fingerprint"]["packages"]["accelerate"] == "1.15.0"
+
+
+def test_a_wheelhouse_is_made_under_an_interpreter_without_pip(tmp_path, monkeypatch):
+    """Issue 42: under an interpreter uv made (no pip: what uvx gives) every wheel failed with "No
+    module named pip", accelerate's pure wheel too. There, pip is run by uv (`uv tool run`). From
+    PyPI, as the wheels above; the interpreter's pip is hidden from compat, in this process."""
+    from harness.run import wheelhouse
+
+    from conftest import call_compat
+
+    monkeypatch.setattr(wheelhouse, "_has_pip", lambda: False)
+    assert wheelhouse.pip_command()[1:] == ["tool", "run", "--from", "pip", "pip"]
+    home = compat_home(tmp_path / "home", STACK, GRID)
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("accelerate==0.29.3\n")
+    proc = call_compat(
+        "wheelhouse",
+        str(tmp_path / "w"),
+        "--stacks",
+        "offline",
+        "-r",
+        str(reqs),
+        "--no-compat",
+        "--python",
+        "3.12",
+        env={"COMPAT_HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "w" / "compat-wheelhouse.json").read_text())
+    (entry,) = [f for f in manifest["files"] if f["name"].startswith("accelerate-0.29.3-")]
+    assert entry["name"].endswith("-py3-none-any.whl") and entry["how"] == "downloaded"
