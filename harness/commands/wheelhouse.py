@@ -45,6 +45,14 @@ def add(sub) -> None:
         "machine's architecture, x86_64-manylinux_2_28 on most)",
     )
     p.add_argument("--no-compat", action="store_true", help="leave out compat's own wheel and what it needs to run")
+    p.add_argument(
+        "--have",
+        type=common.path_value,
+        metavar="FILE",
+        help="what the target host has installed, as `pip freeze` or `uv pip freeze` writes it: each stack is "
+        "resolved with those versions where it can take them, and a wheel the host already has is left out "
+        "(an offline install needs only what is missing)",
+    )
 
 
 def handle(args) -> int:
@@ -81,7 +89,10 @@ def handle(args) -> int:
         f"requirements {', '.join(map(str, files)) or 'none'}; compat {'included' if project else 'left out'}",
         flush=True,
     )
-    made = wheelhouse.make(args.dir, stacks, files, project, target, log=lambda line: print(line, flush=True))
+    have = wheelhouse.read_have(args.have) if args.have else {}
+    made = wheelhouse.make(
+        args.dir, stacks, files, project, target, log=lambda line: print(line, flush=True), have=have
+    )
     for name, why in made.skipped.items():
         print(f"left out: stack {name}: {why}")
     print(

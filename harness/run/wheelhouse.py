@@ -87,6 +87,7 @@ class Made:
     resolved: dict[str, dict[str, str]]  # stack (or requirements file) -> name -> version
     skipped: dict[str, str]  # stack -> why it is not in the wheelhouse
     files: list[dict]  # name, size_bytes, sha256, how ("downloaded" | "built" | "compat")
+    have: dict[str, str] = dataclasses.field(default_factory=dict)  # left out: the host has name==version
 
     @property
     def total_bytes(self) -> int:
@@ -94,9 +95,18 @@ class Made:
 
 
 def make(
-    directory: Path, stacks: list[Stack], requirement_files: list[Path], project: Path | None, target: Target, log=print
+    directory: Path,
+    stacks: list[Stack],
+    requirement_files: list[Path],
+    project: Path | None,
+    target: Target,
+    log=print,
+    have: dict[str, str] | None = None,
 ) -> Made:
-    """Fill `directory` (made if missing; wheels already there are kept) for `target`."""
+    """Fill `directory` (made if missing; wheels already there are kept) for `target`. `have`: name ->
+    version of what the target host has installed (its `pip freeze`): each stack is resolved with
+    those versions where it can take them, and a wheel the host already has is left out."""
+    have = have or {}
     uv = find_uv()
     if uv is None:
         raise CompatError("compat wheelhouse needs uv to resolve for another interpreter (pip install uv)")
@@ -112,45 +122,77 @@ def make(
                 f" ({stack.python_why})" if stack.python_why else ""
             )
             continue
-        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}")
+        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}", have)
     for path in requirement_files:
         lines = _requirement_lines(path)
         reqs = [line.split("#", 1)[0].strip() for line in lines]
-        resolved[str(path)] = _compile(uv, [r for r in reqs if r and not r.startswith("-")], target, str(path))
+        resolved[str(path)] = _compile(uv, [r for r in reqs if r and not r.startswith("-")], target, str(path), have)
     files: list[dict] = []
     if project is not None:
         files.append(_build_compat(project, directory, log))
-        resolved["compat"] = _compile(uv, _compat_requirements(project), target, "compat's own requirements")
-    # every version any stack resolved to goes in (hf2024's transformers and hf2026's, both)
+        resolved["compat"] = _compile(uv, _compat_requirements(project), target, "compat's own requirements", have)
+    # every version any stack resolved to goes in (hf2024's transformers and hf2026's, both), but
+    # what the host has, at that version
+    kept = {}
     for name, version in sorted({pin for pins in resolved.values() for pin in pins.items()}):
-        files.append(_fetch(name, version, target, directory, log))
-    made = Made(directory, target, resolved, skipped, files)
+        if have.get(name) == version:
+            kept[name] = version
+        else:
+            files.append(_fetch(name, version, target, directory, log))
+    if kept:
+        log(f"  left out, the host has them: {', '.join(f'{n}=={v}' for n, v in kept.items())}")
+    made = Made(directory, target, resolved, skipped, files, kept)
     _write_manifest(made)
     return made
 
 
+def read_have(path: Path) -> dict[str, str]:
+    """name -> version of a host's `pip freeze` (lines `name==version`; editable and direct-URL
+    lines, which no index serves, left out); UsageError naming --have for a file that is not one."""
+    pins = parse_pins("\n".join(_lines(path, "--have")))
+    if not pins:
+        raise UsageError(f"--have {path}: no `name==version` line: not a pip freeze")
+    return pins
+
+
 def _requirement_lines(path: Path) -> list[str]:
-    """A requirements file's lines: a regular file of UTF-8 text (tomldata.read_regular: a device or
-    a FIFO is not read for ever), else UsageError naming it."""
+    return _lines(path, "--requirement")
+
+
+def _lines(path: Path, flag: str) -> list[str]:
+    """A text file's lines (a requirements file, a pip freeze): a regular file of UTF-8 text
+    (tomldata.read_regular: a device or a FIFO is not read for ever), else UsageError naming it."""
     from harness.tomldata import NotAFile, read_regular
 
     try:
         return read_regular(path).decode("utf-8").splitlines()
     except NotAFile as exc:
-        raise UsageError(f"--requirement {path}: {exc}") from None
+        raise UsageError(f"{flag} {path}: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise UsageError(f"--requirement {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise UsageError(f"{flag} {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
-        raise UsageError(f"--requirement {path}: cannot be read: {exc.strerror}") from None
+        raise UsageError(f"{flag} {path}: cannot be read: {exc.strerror}") from None
 
 
-def _compile(uv: str, requirements: list[str], target: Target, what: str) -> dict[str, str]:
-    """name -> version of everything `requirements` needs on `target`, torch left out."""
+def _compile(uv: str, requirements: list[str], target: Target, what: str, have: dict | None = None) -> dict[str, str]:
+    """name -> version of everything `requirements` needs on `target`, torch left out; with the
+    host's versions (`have`) where the requirements can take them all, else without them."""
     if not requirements:
         return {}
+    if have:
+        try:
+            return _compile_with(uv, requirements, target, what, have)
+        except CompatError:  # a stack that pins another version than the host's: its own, carried
+            pass
+    return _compile_with(uv, requirements, target, what, {})
+
+
+def _compile_with(uv: str, requirements: list[str], target: Target, what: str, have: dict) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="compat-wheelhouse-") as tmp:
         excludes = Path(tmp, "excludes.txt")
         excludes.write_text("torch\n", encoding="utf-8")
+        constraints = Path(tmp, "constraints.txt")
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(have.items()) if n != "torch"), "utf-8")
         cmd = [
             uv,
             "pip",
@@ -164,6 +206,8 @@ def _compile(uv: str, requirements: list[str], target: Target, what: str) -> dic
             target.platform,
             "--excludes",
             str(excludes),
+            "--constraints",
+            str(constraints),
             "-",
         ]
         try:
@@ -288,6 +332,7 @@ def _write_manifest(made: Made) -> None:
         "skipped": made.skipped,
         "files": made.files,
         "total_bytes": made.total_bytes,
+        "left_out_the_host_has": made.have,
     }
     from harness.evidence.records import write_atomic
 

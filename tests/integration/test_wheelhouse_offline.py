@@ -131,3 +131,33 @@ def test_a_wheelhouse_is_made_under_an_interpreter_without_pip(tmp_path, monkeyp
     manifest = json.loads((tmp_path / "w" / "compat-wheelhouse.json").read_text())
     (entry,) = [f for f in manifest["files"] if f["name"].startswith("accelerate-0.29.3-")]
     assert entry["name"].endswith("-py3-none-any.whl") and entry["how"] == "downloaded"
+
+
+def test_a_wheelhouse_leaves_out_what_the_host_has(tmp_path):
+    """Issue 42: offline, uv needs every wheel it resolves in the folder, even what the host has
+    (numpy, hf-xet: 20 MiB). With --have (the host's pip freeze) the stack is resolved with the
+    host's versions where it takes them, and those wheels stay out; a host version the stack does
+    not take (accelerate 0.29.3 against its ==1.15.0) is no constraint: the stack's own is carried."""
+    home = compat_home(tmp_path / "home", STACK, GRID)
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("numpy==2.2.6\npyyaml==6.0.2\n-e git+https://example.invalid/x.git#egg=x\ntorch==2.11.0+cu130\n")
+    args = ("wheelhouse", str(tmp_path / "w"), "--stacks", "offline", "-r", str(tmp_path / "none.txt"), "--no-compat")
+    (tmp_path / "none.txt").write_text("")
+    proc = run_compat(*args, "--have", str(freeze), env={"COMPAT_HOME": str(home)}, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "w" / "compat-wheelhouse.json").read_text())
+    assert (
+        manifest["resolved"]["offline"]["numpy"] == "2.2.6"
+        and manifest["resolved"]["offline"]["accelerate"] == "1.15.0"
+    )
+    assert manifest["left_out_the_host_has"] == {"numpy": "2.2.6", "pyyaml": "6.0.2"}
+    names = {f["name"] for f in manifest["files"]}
+    assert not any(n.startswith(("numpy-", "PyYAML-", "pyyaml-")) for n in names)
+    assert any(n.startswith("accelerate-1.15.0-") for n in names)
+    assert "left out, the host has them: numpy==2.2.6, pyyaml==6.0.2" in proc.stdout
+
+    freeze.write_text("accelerate==0.29.3\n")
+    proc = run_compat(*args, "--have", str(freeze), env={"COMPAT_HOME": str(home)}, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "w" / "compat-wheelhouse.json").read_text())
+    assert manifest["resolved"]["offline"]["accelerate"] == "1.15.0" and manifest["left_out_the_host_has"] == {}

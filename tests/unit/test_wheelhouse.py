@@ -38,3 +38,23 @@ def test_an_unknown_stack_is_bad_input_before_anything_is_fetched(tmp_path):
     assert_clean_error(proc, 2)
     assert "--stacks: unknown stack 'hf2062' (did you mean 'hf2026'?)" in proc.stderr
     assert not (tmp_path / "w").exists()
+
+
+def test_have_reads_a_pip_freeze_and_refuses_what_is_not_one(tmp_path):
+    """Issue 42: --have FILE, the host's `pip freeze`: its name==version lines, names canonical;
+    editable and direct-URL lines (no index serves them) left out; a file that is not one named."""
+    from harness.errors import UsageError
+    from harness.run.wheelhouse import read_have
+
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text(
+        "PyYAML==6.0.2\n-e git+https://example.invalid/x.git#egg=x\nfoo @ file:///tmp/foo.whl\nhf_xet==1.1.0\n"
+    )
+    assert read_have(freeze) == {"pyyaml": "6.0.2", "hf-xet": "1.1.0"}
+    (tmp_path / "junk.txt").write_bytes(b"\xff\xfe")
+    for path, why in ((tmp_path / "junk.txt", "not UTF-8 text"), (tmp_path / "missing", "cannot be read")):
+        with pytest.raises(UsageError, match=f"--have {path}: {why}"):
+            read_have(path)
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(UsageError, match="no `name==version` line"):
+        read_have(tmp_path / "empty.txt")
