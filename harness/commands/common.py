@@ -114,6 +114,21 @@ def folder_value(text: str) -> Path:
     return path
 
 
+def _size_value(text: str) -> int:
+    """A size in bytes from 60M, 1.5G, 500K or a plain number of bytes (binary units: M is MiB)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (give 60M, 1.5G or a number of bytes)")
+    size = int(float(m[1]) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m[2].upper()])
+    if not 2**20 <= size <= 2**40:
+        raise argparse.ArgumentTypeError(f"{text}: must be 1 MiB or more and at most 1 TiB")
+    return size
+
+
+size_value = _size_value
+size_value.bounds = (2**20, 2**40)  # bytes: a part to carry, 1 MiB to 1 TiB
+
+
 def text_value(text: str) -> str:
     """Text that is not empty (a card's name, a model size, a stack)."""
     if not text.strip():

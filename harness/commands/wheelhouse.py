@@ -46,6 +46,14 @@ def add(sub) -> None:
     )
     p.add_argument("--no-compat", action="store_true", help="leave out compat's own wheel and what it needs to run")
     p.add_argument(
+        "--max-part",
+        type=common.size_value,
+        metavar="SIZE",
+        help="also lay the wheels out in folders part-1, part-2... of at most SIZE (60M, 1.5G; what can be moved "
+        "to a locked-down host at once), each able to make its own stacks' envs; compat-wheelhouse.json lists "
+        "each part's stacks and the grid cells it unlocks",
+    )
+    p.add_argument(
         "--have",
         type=common.path_value,
         metavar="FILE",
@@ -90,11 +98,28 @@ def handle(args) -> int:
         flush=True,
     )
     have = wheelhouse.read_have(args.have) if args.have else {}
+    cells = {
+        s.name: sorted(c.id for p in grid_paths(where.matrix) for c in load_matrix(p, data).cells if c.stack == s.name)
+        for s in stacks
+    }
     made = wheelhouse.make(
-        args.dir, stacks, files, project, target, log=lambda line: print(line, flush=True), have=have
+        args.dir,
+        stacks,
+        files,
+        project,
+        target,
+        log=lambda line: print(line, flush=True),
+        have=have,
+        max_part=args.max_part,
+        cells=cells,
     )
     for name, why in made.skipped.items():
         print(f"left out: stack {name}: {why}")
+    for part in made.parts:
+        print(
+            f"{args.dir / part['name']}: {len(part['files'])} wheels, {part['size_bytes'] / 2**20:,.1f} MiB, for "
+            f"{', '.join(part['stacks'])} ({len(part['cells'])} cells)"
+        )
     print(
         f"{len(made.files)} wheels, {made.total_bytes / 2**20:,.1f} MiB in {args.dir} (listed in "
         f"{args.dir / wheelhouse.MANIFEST})"

@@ -88,6 +88,7 @@ class Made:
     skipped: dict[str, str]  # stack -> why it is not in the wheelhouse
     files: list[dict]  # name, size_bytes, sha256, how ("downloaded" | "built" | "compat")
     have: dict[str, str] = dataclasses.field(default_factory=dict)  # left out: the host has name==version
+    parts: list[dict] = dataclasses.field(default_factory=list)  # --max-part: name, stacks, cells, files, size_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -102,10 +103,16 @@ def make(
     target: Target,
     log=print,
     have: dict[str, str] | None = None,
+    max_part: int | None = None,
+    cells: dict[str, list[str]] | None = None,
 ) -> Made:
     """Fill `directory` (made if missing; wheels already there are kept) for `target`. `have`: name ->
     version of what the target host has installed (its `pip freeze`): each stack is resolved with
-    those versions where it can take them, and a wheel the host already has is left out."""
+    those versions where it can take them, and a wheel the host already has is left out. With
+    `max_part` (bytes), the wheels are also laid out in folders part-1, part-2... of at most that
+    size, each holding every wheel its stacks (and requirements files, and compat) need, so each
+    makes its own envs when carried alone; `cells`: stack -> the grid cells it runs, listed with
+    the part that unlocks them."""
     have = have or {}
     uv = find_uv()
     if uv is None:
@@ -138,12 +145,69 @@ def make(
         if have.get(name) == version:
             kept[name] = version
         else:
-            files.append(_fetch(name, version, target, directory, log))
+            files.append({**_fetch(name, version, target, directory, log), "pin": f"{name}=={version}"})
     if kept:
         log(f"  left out, the host has them: {', '.join(f'{n}=={v}' for n, v in kept.items())}")
     made = Made(directory, target, resolved, skipped, files, kept)
+    if max_part is not None:
+        by_pin = {f["pin"]: f for f in files if "pin" in f}
+        units = {
+            unit: [by_pin[f"{n}=={v}"] for n, v in pins.items() if f"{n}=={v}" in by_pin]
+            + [f for f in files if unit == "compat" and f["how"] == "compat"]
+            for unit, pins in resolved.items()
+        }
+        made.parts = [
+            {**part, "cells": sorted(c for u in part["stacks"] for c in (cells or {}).get(u, []))}
+            for part in packed(units, max_part)
+        ]
+        _lay_out(directory, made.parts)
     _write_manifest(made)
     return made
+
+
+def packed(units: dict[str, list[dict]], most: int) -> list[dict]:
+    """Parts of at most `most` bytes for `units` (a stack, a requirements file or compat -> the
+    wheel entries it needs): each part holds every wheel of its units, a wheel two parts need in
+    both; the largest unit first, into the first part it fits (first fit decreasing). UsageError
+    for a unit larger than a part alone."""
+    parts: list[tuple[list[str], dict[str, dict]]] = []
+    for unit, entries in sorted(units.items(), key=lambda kv: (-sum(e["size_bytes"] for e in kv[1]), kv[0])):
+        need = {e["name"]: e for e in entries}
+        size = sum(e["size_bytes"] for e in need.values())
+        if size > most:
+            raise UsageError(
+                f"--max-part: {unit} needs {size / 2**20:,.1f} MiB of wheels, more than a part of "
+                f"{most / 2**20:,.1f} MiB; give a larger --max-part, or --have with what the host has"
+            )
+        for names, held in parts:
+            if sum(e["size_bytes"] for e in (held | need).values()) <= most:
+                names.append(unit)
+                held.update(need)
+                break
+        else:
+            parts.append(([unit], dict(need)))
+    return [
+        {
+            "name": f"part-{i}",
+            "stacks": sorted(names),
+            "files": sorted(held),
+            "size_bytes": sum(e["size_bytes"] for e in held.values()),
+        }
+        for i, (names, held) in enumerate(parts, 1)
+    ]
+
+
+def _lay_out(directory: Path, parts: list[dict]) -> None:
+    """Each part's wheels in its own folder, linked to the wheelhouse's (copied where links fail)."""
+    for part in parts:
+        folder = directory / part["name"]
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        for name in part["files"]:
+            try:
+                os.link(directory / name, folder / name)
+            except OSError:
+                shutil.copy2(directory / name, folder / name)
 
 
 def read_have(path: Path) -> dict[str, str]:
@@ -333,6 +397,7 @@ def _write_manifest(made: Made) -> None:
         "files": made.files,
         "total_bytes": made.total_bytes,
         "left_out_the_host_has": made.have,
+        "parts": made.parts,
     }
     from harness.evidence.records import write_atomic
 

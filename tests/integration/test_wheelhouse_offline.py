@@ -161,3 +161,40 @@ def test_a_wheelhouse_leaves_out_what_the_host_has(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest = json.loads((tmp_path / "w" / "compat-wheelhouse.json").read_text())
     assert manifest["resolved"]["offline"]["accelerate"] == "1.15.0" and manifest["left_out_the_host_has"] == {}
+
+
+def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
+    """Issue 42: --max-part SIZE lays the wheels out in folders of at most SIZE, each holding every
+    wheel its stacks need (from PyPI: the stack above and a requirements file of another accelerate),
+    listed in the manifest with the grid cells each part unlocks (the home's grid, in its matrix/)."""
+    home = compat_home(tmp_path / "home", STACK, GRID)
+    (home / "matrix" / "offline.toml").write_text(GRID)
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("accelerate==0.29.3\n")
+    folder = tmp_path / "w"
+    proc = run_compat(
+        "wheelhouse",
+        str(folder),
+        "--stacks",
+        "offline",
+        "-r",
+        str(reqs),
+        "--no-compat",
+        "--max-part",
+        "40M",
+        env={"COMPAT_HOME": str(home)},
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((folder / "compat-wheelhouse.json").read_text())
+    parts = manifest["parts"]
+    assert parts and sorted(u for p in parts for u in p["stacks"]) == sorted(["offline", str(reqs)])
+    by_pin = {f["pin"]: f["name"] for f in manifest["files"]}
+    for part in parts:
+        held = {p.name for p in (folder / part["name"]).glob("*.whl")}
+        assert held == set(part["files"]) and part["size_bytes"] <= 40 * 2**20
+        assert part["size_bytes"] == sum((folder / part["name"] / n).stat().st_size for n in held)
+        for unit in part["stacks"]:
+            assert {by_pin[f"{n}=={v}"] for n, v in manifest["resolved"][unit].items()} <= held
+        assert part["cells"] == (["cpu-offline-fp32-none-full-single"] if "offline" in part["stacks"] else [])
+        assert f"{folder / part['name']}: {len(held)} wheels" in proc.stdout

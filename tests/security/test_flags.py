@@ -151,6 +151,7 @@ ABSURD = [
     (["bisect", "--package", "peft", "--stack", "none", "--max-probes", "99999999999", "x"], "--max-probes", "1024"),
     (["bisect", "--package", "peft", "--stack", "none", "--timeout", "1e300", "x"], "--timeout", "at most 604800"),
     (["envs", "--older-than", "1e300"], "--older-than", "of at least 0 and at most 36525"),
+    (["wheelhouse", "w", "--max-part", "2048G"], "--max-part", "1 MiB or more and at most 1 TiB"),
 ]
 
 

@@ -58,3 +58,31 @@ def test_have_reads_a_pip_freeze_and_refuses_what_is_not_one(tmp_path):
     (tmp_path / "empty.txt").write_text("# nothing\n")
     with pytest.raises(UsageError, match="no `name==version` line"):
         read_have(tmp_path / "empty.txt")
+
+
+def test_parts_hold_every_wheel_of_their_stacks_within_the_size():
+    """Issue 42: --max-part packs stacks (and requirements files, compat) into parts of at most N
+    bytes, each able to make its stacks' envs alone: a wheel two parts need is in both. The wheel
+    entries are made-up sizes (a test of the packing, not of a real wheelhouse)."""
+    from harness.errors import UsageError
+    from harness.run.wheelhouse import packed
+
+    def wheel(name, mib):
+        return {"name": name, "size_bytes": int(mib * 2**20)}
+
+    shared = wheel("numpy.whl", 15)
+    units = {
+        "hf2024": [wheel("transformers-4.40.whl", 9), shared],
+        "hf2026": [wheel("transformers-5.23.whl", 13), shared],
+        "requirements/gpu-stack.txt": [wheel("bitsandbytes.whl", 41)],
+        "compat": [wheel("compat.whl", 1), wheel("msgspec.whl", 0.5)],
+    }
+    parts = packed(units, 60 * 2**20)
+    assert all(p["size_bytes"] <= 60 * 2**20 for p in parts)
+    for unit, entries in units.items():
+        (part,) = [p for p in parts if unit in p["stacks"]]
+        assert {e["name"] for e in entries} <= set(part["files"])
+    assert sorted(u for p in parts for u in p["stacks"]) == sorted(units)
+    assert [p["name"] for p in parts] == [f"part-{i}" for i in range(1, len(parts) + 1)] and len(parts) == 2
+    with pytest.raises(UsageError, match="requirements/gpu-stack.txt needs 41.0 MiB of wheels, more than a part"):
+        packed(units, 40 * 2**20)
