@@ -32,25 +32,22 @@ strategy = ["single"]
 """
 
 
+def wheelhouse(home, folder, requirements: str = "", *more: str):
+    """`compat wheelhouse` of the stack `offline` and a requirements file of `requirements`, from
+    PyPI; its output."""
+    reqs = folder.parent / f"{folder.name}-requirements.txt"
+    reqs.write_text(requirements)
+    args = ("wheelhouse", str(folder), "--stacks", "offline", "-r", str(reqs), "--no-compat", *more)
+    proc = run_compat(*args, env={"COMPAT_HOME": str(home)}, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, str(reqs)
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory):
     home = compat_home(tmp_path_factory.mktemp("home"), STACK, GRID)
     folder = home / "wheels"
-    empty = home / "none.txt"
-    empty.write_text("")
-    proc = run_compat(
-        "wheelhouse",
-        str(folder),
-        "--stacks",
-        "offline",
-        "-r",
-        str(empty),
-        "--no-compat",
-        env={"COMPAT_HOME": str(home)},
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return home, folder, proc.stdout
+    return home, folder, wheelhouse(home, folder)[0]
 
 
 def test_the_wheelhouse_holds_the_stack_for_the_target_and_lists_it(wheels):
@@ -169,26 +166,11 @@ def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
     listed in the manifest with the grid cells each part unlocks (the home's grid, in its matrix/)."""
     home = compat_home(tmp_path / "home", STACK, GRID)
     (home / "matrix" / "offline.toml").write_text(GRID)
-    reqs = tmp_path / "requirements.txt"
-    reqs.write_text("accelerate==0.29.3\n")
     folder = tmp_path / "w"
-    proc = run_compat(
-        "wheelhouse",
-        str(folder),
-        "--stacks",
-        "offline",
-        "-r",
-        str(reqs),
-        "--no-compat",
-        "--max-part",
-        "40M",
-        env={"COMPAT_HOME": str(home)},
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out, reqs = wheelhouse(home, folder, "accelerate==0.29.3\n", "--max-part", "40M")
     manifest = json.loads((folder / "compat-wheelhouse.json").read_text())
     parts = manifest["parts"]
-    assert parts and sorted(u for p in parts for u in p["stacks"]) == sorted(["offline", str(reqs)])
+    assert parts and sorted(u for p in parts for u in p["stacks"]) == sorted(["offline", reqs])
     by_pin = {f["pin"]: f["name"] for f in manifest["files"]}
     for part in parts:
         held = {p.name for p in (folder / part["name"]).glob("*.whl")}
@@ -197,4 +179,4 @@ def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
         for unit in part["stacks"]:
             assert {by_pin[f"{n}=={v}"] for n, v in manifest["resolved"][unit].items()} <= held
         assert part["cells"] == (["cpu-offline-fp32-none-full-single"] if "offline" in part["stacks"] else [])
-        assert f"{folder / part['name']}: {len(held)} wheels" in proc.stdout
+        assert f"{folder / part['name']}: {len(held)} wheels" in out
