@@ -63,13 +63,11 @@ def add(sub) -> None:
     )
 
 
-def handle(args) -> int:
-    from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
-    from harness.run import wheelhouse
+def _stacks(args, where, data) -> list:
+    """The stacks --stacks names (each known, else UsageError), or those the GPU grids run; those
+    with an env of their own."""
+    from harness.catalog.matrix import grid_paths, load_matrix
 
-    where = find_home()
-    data = MatrixData.load(where.matrix)
-    target = wheelhouse.Target.parse(args.python, args.platform)
     if args.stacks:
         names = [n.strip() for n in args.stacks.split(",") if n.strip()]
         unknown = [n for n in names if n not in data.stacks]
@@ -82,7 +80,17 @@ def handle(args) -> int:
         names = sorted(
             {c.stack for p in grid_paths(where.matrix) if p.name.startswith("gpu") for c in load_matrix(p, data).cells}
         )
-    stacks = [data.stacks[n] for n in names if not data.stacks[n].current]
+    return [data.stacks[n] for n in names if not data.stacks[n].current]
+
+
+def handle(args) -> int:
+    from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
+    from harness.run import wheelhouse
+
+    where = find_home()
+    data = MatrixData.load(where.matrix)
+    target = wheelhouse.Target.parse(args.python, args.platform)
+    stacks = _stacks(args, where, data)
     root = where.checkout  # requirements/ and compat's own project: a checkout's (an installed compat has neither)
     files = (
         args.requirement

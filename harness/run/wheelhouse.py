@@ -150,19 +150,24 @@ def make(
         log(f"  left out, the host has them: {', '.join(f'{n}=={v}' for n, v in kept.items())}")
     made = Made(directory, target, resolved, skipped, files, kept)
     if max_part is not None:
-        by_pin = {f["pin"]: f for f in files if "pin" in f}
-        units = {
-            unit: [by_pin[f"{n}=={v}"] for n, v in pins.items() if f"{n}=={v}" in by_pin]
-            + [f for f in files if unit == "compat" and f["how"] == "compat"]
-            for unit, pins in resolved.items()
-        }
-        made.parts = [
-            {**part, "cells": sorted(c for u in part["stacks"] for c in (cells or {}).get(u, []))}
-            for part in packed(units, max_part)
-        ]
+        made.parts = _parts(made, max_part, cells or {})
         _lay_out(directory, made.parts)
     _write_manifest(made)
     return made
+
+
+def _parts(made: Made, max_part: int, cells: dict[str, list[str]]) -> list[dict]:
+    """The parts of a wheelhouse (packed), each with the grid cells its stacks unlock."""
+    by_pin = {f["pin"]: f for f in made.files if "pin" in f}
+    units = {
+        unit: [by_pin[f"{n}=={v}"] for n, v in pins.items() if f"{n}=={v}" in by_pin]
+        + [f for f in made.files if unit == "compat" and f["how"] == "compat"]
+        for unit, pins in made.resolved.items()
+    }
+    return [
+        {**part, "cells": sorted(c for u in part["stacks"] for c in cells.get(u, []))}
+        for part in packed(units, max_part)
+    ]
 
 
 def packed(units: dict[str, list[dict]], most: int) -> list[dict]:
