@@ -9,6 +9,9 @@ A matrix file:
     [[exclude]]               # drop the cells that match every key given (a value or a list)
     hardware = "cpu"
     precision = "fp16"
+    [[first]]                 # run the cells that match first, in the order of these tables:
+    quantization = "nf4"      # a run cut short by --stop-after has the most telling cells
+    why = "QLoRA as users run it"   # (required) `compat list` shows it
     [settings]                # the per-cell time limit over matrix/defaults.toml's
     timeout_s = 300
 
@@ -23,6 +26,7 @@ key and, where it can be found, the line; near misses get "did you mean".
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import functools
@@ -51,6 +55,7 @@ from harness.tomldata import (
 )
 
 AXIS_KEYS = AXES + OPTIONS
+MAX_FIRST = 100  # [[first]] rules in a grid
 MAX_PRODUCT = 100_000  # cells a grid's product may expand to; the project's largest has under 1,000
 # a cell's time limit, at most: a week, far past any cell (600 s by default), and short of what a
 # wait can be given at all (a 20-digit limit overflowed the thread's wait, leaving the cell running)
@@ -65,6 +70,26 @@ class Matrix:
     settings: dict  # defaults.toml merged with the file's [settings]
     # matrix/models.toml: name -> {"model": {...}, "train": {...}}
     models: dict = dataclasses.field(default_factory=dict)
+    # [[first]]: (axis -> the values it takes, why) in order; cells are in this order already
+    first: tuple[tuple[dict, str], ...] = ()
+
+    def rank(self, cell: Cell) -> int:
+        """The index of the first [[first]] rule the cell matches; MAX_FIRST (after every rule of
+        every grid) where none does."""
+        if not self.first:
+            return MAX_FIRST
+        fields = cell.axes()
+        return next((i for i, (rule, _) in enumerate(self.first) if _matches(rule, fields)), MAX_FIRST)
+
+    def why(self, cell: Cell) -> str:
+        """Why the cell runs early (the matching [[first]] rule's `why`), or ''."""
+        i = self.rank(cell)
+        return self.first[i][1] if i < len(self.first) else ""
+
+
+def _matches(rule: dict[str, list], fields: dict) -> bool:
+    """Whether every key of an [[exclude]] or [[first]] rule takes the cell's value."""
+    return all(fields.get(k) in vs for k, vs in rule.items())
 
 
 def cell_settings(settings: dict, models: dict, model: str) -> dict:
@@ -185,15 +210,20 @@ _NO_PRODUCT = "missing; a matrix needs a [product] table"
 _EXCLUDES = kind(
     lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v), "must be an array of tables ([[exclude]])"
 )
+_FIRSTS = kind(
+    lambda v: isinstance(v, list) and all(isinstance(e, dict) for e in v) and len(v) <= MAX_FIRST,
+    f"must be an array of at most {MAX_FIRST} tables ([[first]])",
+)
 GRID = Table(
     {
         "description": Key.of(TEXT),
         "product": Key.of(kind(lambda v: isinstance(v, dict), _NO_PRODUCT), required=True, missing=_NO_PRODUCT),
         "exclude": Key.of(_EXCLUDES),
+        "first": Key.of(_FIRSTS),
         "settings": Key.of(),  # laid over defaults.toml's, each key checked there (settings_over)
     }
 )
-_GRID_LABELS = {"product": "[product]", "exclude": "[[exclude]]"}
+_GRID_LABELS = {"product": "[product]", "exclude": "[[exclude]]", "first": "[[first]]"}
 
 
 def load_matrix(path: Path, data: MatrixData) -> Matrix:
@@ -206,6 +236,8 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
     axes_values = _product(product, data, where, problems)
     excludes = doc.get("exclude", [])
     excludes = _excludes(excludes if _EXCLUDES.problem(excludes) is None else [], data, where, problems)
+    firsts = doc.get("first", [])
+    first = _firsts(firsts if _FIRSTS.problem(firsts) is None else [], data, where, problems)
     given = doc.get("settings", {})
     settings = settings_over(data.defaults, given, "settings", where, problems)
     for part in ("model", "train") if isinstance(given, dict) else ():
@@ -215,10 +247,12 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
         raise MatrixError(problems)
     cells = _expand(axes_values, excludes, path, where)
     _check_ranks(cells, where, problems)
+    _check_firsts(first, cells, where, problems)
     if problems:
         raise MatrixError(problems)
     description = doc.get("description", "")
-    return Matrix(path, description, tuple(cells), settings, data.models)
+    grid = Matrix(path, description, tuple(cells), settings, data.models, tuple(first))
+    return dataclasses.replace(grid, cells=tuple(sorted(cells, key=grid.rank)))
 
 
 def _product(product: dict, data: MatrixData, where, problems: list[str]) -> dict[str, list]:
@@ -244,16 +278,18 @@ def _product(product: dict, data: MatrixData, where, problems: list[str]) -> dic
     return axes_values
 
 
-def _excludes(excludes: list[dict], data: MatrixData, where, problems: list[str]) -> list[dict[str, list]]:
+def _excludes(
+    excludes: list[dict], data: MatrixData, where, problems: list[str], table: str = "exclude", start: int = 0
+) -> list[dict[str, list]]:
     """[[exclude]]: each rule as axis -> the values it drops, checked like [product]'s."""
     rules: list[dict[str, list]] = []
-    for i, entry in enumerate(excludes):
+    for i, entry in enumerate(excludes, start):
         rule: dict[str, list] = {}
-        at = functools.partial(where, table="exclude", nth=i)
-        if not entry:
+        at = functools.partial(where, table=table, nth=i)
+        if not entry and table == "exclude":
             problems.append(at("exclude", f"[[exclude]] #{i + 1}", "is empty (it would drop every cell)"))
         for key, value in entry.items():
-            label = f"[[exclude]] #{i + 1}.{key}"
+            label = f"[[{table}]] #{i + 1}.{key}"
             if key not in AXIS_KEYS:
                 problems.append(at(key, label, f"unknown axis{did_you_mean(key, AXIS_KEYS)}"))
                 continue
@@ -261,6 +297,47 @@ def _excludes(excludes: list[dict], data: MatrixData, where, problems: list[str]
             rule[key] = [v for v in values if check_axis_value(data, key, v, at, label, problems)]
         rules.append(rule)
     return rules
+
+
+def _firsts(entries: list[dict], data: MatrixData, where, problems: list[str]) -> list[tuple[dict, str]]:
+    """[[first]]: each rule as (axis -> the values it takes, its `why`), checked like [[exclude]]'s."""
+    out = []
+    for i, entry in enumerate(entries):
+        why = entry.get("why")
+        if not isinstance(why, str) or not why.strip() or len(why) > 200:
+            problems.append(
+                where(
+                    "why",
+                    f"[[first]] #{i + 1}.why",
+                    "missing or not text of 1 to 200 characters; say why these cells run early",
+                    table="first",
+                    nth=i,
+                )
+            )
+            why = ""
+        rule = {k: v for k, v in entry.items() if k != "why"}
+        if not rule:
+            problems.append(
+                where("first", f"[[first]] #{i + 1}", "names no axis (it would match every cell)", table="first", nth=i)
+            )
+        out.append((_excludes([rule], data, where, problems, "first", i)[0], why))
+    return out
+
+
+def _check_firsts(first: list[tuple[dict, str]], cells: list[Cell], where, problems: list[str]) -> None:
+    """A [[first]] rule that no cell of the product matches (a typo in a value) is an error."""
+    taken = collections.Counter(next((i for i, (r, _) in enumerate(first) if _matches(r, c.axes())), -1) for c in cells)
+    for i, (rule, _) in enumerate(first):
+        if rule and not taken[i]:
+            problems.append(
+                where(
+                    "first",
+                    f"[[first]] #{i + 1}",
+                    "matches no cell the product has left (or only cells an earlier [[first]] took)",
+                    table="first",
+                    nth=i,
+                )
+            )
 
 
 def _expand(axes_values: dict[str, list], excludes: list[dict[str, list]], path: Path, where) -> list[Cell]:
@@ -282,7 +359,7 @@ def _expand(axes_values: dict[str, list], excludes: list[dict[str, list]], path:
     cells = []
     for combo in itertools.product(*(axes_values[k] for k in keys)):
         fields = dict(zip(keys, combo))
-        if any(all(fields.get(k) in vs for k, vs in rule.items()) for rule in excludes):
+        if any(_matches(rule, fields) for rule in excludes):
             continue
         cells.append(Cell(**fields))
     if not cells:

@@ -157,9 +157,10 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def shard(cells: list, i: int, n: int) -> list:
     """The i-th of n shares: cells in id order, dealt round-robin, so shares differ by at most one
-    cell and every cell is in exactly one share, on every runner alike."""
-    ordered = sorted(cells, key=lambda c: c.id)
-    return [c for k, c in enumerate(ordered) if k % n == i - 1]
+    cell and every cell is in exactly one share, on every runner alike; a share keeps the plan's
+    order ([[first]] cells first)."""
+    mine = {c.id for k, c in enumerate(sorted(cells, key=lambda c: c.id)) if k % n == i - 1}
+    return [c for c in cells if c.id in mine]
 
 
 def load_plan(args, host: hardware.Host):
@@ -196,6 +197,10 @@ def load_plan(args, host: hardware.Host):
                 )
     if problems:
         raise MatrixError(problems)
+    # every grid's [[first]] cells before the rest, rule by rule, so a run cut short by --stop-after
+    # has the most telling cells of every grid it names (sorted is stable: grid order otherwise)
+    early = earliest(grids)
+    cells.sort(key=lambda c: early(c)[0])
     names = ", ".join(str(g.path) for g in grids)
     if not cells:
         raise UsageError(f"no cell of {names} matches --select {args.select or ['*']} --skip {args.skip}")
@@ -208,6 +213,19 @@ def load_plan(args, host: hardware.Host):
                 "than shares)"
             )
     return where, grids, runner.plan(cells, host), data, grid_of
+
+
+def earliest(grids: list):
+    """cell -> (rank, why): the earliest [[first]] rule of any grid that lists the cell (one id is
+    one experiment, so a cell two grids list runs as early as either asks)."""
+    from harness.catalog.matrix import MAX_FIRST
+
+    ids = [(g, {c.id for c in g.cells}) for g in grids if g.first]
+
+    def early(cell) -> tuple[int, str]:
+        return min(((g.rank(cell), g.why(cell)) for g, mine in ids if cell.id in mine), default=(MAX_FIRST, ""))
+
+    return early
 
 
 def matrix_paths(given: list[Path], matrix_dir: Path, host: hardware.Host) -> list[Path]:

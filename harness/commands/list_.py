@@ -29,32 +29,48 @@ def handle(args) -> int:
         return list_grids(host)
     _, grids, planned, _, grid_of = load_plan(args, host)
     if args.json:
+        early = common.earliest(grids)
         print(
             json.dumps(
                 [
                     {
                         "id": p.cell.id,
+                        "position": n,
+                        "first": early(p.cell)[1],
                         "grid": str(grid_of[p.cell.id].path),
                         "axes": p.cell.axes(),
                         "runs_here": p.here,
                         "unsupported": p.unsupported,
                         "reason": p.reason,
                     }
-                    for p in planned
+                    for n, p in enumerate(planned, 1)
                 ],
                 indent=1,
             )
         )
         return 0
+    _show(grids, planned, grid_of)
+    return 0
+
+
+def _show(grids, planned, grid_of) -> None:
+    """Each grid's cells in the order they run; where a grid has [[first]] rules, each cell's
+    place in the whole plan and why it comes early."""
     width = max(len(p.cell.id) for p in planned)
+    place = {p.cell.id: n for n, p in enumerate(planned, 1)}
+    early = common.earliest(grids)
+    numbered = any(g.first for g in grids)
+    if numbered:
+        print("cells run in the order numbered: every grid's [[first]] cells, rule by rule, then the rest")
     for grid in grids:
         mine = [p for p in planned if grid_of[p.cell.id] is grid]
         if not mine and len(grids) > 1:
             continue
         print(f"{grid.path}: {len(mine)} cells, {sum(p.here for p in mine)} run on this host")
         for p in mine:
-            print(f"  {p.cell.id:<{width}}  {p.status}")
-    return 0
+            why = early(p.cell)[1]
+            number = f"{place[p.cell.id]:>{len(str(len(planned)))}}. " if numbered else ""
+            print(f"  {number}{p.cell.id:<{width}}  {p.status}" + (f"  [first: {why}]" if why else ""))
 
 
 def list_grids(host: hardware.Host) -> int:

@@ -154,6 +154,8 @@ def build(spec: dict, result: dict, device: str) -> Built:
     import transformers
 
     config, model_class = family_config(spec["model"])
+    if spec["quantization"] != "none":
+        need_bitsandbytes()
     base = model_class.from_config(config) if model_class is transformers.AutoModelForCausalLM else model_class(config)
     # the same initial weights on every stack and rank (initial.py); each rank keeps its own copy
     # on disk, so no rank waits for another before loading it
@@ -1034,6 +1036,19 @@ def environment_report() -> dict:
 class Unsupported(Exception):
     """The stack cannot express this cell at all (its transformers has no such model family):
     recorded as `unsupported` with the reason, not as a failure."""
+
+
+def need_bitsandbytes() -> None:
+    """A quantized cell needs bitsandbytes in its env: a stack that pins none takes the base
+    interpreter's, and where that has none the cell has nothing to measure (Unsupported, said so),
+    rather than a transformers ImportError recorded as the stack failing."""
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise Unsupported(
+            "bitsandbytes is not installed: this stack pins none and the base interpreter has none "
+            "(pin it in the stack, or install it beside torch)"
+        )
 
 
 def family_config(fields: dict):

@@ -250,22 +250,20 @@ order = "ascending"
 """
 
 
+def run_one(home, results):
+    """The one cell of the compat home's grid.toml, run through the CLI: its record."""
+    run = ["run", "--matrix", str(home / "grid.toml"), "--results", str(results), "--no-table"]
+    proc = run_compat(*run, env={"COMPAT_HOME": str(home)}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (rec,) = load(results / "records.jsonl")
+    return rec
+
+
 @pytest.mark.parametrize("lo, flagged", [(64, True), (1024, False)], ids=["growing-lengths", "fixed-length"])
 def test_staircase_flag_on_growing_sequence_lengths(tmp_path, lo, flagged):
     home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', STAIRS)
     (home / "matrix" / "models.toml").write_text(STAIRS_MODEL.format(lo=lo))
-    proc = run_compat(
-        "run",
-        "--matrix",
-        str(home / "grid.toml"),
-        "--results",
-        str(tmp_path),
-        "--no-table",
-        env={"COMPAT_HOME": str(home)},
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (rec,) = load(tmp_path / "records.jsonl")
+    rec = run_one(home, tmp_path)
     assert rec["outcome"] == "pass", rec["error"]
     (mem,) = rec["memory"]
     lengths = [p["seq_len"] for p in mem["timeline"]]
@@ -363,13 +361,13 @@ def test_resume_runs_only_the_cells_the_latest_run_has_no_record_of(tmp_path):
     assert len(load(results / "records.jsonl")) == 3
 
 
-def _grid(method: str, timeout: int = 600) -> str:
+def _grid(method: str, timeout: int = 600, quantization: str = "none") -> str:
     return f"""
 [product]
 hardware = ["cpu"]
 stack = ["local"]
 precision = ["fp32"]
-quantization = ["none"]
+quantization = ["{quantization}"]
 method = ["{method}"]
 strategy = ["single"]
 [settings]
@@ -397,6 +395,20 @@ def test_one_run_over_several_grids_runs_them_all_whatever_one_of_them_does(tmp_
     proc = run_compat("run", *grids, "--select", "*-lora-*", "--results", str(tmp_path / "r2"), "--no-table", env=env)
     assert proc.returncode == 0, proc.stderr
     assert [r["cell"] for r in load(tmp_path / "r2" / "records.jsonl")] == ["cpu-local-fp32-none-lora-single"]
+
+
+def test_a_quantized_cell_without_bitsandbytes_is_unsupported_not_a_failure_of_the_stack(tmp_path):
+    """A stack that pins no bitsandbytes (hf2024, hf2025) takes the base interpreter's; on a host
+    with none (a lent GPU machine) transformers' ImportError was recorded as the stack failing.
+    The tests' interpreter has torch and transformers and no bitsandbytes: the real case."""
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        pytest.skip("this interpreter has bitsandbytes")
+    home = compat_home(tmp_path / "home", '[local]\nprovider = "current"\n', _grid("lora", quantization="nf4"))
+    rec = run_one(home, tmp_path)
+    assert rec["outcome"] == "unsupported", rec["error"]
+    assert "bitsandbytes is not installed" in rec["reason"]
 
 
 def test_a_torch_without_cuda_on_a_gpu_host_is_infra_never_a_failure_of_the_stack(tmp_path):

@@ -196,8 +196,8 @@ def test_every_problem_is_reported_at_once_with_file_line_and_key(tmp_path):
         f"{path}:1: descripton: unknown key (did you mean 'description'?)",
         f'{path}:4: [product].hardware: "gpu" is not valid: Where the cell runs: `cpu`, or the CUDA architecture '
         "of the GPU, sm_XY (sm_90 for H100).",
-        f'{path}:5: [product].stack: "locl" is not one of "bnb048", "canary", "deepke2023", "hf2023", "hf2023ds", '
-        '"hf2024", "hf2025", "hf2026", "local" (did you mean \'local\'?)',
+        f'{path}:5: [product].stack: "locl" is not one of "bnb046", "bnb047", "bnb048", "bnb049", "canary", '
+        '"deepke2023", "hf2023", "hf2023ds", "hf2024", "hf2025", "hf2026", "local" (did you mean \'local\'?)',
         f'{path}:6: [product].precision: "bf61" is not one of "fp32", "fp16", "bf16" (did you mean \'bf16\'?)',
         f"{path}:8: [product].method: must be a non-empty list of values",
         f'{path}:10: [product].grad_ckpt: "yes" is not one of false, true',
@@ -456,3 +456,57 @@ def test_every_gpu_grid_covers_every_architecture_of_the_gpu_database():
     for path in grids:
         have = {cell.hardware for cell in load_matrix(path, DATA).cells}
         assert archs <= have, f"{path.name} has no cells for {sorted(archs - have)}"
+
+
+FIRST_GRID = """
+    [product]
+    hardware = ["sm_75", "sm_90"]
+    stack = ["hf2024", "hf2026"]
+    precision = ["fp16", "bf16"]
+    quantization = ["none", "nf4"]
+    method = ["lora"]
+    strategy = ["single"]
+
+    [[first]]
+    why = "QLoRA on the newer card"
+    hardware = "sm_90"
+    quantization = "nf4"
+    precision = "bf16"
+
+    [[first]]
+    why = "fp16 anywhere"
+    precision = "fp16"
+"""
+
+
+def test_first_rules_put_their_cells_first_in_rule_order_and_the_rest_keep_product_order(tmp_path):
+    grid = load_matrix(write(tmp_path, FIRST_GRID), DATA)
+    ids = [c.id for c in grid.cells]
+    assert ids[:2] == ["sm_90-hf2024-bf16-nf4-lora-single", "sm_90-hf2026-bf16-nf4-lora-single"]
+    assert [c.precision for c in grid.cells[2:10]] == ["fp16"] * 8
+    rest = [c for c in grid.cells[10:]]
+    assert {c.precision for c in rest} == {"bf16"} and len(rest) == 6
+    unordered = load_matrix(write(tmp_path, FIRST_GRID.split("[[first]]")[0]), DATA)
+    assert [c.id for c in rest] == [c.id for c in unordered.cells if c in rest]  # product order kept
+    assert sorted(ids) == sorted(c.id for c in unordered.cells)  # the same cells, only reordered
+    assert grid.why(grid.cells[0]) == "QLoRA on the newer card" and grid.why(grid.cells[-1]) == ""
+
+
+@pytest.mark.parametrize(
+    "rule, message",
+    [
+        ('why = "x"\nquantization = "int8"', "[[first]] #3: matches no cell the product has left"),
+        ('why = "x"\nquantization = "nf5"', "[[first]] #3.quantization: "),
+        ('quantization = "nf4"', "[[first]] #3.why: missing or not text"),
+        ('why = "x"', "[[first]] #3: names no axis"),
+        ('why = "x"\nprecison = "fp16"', "[[first]] #3.precison: unknown axis (did you mean 'precision'?)"),
+        ('why = "x"\nprecision = "fp32"', "[[first]] #3: matches no cell the product has left"),
+        ('why = "x"\nprecision = "fp16"', "[[first]] #3: matches no cell the product has left"),
+    ],
+    ids=["value-not-in-product", "no-such-value", "no-why", "no-axis", "typo", "no-cell", "taken-before"],
+)
+def test_a_first_rule_that_cannot_order_anything_is_an_error_naming_it(tmp_path, rule, message):
+    path = write(tmp_path, FIRST_GRID + "\n    [[first]]\n" + textwrap.indent(rule, "    ") + "\n")
+    with pytest.raises(MatrixError) as err:
+        load_matrix(path, DATA)
+    assert any(message in p for p in err.value.problems), err.value.problems

@@ -21,8 +21,11 @@ def test_shards_cover_the_grid_exactly_once_and_evenly(n):
     assert sorted(ids) == sorted(c.id for c in CELLS)  # every cell, none twice
     sizes = [len(s) for s in shares]
     assert max(sizes) - min(sizes) <= 1
-    # the same share whatever order the cells come in (every runner expands the grid alike)
-    assert [c.id for c in shard(list(reversed(CELLS)), 1, n)] == [c.id for c in shares[0]]
+    # the same share whatever order the cells come in (every runner expands the grid alike), in
+    # the order the plan has them ([[first]] cells first)
+    backwards = shard(list(reversed(CELLS)), 1, n)
+    assert {c.id for c in backwards} == {c.id for c in shares[0]}
+    assert [c.id for c in backwards] == [c.id for c in reversed(CELLS) if c in backwards]
 
 
 def test_shard_from_the_cli_one_half_and_the_other():

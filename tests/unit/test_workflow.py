@@ -89,12 +89,14 @@ def test_the_gpu_and_cpu_main_jobs_are_one_compat_run_each():
     gpu_grids = matrix_paths([str(ROOT / "matrix" / "gpu*.toml")], ROOT, Host("cpu", (), None, None, ""))
     assert [p.name for p in gpu_grids] == [
         "gpu-alloc.toml",
+        "gpu-bnb.toml",
         "gpu-dist.toml",
         "gpu-quant.toml",
         "gpu-size-alloc.toml",
         "gpu-size-dist.toml",
         "gpu-size-quant.toml",
         "gpu-size.toml",
+        "gpu-versions.toml",
         "gpu.toml",
     ]
 
