@@ -46,6 +46,8 @@ class Layout:
 
     measurement_models: frozenset[str] = frozenset()
     order: dict = dataclasses.field(default_factory=dict)
+    # GPU architecture -> stack -> the ids of the cells compat's grids plan for it (planned())
+    planned: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def load(cls, matrix_dir: Path | None) -> "Layout":
@@ -65,7 +67,7 @@ class Layout:
             models = {name for name, table in doc.items() if isinstance(table, dict) and table.get("train")}
         except (OSError, tomllib.TOMLDecodeError):
             pass
-        return cls(frozenset(models), order)
+        return cls(frozenset(models), order, planned(matrix_dir))
 
     def is_measurement(self, rec: dict) -> bool:
         return rec["axes"].get("model", "default") in self.measurement_models
@@ -73,6 +75,84 @@ class Layout:
     def sort(self, feature: str, values) -> list:
         known = [str(v) for v in self.order.get(feature, [])]
         return sorted(values, key=lambda v: (known.index(v) if v in known else len(known), v))
+
+
+def planned(matrix_dir: Path) -> dict[str, dict[str, frozenset[str]]]:
+    """GPU architecture -> stack -> the ids of every cell the grids of `matrix_dir` plan for it,
+    so a card's section can say what was not run. A grid that does not load adds nothing (the
+    table is still rendered; `compat list` names its problem)."""
+    from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
+    from harness.errors import MatrixError
+
+    out: dict[str, dict[str, set[str]]] = {}
+    try:
+        data = MatrixData.load(matrix_dir)
+        paths = grid_paths(matrix_dir)
+    except (MatrixError, OSError):
+        return {}
+    for path in paths:
+        try:
+            cells = load_matrix(path, data).cells
+        except (MatrixError, OSError):
+            continue
+        for c in cells:
+            if c.hardware != "cpu":
+                out.setdefault(c.hardware, {}).setdefault(c.stack, set()).add(c.id)
+    return {arch: {s: frozenset(ids) for s, ids in stacks.items()} for arch, stacks in out.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSummary:
+    """One stack on one card: its versions and how its cells went, every cell counted (feature
+    checks and measurement runs alike: the version axis runs at a real size), and how many of the
+    cells compat's grids plan for the card's architecture it has no record of."""
+
+    stack: str
+    versions: str
+    passed: int
+    not_passed: dict  # outcome -> cells (fail, oom, timeout, crash, install-error)
+    unsupported: int
+    not_run: int  # planned cells with no record (or only a runner's own trouble, infra)
+    planned: int
+    last_tested: str
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def stack_summaries(recs: list[dict], arch: str, layout: Layout) -> list[StackSummary]:
+    """Each stack on one card: the stacks it has records of, then those planned for its
+    architecture that it has none of (every cell not run)."""
+    plan = layout.planned.get(arch, {})
+    mine: dict[str, list[dict]] = {}
+    for r in recs:
+        mine.setdefault(r["axes"]["stack"], []).append(r)
+    out = []
+    for stack in sorted(mine) + sorted(set(plan) - set(mine)):
+        rs = [r for r in mine.get(stack, []) if r["outcome"] not in NOT_A_VERDICT]
+        not_passed: dict[str, int] = {}
+        for r in rs:
+            if r["outcome"] not in ("pass", "unsupported"):
+                not_passed[r["outcome"]] = not_passed.get(r["outcome"], 0) + 1
+        newest = max(mine.get(stack, []), key=lambda r: r.get("finished_at", ""), default=None)
+        planned_ids = plan.get(stack, frozenset())
+        out.append(
+            StackSummary(
+                stack,
+                _versions_text(newest) if newest else "",
+                sum(r["outcome"] == "pass" for r in rs),
+                dict(sorted(not_passed.items())),
+                sum(r["outcome"] == "unsupported" for r in rs),
+                len(planned_ids - {r["cell"] for r in rs}),
+                len(planned_ids),
+                newest.get("finished_at", "")[:10] if newest else "",
+            )
+        )
+    return out
+
+
+def _versions_text(rec: dict) -> str:
+    return ", ".join(f"{n} {v}" for n, v in zip(TRACKED, versions(rec)) if v != "—") or "no versions recorded"
 
 
 @dataclasses.dataclass
@@ -119,9 +199,11 @@ class HardwareSupport:
     evidence: list[str]  # every runner behind it, with its level
     stack_versions: dict[str, str]  # stack -> "torch 2.6.0, transformers ..." of its newest record
     host: str  # driver and CUDA of a GPU host; "" on a CPU
+    by_stack: list[StackSummary] = dataclasses.field(default_factory=list)  # on a GPU: stack_summaries()
 
     def as_dict(self) -> dict:
         return {
+            "by_stack": [b.as_dict() for b in self.by_stack],
             "label": self.label,
             "arch": self.arch,
             "stacks": self.stacks,
@@ -144,11 +226,12 @@ def _value(rec: dict, feature: str) -> str:
     return str(rec["axes"].get(feature, "default" if feature == "model" else None))
 
 
-def newest_per_cell(rows: list[dict], layout: Layout) -> list[dict]:
-    """The newest record of each (hardware, cell) among the rows, measurement runs left out."""
+def newest_per_cell(rows: list[dict], layout: Layout, measurements: bool = False) -> list[dict]:
+    """The newest record of each (hardware, cell) among the rows, measurement runs left out
+    unless `measurements`."""
     newest: dict[tuple[str, str], dict] = {}
     for rec in rows:
-        if layout.is_measurement(rec):
+        if not measurements and layout.is_measurement(rec):
             continue
         k = (hardware_label(rec), rec["cell"])
         if k not in newest or rec.get("finished_at", "") >= newest[k].get("finished_at", ""):
@@ -207,14 +290,19 @@ def statement(recs: list[dict], tag=None, conflicted: set[str] = frozenset()) ->
 def by_hardware(rows: list[dict], layout: Layout, tag=None, conflicted_keys=()) -> list[HardwareSupport]:
     """Every hardware's support summary, from the rows the table shows."""
     conflicted = {k[1] for k in conflicted_keys}
-    cells = newest_per_cell(rows, layout)
+    cells = newest_per_cell(rows, layout, measurements=True)
     groups: dict[str, list[dict]] = {}
     for rec in cells:
         groups.setdefault(hardware_label(rec), []).append(rec)
-    return [_hardware(label, recs, layout, tag, conflicted) for label, recs in groups.items()]
+    return [_hardware(label, every, layout, tag, conflicted) for label, every in groups.items()]
 
 
-def _hardware(label: str, recs: list[dict], layout: Layout, tag, conflicted: set[str]) -> HardwareSupport:
+def _hardware(label: str, every: list[dict], layout: Layout, tag, conflicted: set[str]) -> HardwareSupport:
+    """One card's support: the statements from its feature checks, and on a GPU each stack's
+    cells (every record, measurement runs too) against what the grids plan."""
+    arch = every[0]["axes"]["hardware"]
+    recs = [r for r in every if not layout.is_measurement(r)]
+    by_stack = stack_summaries(every, arch, layout) if arch != "cpu" else []
     stacks = sorted({r["axes"]["stack"] for r in recs})
     features = [(f, v) for f in FEATURES for v in layout.sort(f, {_value(r, f) for r in recs})]
     trained = {(r["axes"]["stack"], _value(r, "model")) for r in recs if r["outcome"] == "pass"}
@@ -227,24 +315,24 @@ def _hardware(label: str, recs: list[dict], layout: Layout, tag, conflicted: set
             if f == "model" or counts:
                 cells.setdefault((stack, f, _value(r, f)), []).append(r)
     grid = {(f, v): {s: statement(cells.get((s, f, v), []), tag, conflicted) for s in stacks} for f, v in features}
-    dates = sorted(r.get("finished_at", "")[:10] for r in recs)
+    dates = sorted(r.get("finished_at", "")[:10] for r in every)
     stack_versions = {}
     for s in stacks:
-        newest = max((r for r in recs if r["axes"]["stack"] == s), key=lambda r: r.get("finished_at", ""))
-        stack_versions[s] = (
-            ", ".join(f"{n} {v}" for n, v in zip(TRACKED, versions(newest)) if v != "—") or "no versions recorded"
+        stack_versions[s] = _versions_text(
+            max((r for r in recs if r["axes"]["stack"] == s), key=lambda r: r.get("finished_at", ""))
         )
-    hw = recs[0]["fingerprint"].get("hardware") or {}
+    hw = every[0]["fingerprint"].get("hardware") or {}
     host = ", ".join(f"{k} {hw[k]}" for k in ("driver", "cuda_driver") if hw.get(k))
     return HardwareSupport(
         label,
-        recs[0]["axes"]["hardware"],
+        arch,
         stacks,
         features,
         grid,
         dates[0],
         dates[-1],
-        sorted({evidence_of(r) for r in recs}),
+        sorted({evidence_of(r) for r in every}),
         stack_versions,
         host.replace("cuda_driver", "CUDA driver API"),
+        by_stack,
     )

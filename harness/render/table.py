@@ -126,10 +126,12 @@ def _hardware_support(n: int, hw: support.HardwareSupport) -> list[str]:
         f"{cell_text('; '.join(hw.evidence))}. Stacks, as their newest record ran them: "
         + "; ".join(f"`{s}` {cell_text(v)}" for s, v in hw.stack_versions.items())
         + ".",
+        *_by_stack_lines(hw),
         "",
-        "| feature | " + " | ".join(f"`{s}`" for s in hw.stacks) + " |",
-        "|---" * (len(hw.stacks) + 1) + "|",
     ]
+    if not hw.stacks:
+        return [*out, "No feature check on this card yet: its records are measurement runs (counted above)."]
+    out += ["| feature | " + " | ".join(f"`{s}`" for s in hw.stacks) + " |", "|---" * (len(hw.stacks) + 1) + "|"]
     notes: dict[
         tuple[str, str, str], support.Reason
     ] = {}  # (stack, outcome, why): one note, every entry it explains links it
@@ -159,6 +161,29 @@ def _hardware_support(n: int, hw: support.HardwareSupport) -> list[str]:
             f'<a id="support-{n}-{i}"></a>**note {i}.** `{s}`: {cell_text(r.text(named=len(r.cells)))}. '
             f"Last tested {r.last_tested}; {cell_text('; '.join(r.evidence))}.",
         ]
+    return out
+
+
+def _by_stack_lines(hw: support.HardwareSupport) -> list[str]:
+    """On a GPU: each stack's cells on this card (every record, measurement runs too), and how many
+    of the cells compat's grids plan for its architecture have no record yet."""
+    if not hw.by_stack:
+        return []
+    out = [
+        "",
+        f"Each stack on this card: its cells' newest records (measurement runs too), and how many of the cells "
+        f"compat's grids (`matrix/*.toml`) plan for {hw.arch} it has no record of.",
+        "",
+        "| stack | versions (newest record) | passed | did not pass | unsupported | not run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in hw.by_stack:
+        failed = ", ".join(f"{n} {o}" for o, n in b.not_passed.items()) or "—"
+        not_run = f"{b.not_run} of {b.planned} planned" if b.planned else "—"
+        out.append(
+            f"| `{b.stack}` | {cell_text(b.versions) or 'no record'} | {b.passed} | {failed} | {b.unsupported} "
+            f"| {not_run} |"
+        )
     return out
 
 

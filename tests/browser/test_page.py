@@ -5,6 +5,7 @@ executed. Skipped where Chromium is missing, unless COMPAT_REQUIRE_BROWSER=1 (CI
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -249,6 +250,12 @@ def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(
     assert p4.get_attribute("data-hardware") == "sm_61 — Tesla P4"
     assert "measured by runner ci-gpu-p4 (merged)" in p4.text and "driver 550.54" in p4.text
     assert p4.find_elements("css selector", "td.entry[data-state=works]")
+    # each stack on the card: what passed, and what compat's grids plan for sm_61 that has not run
+    by_stack = {r.get_attribute("data-stack"): r.text for r in p4.find_elements("css selector", "tr.by-stack")}
+    # passed 1, none failed, 0 unsupported, the rest of its planned cells not run
+    assert re.search(r" 1 — 0 \d+ of \d+ planned$", by_stack[page["passed"]["axes"]["stack"]])
+    assert "no record" in by_stack["hf2024"] and by_stack["hf2024"].endswith("12 of 12 planned")
+    assert {"hf2025", "hf2026", "canary", "bnb046"} <= set(by_stack)
     predicted = browser.find_element("css selector", "#pick-predicted dl.predicted-card[data-gpu='Tesla P4']").text
     assert "compute capability 6.1" in predicted and "rule fp32-without-tensor-cores" in predicted
 

@@ -66,3 +66,49 @@ def test_list_numbers_the_plan_with_every_first_cell_before_the_rest():
     text = call_compat("list", "--matrix", "matrix/gpu*.toml", "--select", "sm_90-*")
     assert text.returncode == 0 and text.stdout.startswith("cells run in the order numbered")
     assert "   1. sm_90-bnb046-bf16-nf4-lora-single-gc+m_qwen2_500m  " in text.stdout
+
+
+def sm90_records() -> list[dict]:
+    """The project's real sm_90 records (results/records.jsonl, from lent H100/H200s)."""
+    with open(ROOT / "results" / "records.jsonl", encoding="utf-8") as f:
+        return [r for r in map(json.loads, f) if r["axes"]["hardware"] == "sm_90"]
+
+
+def test_a_gpu_card_says_per_stack_what_passed_what_did_not_and_what_was_not_run():
+    """TEST INPUT built from a real sm_90 record (an H200's): the record as it is, and a copy
+    moved to the hf2024 stack ending in oom (second_runner-style, never a result)."""
+    from harness.render import support, table
+
+    from conftest import second_runner
+
+    real = next(r for r in sm90_records() if "H200" in str(r["fingerprint"]["hardware"]) and r["outcome"] == "pass")
+    cell = real["cell"].replace("-local-", "-hf2024-", 1)
+    oom = second_runner(real, real["runner"]["name"], axes=dict(real["axes"], stack="hf2024"), cell=cell, outcome="oom")
+    layout = support.Layout.load(ROOT / "matrix")
+    plan = layout.planned["sm_90"]
+    assert len(plan["hf2024"]) == 12  # gpu-versions (gpu-size-quant's two are among them)
+    md = table.render([real, oom], "test", layout=layout)
+    lines = md.splitlines()
+    head = lines.index("| stack | versions (newest record) | passed | did not pass | unsupported | not run |")
+    rows = {line.split(" | ")[0].strip("| `"): line for line in lines[head + 2 :] if line.startswith("| `")}
+    local_not_run = len(plan["local"] - {real["cell"]})
+    assert rows["local"].endswith(f"| 1 | — | 0 | {local_not_run} of {len(plan['local'])} planned |")
+    hf2024_not_run = len(plan["hf2024"] - {cell})
+    assert rows["hf2024"].endswith(f"| 0 | 1 oom | 0 | {hf2024_not_run} of {len(plan['hf2024'])} planned |")
+    assert rows["hf2024"].split(" | ")[1].startswith("torch 2.11.0, transformers 5.17.0")  # the record's own
+    assert rows["hf2025"].startswith("| `hf2025` | no record | 0 | — | 0 | 12 of 12 planned")
+    assert set(rows) >= {"bnb046", "bnb049", "canary", "hf2026"}
+    # a card whose records are all measurement runs (real-size cells) still gets its section
+    sized = next(r for r in sm90_records() if layout.is_measurement(r))
+    md = table.render([sized], "test", layout=layout)
+    assert "No feature check on this card yet: its records are measurement runs (counted above)." in md
+    assert f"| `{sized['axes']['stack']}` | torch 2.11.0" in md
+    # a CPU section has no such table: CPU grids are not planned per card
+    cpu = real_records_cpu()
+    assert "| stack | versions" not in table.render(cpu, "test", layout=layout)
+
+
+def real_records_cpu() -> list[dict]:
+    from conftest import real_records
+
+    return real_records(3)

@@ -294,7 +294,24 @@
       el("p", { class: "muted" }, "Tested " + dates + (hw.host ? " on " + hw.host : "") + "; evidence: ",
         ...hw.evidence.map((e, i) => [i ? "; " : "", el("span", { class: "kind measured" }, "measured"), " " + e.replace(/^measured /, "")]).flat(),
         ". Stacks as their newest record ran them: " + hw.stacks.map((s) => s + " (" + hw.stack_versions[s] + ")").join("; ") + "."),
-      el("table", { class: "support" }, el("thead", {}, head), body));
+      stackTable(hw),
+      hw.stacks.length ? el("table", { class: "support" }, el("thead", {}, head), body)
+        : el("p", { class: "muted" }, "No feature check on this card yet: its records are measurement runs."));
+  }
+
+  // each stack on a GPU card: its cells' newest records and what compat's grids plan that it has not run
+  function stackTable(hw) {
+    if (!hw.by_stack || !hw.by_stack.length) return el("span", {});
+    const cols = ["stack", "versions (newest record)", "passed", "did not pass", "unsupported", "not run"];
+    const rows = hw.by_stack.map((b) => el("tr", { class: "by-stack", "data-stack": b.stack },
+      el("td", {}, el("code", {}, b.stack)),
+      el("td", {}, b.versions || "no record"),
+      el("td", {}, String(b.passed)),
+      el("td", {}, Object.entries(b.not_passed).map(([o, n]) => n + " " + o).join(", ") || "—"),
+      el("td", {}, String(b.unsupported)),
+      el("td", {}, b.planned ? b.not_run + " of " + b.planned + " planned" : "—")));
+    return el("table", { class: "support by-stack" },
+      el("thead", {}, el("tr", {}, ...cols.map((c) => el("th", {}, c)))), el("tbody", {}, ...rows));
   }
 
   function showWhy(hw, feature, value, stack, st) {
