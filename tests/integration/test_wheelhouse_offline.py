@@ -4,12 +4,14 @@ real cell from it with the network cut (a network namespace with no interface bu
 where the host lets the tests make one; else uv's and pip's offline modes alone)."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import compat_home, network_cut, run_compat
+from conftest import ROOT, compat_home, network_cut, run_compat
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -32,22 +34,69 @@ strategy = ["single"]
 """
 
 
-def wheelhouse(home, folder, requirements: str = "", *more: str):
+def wheelhouse(home, folder, requirements: str = "", *more: str, compat: Path | None = None):
     """`compat wheelhouse` of the stack `offline` and a requirements file of `requirements`, from
-    PyPI; its output."""
+    PyPI, by this checkout's compat or the `compat` command given; its output."""
     reqs = folder.parent / f"{folder.name}-requirements.txt"
     reqs.write_text(requirements)
     args = ("wheelhouse", str(folder), "--stacks", "offline", "-r", str(reqs), "--no-compat", *more)
-    proc = run_compat(*args, env={"COMPAT_HOME": str(home)}, timeout=900)
+    env = {"COMPAT_HOME": str(home)}
+    if compat is None:
+        proc = run_compat(*args, env=env, timeout=900)
+    else:
+        proc = subprocess.run(
+            [str(compat), *args], capture_output=True, text=True, timeout=900, env={**os.environ, **env}
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, str(reqs)
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory):
+def pipless(tmp_path_factory) -> Path:
+    """compat installed from this checkout into a venv uv made: no pip in it (what uvx gives, and
+    where `compat wheelhouse` failed for every wheel with "No module named pip")."""
+    from uv import find_uv_bin
+
+    venv = tmp_path_factory.mktemp("pipless") / "venv"
+    uv = find_uv_bin()
+    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    made = subprocess.run(
+        [uv, "pip", "install", "--quiet", "--python", str(python), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    assert subprocess.run([str(python), "-c", "import pip"], capture_output=True).returncode != 0  # no pip there
+    return venv / "bin" / "compat"
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory, pipless):
+    """The wheelhouse the offline runs below use, made by compat under a uv venv with no pip."""
     home = compat_home(tmp_path_factory.mktemp("home"), STACK, GRID)
     folder = home / "wheels"
-    return home, folder, wheelhouse(home, folder)[0]
+    return home, folder, wheelhouse(home, folder, compat=pipless)[0]
+
+
+def run_offline(home, folder, tmp_path, prefix: list[str]) -> dict:
+    """`compat run --offline --find-links FOLDER` of the home's grid (one cell) with `prefix` cutting
+    the network, its env made here from the folder alone: the cell's record."""
+    args = ["run", "--matrix", str(home / "grid.toml"), "--results", str(tmp_path / "r"), "--no-table"]
+    args += ["--env-dir", str(tmp_path / "envs"), "--offline", "--find-links", str(folder)]
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COMPAT_HOME": str(home), "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rec,) = [json.loads(line) for line in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
+    assert rec["outcome"] == "pass", rec["error"]
+    assert rec["stack"]["reused"] is False and rec["stack"]["name"] == "offline"  # made here, from the wheels only
+    return rec
 
 
 def test_the_wheelhouse_holds_the_stack_for_the_target_and_lists_it(wheels):
@@ -64,6 +113,8 @@ def test_the_wheelhouse_holds_the_stack_for_the_target_and_lists_it(wheels):
 
 @pytest.mark.parametrize("cut", ["namespace", "offline-flags"])
 def test_a_cell_runs_from_the_wheelhouse_with_no_network(wheels, tmp_path, cut):
+    """The wheelhouse compat made under a uv venv with no pip (`pipless`) makes the stack's env
+    with the network cut, and the cell passes."""
     home, folder, _ = wheels
     prefix = network_cut()
     if cut == "namespace" and not prefix:
@@ -72,30 +123,7 @@ def test_a_cell_runs_from_the_wheelhouse_with_no_network(wheels, tmp_path, cut):
         )
     if cut == "offline-flags":
         prefix = []
-    args = [
-        "run",
-        "--matrix",
-        str(home / "grid.toml"),
-        "--results",
-        str(tmp_path / "r"),
-        "--no-table",
-        "--env-dir",
-        str(tmp_path / "envs"),
-        "--offline",
-        "--find-links",
-        str(folder),
-    ]
-    proc = subprocess.run(
-        [*prefix, sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**__import__("os").environ, "COMPAT_HOME": str(home), "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (rec,) = [json.loads(line) for line in (tmp_path / "r" / "records.jsonl").read_text().splitlines()]
-    assert rec["outcome"] == "pass", rec["error"]
-    assert rec["stack"]["reused"] is False and rec["stack"]["name"] == "offline"  # made here, from the wheels only
+    rec = run_offline(home, folder, tmp_path, prefix)
     assert rec["fingerprint"]["packages"]["accelerate"] == "1.15.0"
 
 
@@ -180,3 +208,8 @@ def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
             assert {by_pin[f"{n}=={v}"] for n, v in manifest["resolved"][unit].items()} <= held
         assert part["cells"] == (["cpu-offline-fp32-none-full-single"] if "offline" in part["stacks"] else [])
         assert f"{folder / part['name']}: {len(held)} wheels" in out
+    # each part on its own makes its stacks' envs and runs the cells it unlocks, offline
+    for part in parts:
+        if part["cells"]:
+            rec = run_offline(home, folder / part["name"], tmp_path / part["name"], [])
+            assert rec["cell"] in part["cells"] and rec["fingerprint"]["packages"]["accelerate"] == "1.15.0"
