@@ -142,6 +142,7 @@ def _run(args, host, cluster) -> int:
     nodes, planned, on, archs = (
         _on_cluster(cluster, planned, data) if cluster else ([], planned, "this host", sorted(host.archs))
     )
+    planned = _in_wheelhouse(args, planned, data)
     cells = [p.cell for p in planned if p.here or p.unsupported]
     if not cells:
         raise NoHardwareError(
@@ -189,6 +190,35 @@ def _run(args, host, cluster) -> int:
         print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
         return STOPPED_EARLY
     return 1 if fail_on & set(counts) else 0
+
+
+def _in_wheelhouse(args, planned: list, data) -> list:
+    """Offline, a cell of a stack that no --find-links wheelhouse holds (a part of one carried
+    alone) could only fail to install: an install-error record would say the stack cannot be
+    installed, which nobody measured. Those cells are left out, for a run with their part, and
+    said so; the plan less them (UsageError where nothing is left)."""
+    from harness.run import wheelhouse
+
+    held = wheelhouse.stacks_held(args.find_links) if args.offline and args.find_links else None
+    if held is None:
+        return planned
+    keep, unheld = [], []
+    for p in planned:
+        stack = data.stacks.get(p.cell.stack)
+        out = p.here and stack is not None and not stack.current and p.cell.stack not in held
+        (unheld if out else keep).append(p)
+    stacks = ", ".join(sorted({p.cell.stack for p in unheld}))
+    if unheld and not any(p.here or p.unsupported for p in keep):
+        raise UsageError(
+            f"--find-links {', '.join(args.find_links)}: the wheelhouse holds none of the stacks of the selected cells "
+            f"({stacks}); carry the part that holds them (compat-wheelhouse.json lists each part's stacks)"
+        )
+    if unheld:
+        print(
+            f"{len(unheld)} cells of stacks the wheelhouse given does not hold ({stacks}) are left for a run with "
+            "their part"
+        )
+    return keep
 
 
 def _finish(args, ctx, done: list[dict], grids, results, data, base, show, host) -> dict[str, int]:

@@ -407,3 +407,40 @@ def _write_manifest(made: Made) -> None:
     from harness.evidence.records import write_atomic
 
     write_atomic(made.directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
+
+
+MANIFEST_MAX_BYTES = 16 * 2**20  # a manifest lists a few hundred files; anything larger is not one
+
+
+def stacks_held(folders: list[Path]) -> set[str] | None:
+    """The stacks the wheelhouse folders given to `compat run --find-links` hold: a folder compat
+    wheelhouse filled (its compat-wheelhouse.json) holds every stack it resolved, a part of one
+    (part-N beside the manifest) the stacks the manifest gives that part. None where a folder has
+    no manifest compat can read (wheels gathered some other way: nothing can be told)."""
+    held: set[str] = set()
+    for folder in folders:
+        stacks = _stacks_of(Path(folder))
+        if stacks is None:
+            return None
+        held |= stacks
+    return held
+
+
+def _stacks_of(folder: Path) -> set[str] | None:
+    for path, part in ((folder / MANIFEST, None), (folder.parent / MANIFEST, folder.name)):
+        try:
+            if path.stat().st_size > MANIFEST_MAX_BYTES:
+                return None
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(doc, dict):
+            return None
+        if part is None:
+            resolved = doc.get("resolved")
+            return {str(s) for s in resolved} if isinstance(resolved, dict) else None
+        parts = doc.get("parts") if isinstance(doc.get("parts"), list) else []
+        mine = next((p for p in parts if isinstance(p, dict) and p.get("name") == part), None)
+        stacks = mine.get("stacks") if mine else None
+        return {str(s) for s in stacks} if isinstance(stacks, list) else None
+    return None

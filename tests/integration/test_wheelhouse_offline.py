@@ -213,3 +213,12 @@ def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
         if part["cells"]:
             rec = run_offline(home, folder / part["name"], tmp_path / part["name"], [])
             assert rec["cell"] in part["cells"] and rec["fingerprint"]["packages"]["accelerate"] == "1.15.0"
+    # a grid of a stack no part holds runs nothing offline: no install-error record claims it cannot install
+    other = compat_home(
+        tmp_path / "other", STACK + '[other]\naccelerate = "==1.14.0"\n', GRID.replace("offline", "other")
+    )
+    args = ["run", "--matrix", str(other / "grid.toml"), "--results", str(tmp_path / "r-other"), "--offline"]
+    proc = run_compat(*args, "--find-links", str(folder / parts[0]["name"]), env={"COMPAT_HOME": str(other)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "the wheelhouse holds none of the stacks of the selected cells (other)" in proc.stderr
+    assert not (tmp_path / "r-other" / "records.jsonl").exists()

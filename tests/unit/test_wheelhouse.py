@@ -1,6 +1,8 @@
 """compat wheelhouse's target and its refusals, without the network (the wheels themselves:
 tests/integration/test_wheelhouse_offline.py)."""
 
+import json
+
 import pytest
 
 from harness.errors import UsageError
@@ -86,3 +88,56 @@ def test_parts_hold_every_wheel_of_their_stacks_within_the_size():
     assert [p["name"] for p in parts] == [f"part-{i}" for i in range(1, len(parts) + 1)] and len(parts) == 2
     with pytest.raises(UsageError, match="requirements/gpu-stack.txt needs 41.0 MiB of wheels, more than a part"):
         packed(units, 40 * 2**20)
+
+
+def test_the_stacks_a_wheelhouse_folder_or_part_holds_are_read_from_its_manifest(tmp_path):
+    from harness.run.wheelhouse import MANIFEST, stacks_held
+
+    whole = tmp_path / "wheels"
+    (whole / "part-1").mkdir(parents=True)
+    (whole / "part-2").mkdir()
+    doc = {
+        "resolved": {"hf2024": {}, "hf2026": {}, "requirements/gpu-stack.txt": {}},
+        "parts": [{"name": "part-1", "stacks": ["hf2024"]}, {"name": "part-2", "stacks": ["hf2026"]}],
+    }
+    (whole / MANIFEST).write_text(json.dumps(doc))
+    assert stacks_held([whole / "part-1"]) == {"hf2024"}
+    assert stacks_held([whole / "part-1", whole / "part-2"]) == {"hf2024", "hf2026"}
+    assert stacks_held([whole]) >= {"hf2024", "hf2026"}
+    assert stacks_held([tmp_path / "elsewhere"]) is None  # wheels gathered some other way: nothing known
+    assert stacks_held([whole / "part-1", tmp_path]) is None
+    for hostile in ("[1, 2]", '{"parts": 5}', "{not json", '{"resolved": "x"}'):
+        (whole / MANIFEST).write_text(hostile)
+        assert stacks_held([whole / "part-1"]) is None and stacks_held([whole]) is None
+
+
+def test_offline_cells_of_a_stack_the_wheelhouse_does_not_hold_are_left_for_its_part(tmp_path, capsys):
+    """A part of a wheelhouse carried alone: `compat run --offline` runs its stacks' cells and the
+    `local` stack's, and leaves the rest (they could only fail to install, and an install-error
+    record would say the stack cannot be installed)."""
+    from argparse import Namespace
+
+    from harness.catalog.cell import Cell
+    from harness.catalog.matrix import MatrixData
+    from harness.commands import run
+    from harness.run import runner
+    from harness.run.hardware import Host
+    from harness.run.wheelhouse import MANIFEST
+
+    from conftest import ROOT
+
+    data = MatrixData.load(ROOT / "matrix")
+    cells = [Cell.parse(f"cpu-{s}-fp32-none-full-single") for s in ("local", "hf2024", "hf2026")]
+    planned = runner.plan(cells, Host("cpu", (), None, None, ""))
+    (tmp_path / MANIFEST).write_text(json.dumps({"resolved": {"hf2024": {}}}))
+    given = Namespace(offline=True, find_links=[str(tmp_path)])
+    keep = run._in_wheelhouse(given, planned, data)
+    assert [p.cell.stack for p in keep] == ["local", "hf2024"]
+    assert (
+        capsys.readouterr().out
+        == "1 cells of stacks the wheelhouse given does not hold (hf2026) are left for a run with their part\n"
+    )
+    # online, or wheels that no manifest describes: nothing is left out
+    assert run._in_wheelhouse(Namespace(offline=False, find_links=[str(tmp_path)]), planned, data) == planned
+    (tmp_path / MANIFEST).unlink()
+    assert run._in_wheelhouse(given, planned, data) == planned
