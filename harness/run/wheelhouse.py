@@ -129,7 +129,10 @@ def make(
                 f" ({stack.python_why})" if stack.python_why else ""
             )
             continue
-        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}", have)
+        # the stack's own packages follow its specifiers: a canary's newest, never the host's older one
+        own = {canonicalize_name(n) for n, _ in stack.packages}
+        prefer = {n: v for n, v in have.items() if canonicalize_name(n) not in own}
+        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}", prefer)
     for path in requirement_files:
         lines = _requirement_lines(path)
         reqs = [line.split("#", 1)[0].strip() for line in lines]
@@ -244,24 +247,19 @@ def _lines(path: Path, flag: str) -> list[str]:
 
 
 def _compile(uv: str, requirements: list[str], target: Target, what: str, have: dict | None = None) -> dict[str, str]:
-    """name -> version of everything `requirements` needs on `target`, torch left out; with the
-    host's versions (`have`) where the requirements can take them all, else without them."""
+    """name -> version of everything `requirements` needs on `target`, torch left out; each package
+    at the host's version (`have`) where the requirements can take it, whatever the others do (the
+    host's versions are the resolver's preferences, as a lock file's are: uv pip compile reads them
+    from the output file it is given). As constraints, one host version a stack could not take
+    (huggingface-hub 1.33 under transformers 5.23) dropped every other: the lent H200's numpy was
+    carried again, and hf2026 needed 86 MiB where 58 do."""
     if not requirements:
         return {}
-    if have:
-        try:
-            return _compile_with(uv, requirements, target, what, have)
-        except CompatError:  # a stack that pins another version than the host's: its own, carried
-            pass
-    return _compile_with(uv, requirements, target, what, {})
-
-
-def _compile_with(uv: str, requirements: list[str], target: Target, what: str, have: dict) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="compat-wheelhouse-") as tmp:
         excludes = Path(tmp, "excludes.txt")
         excludes.write_text("torch\n", encoding="utf-8")
-        constraints = Path(tmp, "constraints.txt")
-        constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(have.items()) if n != "torch"), "utf-8")
+        preferred = Path(tmp, "preferred.txt")
+        preferred.write_text("".join(f"{n}=={v}\n" for n, v in sorted((have or {}).items()) if n != "torch"), "utf-8")
         cmd = [
             uv,
             "pip",
@@ -275,19 +273,20 @@ def _compile_with(uv: str, requirements: list[str], target: Target, what: str, h
             target.platform,
             "--excludes",
             str(excludes),
-            "--constraints",
-            str(constraints),
+            "--output-file",
+            str(preferred),
             "-",
         ]
         try:
             out = subprocess.run(cmd, input="\n".join(requirements) + "\n", capture_output=True, text=True, timeout=600)
+            resolved = preferred.read_text(encoding="utf-8") if out.returncode == 0 else ""
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CompatError(f"resolving {what} for Python {target.python} on {target.platform}: {exc}") from None
     if out.returncode != 0:
         raise CompatError(
             f"resolving {what} for Python {target.python} on {target.platform} failed: {out.stderr.strip()[-2000:]}"
         )
-    return parse_pins(out.stdout)
+    return parse_pins(resolved)
 
 
 def _has_pip() -> bool:

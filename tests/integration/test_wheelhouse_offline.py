@@ -188,6 +188,33 @@ def test_a_wheelhouse_leaves_out_what_the_host_has(tmp_path):
     assert manifest["resolved"]["offline"]["accelerate"] == "1.15.0" and manifest["left_out_the_host_has"] == {}
 
 
+def test_the_hosts_versions_are_preferred_one_by_one_and_never_for_a_canarys_own_packages(tmp_path):
+    """Issue 42: as constraints, one host version the stack could not take (huggingface-hub 0.20.0
+    under accelerate 1.15.0, which needs >= 0.21) dropped them all, and the lent H200's numpy was
+    carried again. As preferences each is taken where it can be. A canary's own packages are its
+    newest, never the host's older ones (its manifest said transformers 5.17.0, the host's)."""
+    from harness.run import wheelhouse
+    from harness.run.envs import find_uv
+
+    target = wheelhouse.Target.parse("3.12", None)
+    got = wheelhouse._compile(
+        find_uv(), ["accelerate==1.15.0"], target, "test", {"numpy": "2.2.6", "huggingface-hub": "0.20.0"}
+    )
+    assert got["accelerate"] == "1.15.0" and got["numpy"] == "2.2.6" and got["huggingface-hub"] != "0.20.0"
+
+    home = compat_home(tmp_path / "home", '[newest]\ncanary = true\naccelerate = ""\n', GRID)
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("accelerate==0.29.3\nnumpy==2.2.6\n")
+    (tmp_path / "none.txt").write_text("")
+    args = ("wheelhouse", str(tmp_path / "w"), "--stacks", "newest", "-r", str(tmp_path / "none.txt"), "--no-compat")
+    proc = run_compat(*args, "--have", str(freeze), env={"COMPAT_HOME": str(home)}, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "w" / "compat-wheelhouse.json").read_text())
+    resolved = manifest["resolved"]["newest"]
+    assert resolved["numpy"] == "2.2.6" and resolved["accelerate"] != "0.29.3"
+    assert int(resolved["accelerate"].split(".")[0]) >= 1 and manifest["left_out_the_host_has"] == {"numpy": "2.2.6"}
+
+
 def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
     """Issue 42: --max-part SIZE lays the wheels out in folders of at most SIZE, each holding every
     wheel its stacks need (from PyPI: the stack above and a requirements file of another accelerate),
