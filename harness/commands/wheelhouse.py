@@ -34,7 +34,8 @@ def add(sub) -> None:
         action="append",
         type=common.path_value,
         metavar="FILE",
-        help="a requirements file to include; repeatable (default: requirements/gpu-stack.txt, the local stack's)",
+        help="a requirements file to include; repeatable (default without --stacks: requirements/gpu-stack.txt, the "
+        "local stack's)",
     )
     p.add_argument("--python", type=common.text_value, metavar="X.Y", help="the target's Python (default: this one's)")
     p.add_argument(
@@ -92,11 +93,12 @@ def handle(args) -> int:
     target = wheelhouse.Target.parse(args.python, args.platform)
     stacks = _stacks(args, where, data)
     root = where.checkout  # requirements/ and compat's own project: a checkout's (an installed compat has neither)
+    # the local stack's requirements come along when nothing is chosen; --stacks alone is those stacks
     files = (
         args.requirement
-        if args.requirement is not None
+        if args.requirement is not None or args.stacks
         else [p for p in [root / "requirements" / "gpu-stack.txt"] if root and p.is_file()]
-    )
+    ) or []
     project = None if args.no_compat or not (root and (root / "pyproject.toml").is_file()) else root
     writable(args.dir, "DIR", "a folder of wheels")  # checked once every option is, before any work
     print(

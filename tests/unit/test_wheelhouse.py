@@ -141,3 +141,33 @@ def test_offline_cells_of_a_stack_the_wheelhouse_does_not_hold_are_left_for_its_
     assert run._in_wheelhouse(Namespace(offline=False, find_links=[str(tmp_path)]), planned, data) == planned
     (tmp_path / MANIFEST).unlink()
     assert run._in_wheelhouse(given, planned, data) == planned
+
+
+@pytest.mark.parametrize(
+    "given, files",
+    [
+        ([], ["requirements/gpu-stack.txt"]),
+        (["--stacks", "hf2024"], []),
+        (["--stacks", "hf2024", "-r", "x.txt"], ["x.txt"]),
+    ],
+    ids=["nothing-chosen", "stacks-alone", "stacks-and-a-file"],
+)
+def test_the_local_stacks_requirements_come_along_only_when_nothing_is_chosen(tmp_path, monkeypatch, given, files):
+    """`--stacks hf2024` alone is that stack: the local stack's 59 MiB (bitsandbytes, transformers)
+    came along too, and had to be turned away with an empty requirements file."""
+    from harness.run import wheelhouse
+
+    from conftest import ROOT
+
+    (tmp_path / "x.txt").write_text("")
+    asked = {}
+
+    def stop(directory, stacks, requirement_files, *rest, **kw):
+        asked["files"] = [str(p).replace(str(ROOT) + "/", "") for p in requirement_files]
+        raise UsageError("stopped before any download")
+
+    monkeypatch.setattr(wheelhouse, "make", stop)
+    monkeypatch.chdir(tmp_path)
+    proc = call_compat("wheelhouse", str(tmp_path / "w"), "--no-compat", *given)
+    assert proc.returncode == 2 and "stopped before any download" in proc.stderr
+    assert asked["files"] == files
