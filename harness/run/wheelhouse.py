@@ -118,21 +118,7 @@ def make(
     if uv is None:
         raise CompatError("compat wheelhouse needs uv to resolve for another interpreter (pip install uv)")
     directory.mkdir(parents=True, exist_ok=True)
-    resolved: dict[str, dict[str, str]] = {}
-    skipped: dict[str, str] = {}
-    for stack in stacks:
-        if stack.torch != "inherit":
-            skipped[stack.name] = f"it installs its own torch ({stack.torch}); a wheelhouse leaves torch to the runner"
-            continue
-        if stack.python and not SpecifierSet(stack.python).contains(f"{target.python}.0", prereleases=True):
-            skipped[stack.name] = f"it installs on Python {stack.python}" + (
-                f" ({stack.python_why})" if stack.python_why else ""
-            )
-            continue
-        # the stack's own packages follow its specifiers: a canary's newest, never the host's older one
-        own = {canonicalize_name(n) for n, _ in stack.packages}
-        prefer = {n: v for n, v in have.items() if canonicalize_name(n) not in own}
-        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}", prefer)
+    resolved, skipped = _resolve_stacks(uv, stacks, target, have)
     for path in requirement_files:
         lines = _requirement_lines(path)
         reqs = [line.split("#", 1)[0].strip() for line in lines]
@@ -157,6 +143,26 @@ def make(
         _lay_out(directory, made.parts)
     _write_manifest(made)
     return made
+
+
+def _resolve_stacks(uv: str, stacks: list[Stack], target: Target, have: dict) -> tuple[dict, dict]:
+    """(stack -> name -> version, stack -> why it is left out) for the target."""
+    resolved: dict[str, dict[str, str]] = {}
+    skipped: dict[str, str] = {}
+    for stack in stacks:
+        if stack.torch != "inherit":
+            skipped[stack.name] = f"it installs its own torch ({stack.torch}); a wheelhouse leaves torch to the runner"
+            continue
+        if stack.python and not SpecifierSet(stack.python).contains(f"{target.python}.0", prereleases=True):
+            skipped[stack.name] = f"it installs on Python {stack.python}" + (
+                f" ({stack.python_why})" if stack.python_why else ""
+            )
+            continue
+        # the stack's own packages follow its specifiers: a canary's newest, never the host's older one
+        own = {canonicalize_name(n) for n, _ in stack.packages}
+        prefer = {n: v for n, v in have.items() if canonicalize_name(n) not in own}
+        resolved[stack.name] = _compile(uv, stack.requirements(), target, f"stack {stack.name}", prefer)
+    return resolved, skipped
 
 
 def _parts(made: Made, max_part: int, cells: dict[str, list[str]]) -> list[dict]:

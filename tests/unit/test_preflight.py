@@ -163,7 +163,8 @@ def test_qlora_on_a_stack_without_bitsandbytes_names_the_stacks_that_have_it(com
     out = compat("preflight", "--plan", str(qlora), "--stack", "hf2024").stdout
     assert (
         "quantization nf4 needs bitsandbytes and stack hf2024 pins none: run with --stack hf2026 "
-        "(the stacks with it: hf2026, canary, bnb048, deepke2023), or install bitsandbytes beside compat"
+        "(the stacks with it: hf2026, canary, bnb048, bnb046, bnb047, bnb049, deepke2023), or install bitsandbytes "
+        "beside compat"
     ) in section(out, "Notes")
     assert not any(
         "needs bitsandbytes" in n
