@@ -39,7 +39,6 @@ import dataclasses
 import functools
 import json
 import math
-import re
 from pathlib import Path
 
 from harness.answers import phases
@@ -1647,9 +1646,9 @@ def capacity_of(gpu, gpu_name: str, gpu_memory_gib: float | None) -> tuple[float
         return gpu_memory_gib * GIB, "given"
     if gpu is None:
         return None, ""
-    named = re.search(r"(\d+)\s*GB", gpu_name, re.IGNORECASE)
-    sizes = [i for i, size in enumerate(gpu.memory_gb) if named and size == int(named.group(1))]
-    i = sizes[0] if sizes else min(range(len(gpu.memory_gb)), key=lambda j: gpu.memory_gb[j])
+    i = gpu.variant(gpu_name)
+    if i is None:
+        i = min(range(len(gpu.memory_gb)), key=lambda j: gpu.memory_gb[j])
     if i < len(gpu.memory_mib) and gpu.memory_mib[i]:
         return gpu.memory_mib[i] * MIB, "exposed"
     share = gpu.unknown_share

@@ -234,6 +234,7 @@ class Recommendation:
     packages: dict[str, str]
     evidence: list[Evidence]
     notes: list[str]
+    memory: str = ""  # the card's memory as the answer took it: "80 GB" (a size named), else every size
 
     def as_json(self) -> dict:
         return {
@@ -243,6 +244,7 @@ class Recommendation:
                 "arch": self.gpu.arch,
                 "compute_capability": self.gpu.cc_text,
                 "count": self.gpus,
+                "memory": self.memory or self.gpu.memory_text(),
             },
             "method": self.method,
             "precision": self.precision,
@@ -317,6 +319,7 @@ def recommend(
     records: list[dict] | Passes,
     chosen: tuple[str, Evidence] | None = None,
     edges=(),
+    memory: str = "",
 ) -> Recommendation:
     """`records`: the records (or their Passes, made once for many answers); `chosen`: a strategy
     and its evidence picked by `compat fit` for a model size, used instead of the card-count rules
@@ -355,7 +358,9 @@ def recommend(
         if name != "bitsandbytes":
             pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, passes, ev)
     _below_bisected(gpu, method, pins, edges, ev, notes)
-    return Recommendation(gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes)
+    return Recommendation(
+        gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes, memory
+    )
 
 
 def _below_bisected(
@@ -606,16 +611,27 @@ def _pick_package(name, gpu, method, axes, torch_version, data, passes: Passes, 
     return str(spec) or ""
 
 
-def choose_by_fit(gpu: GpuModel, gpus: int, methods: list[str], entry, cal, context, seq_len: int = 2048):
+def choose_by_fit(
+    gpu: GpuModel,
+    gpus: int,
+    methods: list[str],
+    entry,
+    cal,
+    context,
+    seq_len: int = 2048,
+    capacity: float | None = None,
+):
     """The first (method, strategy) whose predicted per-card peak fits the card with the margin:
     methods in the order given (full before lora before qlora: the most faithful that fits),
     strategies from fastest to leanest (one card: single; several: ddp, zero2, zero3), and ZeRO-3
     with CPU offload only when nothing fits on the cards alone (it needs host memory and is slow;
-    not with 4-bit weights). Returns (method, strategy, Evidence), or None when nothing fits."""
+    not with 4-bit weights). `capacity`: bytes of one card (fit.card_capacity: the size the user's
+    card name gives, or --gpu-memory), else the card's smallest. Returns (method, strategy,
+    Evidence), or None when nothing fits."""
     from harness.answers import fit
 
     precision = precision_for(gpu)
-    capacity = fit.card_capacity(gpu, "", None)
+    capacity = capacity or fit.card_capacity(gpu, "", None)
     candidates = [(m, s) for m in methods for s in strategies.recommendable(gpus, offload=False)] + [
         (m, s) for m in methods if m != "qlora" for s in strategies.recommendable(gpus, offload=True)
     ]
@@ -659,7 +675,7 @@ def choose_by_fit(gpu: GpuModel, gpus: int, methods: list[str], entry, cal, cont
 def render_text(rec: Recommendation) -> str:
     g = rec.gpu
     lines = [
-        f"{g.name} ({g.architecture}, compute capability {g.cc_text}, {'/'.join(str(m) for m in g.memory_gb)} GB)"
+        f"{g.name} ({g.architecture}, compute capability {g.cc_text}, {rec.memory or g.memory_text()})"
         f" x{rec.gpus}, method {rec.method}",
         "",
         f"  precision     {rec.precision}",

@@ -43,6 +43,15 @@ GPU = Table(
             ),
             required=True,
         ),
+        "alias_memory_gb": Key.of(
+            kind(
+                lambda v: (
+                    isinstance(v, dict)
+                    and all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in v.values())
+                ),
+                "must be a table of alias = size in GB",
+            )
+        ),
         "memory_mib": Key.of(
             kind(
                 lambda v: (
@@ -125,9 +134,29 @@ class GpuModel:
     sources: tuple[str, ...]  # URLs that state these facts
     # what each memory_gb size exposes to software (nvidia-smi's total, NVML's memory.total), MiB; 0: not known
     memory_mib: tuple[int, ...] = ()
+    # an alias that names one size without saying it ("H20-3e": 141): normalized alias -> GB
+    alias_memory_gb: dict = dataclasses.field(default_factory=dict)
     # what a size without a memory_mib is taken to expose: the smallest share of its size as sold (GB
     # read as GiB) that any card of the database with one exposes (the safe side); set by GpuDb.load
     unknown_share: float = 1.0
+
+    def variant(self, name: str) -> int | None:
+        """The index in memory_gb of the size `name` names, whatever command it was typed to: a size
+        the card is sold in, written in the name ("A100 80GB", "V100-PCIE-32GB", "4060 Ti 16 GB"),
+        or an alias that stands for one ("H20-3e"); None where the name names none (callers then
+        take the smallest: the safe side)."""
+        norm = normalize(name)
+        if norm in self.alias_memory_gb:
+            return self.memory_gb.index(self.alias_memory_gb[norm])
+        for number in reversed(re.findall(r"(\d+)\s*GB", name, re.IGNORECASE)):
+            if float(number) in self.memory_gb:
+                return self.memory_gb.index(float(number))
+        return None
+
+    def memory_text(self, name: str = "") -> str:
+        """The card's memory as an answer states it: the size `name` names, else every size."""
+        i = self.variant(name) if name else None
+        return f"{self.memory_gb[i]:g} GB" if i is not None else "/".join(f"{m:g}" for m in self.memory_gb) + " GB"
 
     @property
     def arch(self) -> str:
@@ -142,6 +171,37 @@ class GpuModel:
 def precision_for(gpu: GpuModel) -> str:
     """bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32."""
     return "bf16" if gpu.cc >= (8, 0) else "fp16" if gpu.fp16_tensor_cores else "fp32"
+
+
+def _sizes(key: str, table: dict, where, problems: list[str]) -> dict[str, float] | None:
+    """A card's alias_memory_gb, normalized: each an alias of the card and one of its sizes (a
+    problem named where not; left out). None, the problem named, where memory_mib does not give
+    one figure a size."""
+    if "memory_mib" in table and len(table["memory_mib"]) != len(table["memory_gb"]):
+        problems.append(
+            where(
+                "memory_mib",
+                f"[gpu.{key}].memory_mib",
+                f"has {len(table['memory_mib'])} sizes, memory_gb {len(table['memory_gb'])}: one MiB figure a size",
+                table=f"gpu.{key}",
+            )
+        )
+        return None
+    names = {normalize(a) for a in [table["name"], *table["aliases"]]}
+    out = {}
+    for alias, gb in (table.get("alias_memory_gb") or {}).items():
+        if normalize(alias) in names and gb in table["memory_gb"]:
+            out[normalize(alias)] = float(gb)
+        else:
+            problems.append(
+                where(
+                    "alias_memory_gb",
+                    f"[gpu.{key}].alias_memory_gb",
+                    f"{normalize(alias)!r} = {gb}: an alias of this card and one of its memory_gb sizes",
+                    table=f"gpu.{key}",
+                )
+            )
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,16 +224,8 @@ class GpuDb:
                 table, GPU, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"), problems, at_table
             ):
                 continue
-            if "memory_mib" in table and len(table["memory_mib"]) != len(table["memory_gb"]):
-                problems.append(
-                    where(
-                        "memory_mib",
-                        f"[gpu.{key}].memory_mib",
-                        f"has {len(table['memory_mib'])} sizes, memory_gb {len(table['memory_gb'])}: "
-                        "one MiB figure a size",
-                        table=f"gpu.{key}",
-                    )
-                )
+            sized = _sizes(key, table, where, problems)
+            if sized is None:
                 continue
             for alias in [table["name"], *table["aliases"]]:
                 norm = normalize(alias)
@@ -197,6 +249,7 @@ class GpuDb:
                     cc=(int(major), int(minor)),
                     memory_gb=tuple(table["memory_gb"]),
                     memory_mib=tuple(table.get("memory_mib") or ()),
+                    alias_memory_gb=sized,
                     sources=tuple(table["sources"]),
                     **{flag: table[flag] for flag in FLAGS},
                 )

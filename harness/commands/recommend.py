@@ -22,6 +22,13 @@ def add(sub) -> None:
         metavar="NAME",
         help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"',
     )
+    p.add_argument(
+        "--gpu-memory",
+        type=common.GIB,
+        metavar="GIB",
+        help='the card\'s memory in GiB, as compat fit takes it (default: the size the name gives, "A100 80GB", '
+        "else the card's smallest)",
+    )
     p.add_argument("--gpus", type=common.CARDS, default=1, metavar="N", help="cards per node (default 1)")
     p.add_argument(
         "--method",
@@ -61,8 +68,9 @@ def handle(args) -> int:
     gpu = data.gpus.find(args.gpu)
     recs = read_evidence(args.results)
     method, chosen = args.method or "qlora", None
+    memory = f"{args.gpu_memory:g} GiB (given)" if args.gpu_memory else gpu.memory_text(args.gpu)
     if args.model_size:
-        from harness.answers import model_configs
+        from harness.answers import fit, model_configs
 
         configs = model_configs.ModelConfigs.load(matrix_dir)
         entry = configs.by_size(args.model_size)
@@ -75,6 +83,7 @@ def handle(args) -> int:
             cal,
             configs.cuda_context(recs, gpu.arch),
             args.seq_len,
+            fit.card_capacity(gpu, args.gpu, args.gpu_memory),
         )
         if picked is None:
             raise CompatError(
@@ -87,11 +96,12 @@ def handle(args) -> int:
         chosen = (strategy, evidence)
     edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence), common.rules().check)
     common.print_skipped(unread)
-    rec = recommend.recommend(gpu, args.gpus, method, data, recs, chosen, edges)
+    rec = recommend.recommend(gpu, args.gpus, method, data, recs, chosen, edges, memory)
     if args.format == "json":
         print(json.dumps(rec.as_json(), indent=1))
     elif args.format == "constraints":
         command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
+        command += f" --gpu-memory {args.gpu_memory:g}" if args.gpu_memory else ""
         print(recommend.render_constraints(rec, command), end="")
     else:
         common.show(recommend.render_text(rec), end="")  # runner names, notes: read from the results folder

@@ -143,6 +143,7 @@ ABSURD = [
     (["fit", "--model-size", "7B", "--host-memory", "1e300"], "--host-memory", "above 0 and at most 65536"),
     (["recommend", "--gpu", "A100", "--gpus", "99999999999"], "--gpus", "1 or more and at most 1024"),
     (["recommend", "--gpu", "A100", "--seq-len", "99999999999"], "--seq-len", "1 or more and at most 16777216"),
+    (["recommend", "--gpu", "A100", "--gpu-memory", "1e300"], "--gpu-memory", "above 0 and at most 65536"),
     (["preflight", "--preset", "deepke-llama2-4bit", "--plan", "--gpus", "99999999999"], "--gpus", "at most 1024"),
     (["run", *NO_GRID, "--timeout", "1e300"], "--timeout", "above 0 and at most 604800"),
     (["run", *NO_GRID, "--stop-after", "1e300"], "--stop-after", "of at least 0 and at most 604800"),

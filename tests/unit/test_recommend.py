@@ -171,3 +171,57 @@ def test_did_you_mean_names_only_cards_of_the_architecture_the_name_says():
     assert offered and all(db.find(name).architecture.startswith("Ada") for name in offered), offered
     with pytest.raises(UsageError, match=r"unknown GPU 'Radeon 7900' \(compat knows"):
         db.find("Radeon 7900")  # no architecture in the name: no guess
+
+
+@pytest.mark.parametrize(
+    "name, size",
+    [
+        ("A100 80GB", 80),
+        ("A100-SXM4-80GB", 80),
+        ("A100", 40),
+        ("V100-PCIE-32GB", 32),
+        ("Tesla V100", 16),
+        ("RTX 4060 Ti 16GB", 16),
+        ("4060 Ti", 8),
+        ("H20-3e", 141),
+        ("H20", 96),
+    ],
+)
+def test_every_command_takes_the_memory_size_a_card_name_gives(name, size):
+    """Issue 43, item 1: recommend took "A100 80GB" as 40 GB (QLoRA for a 32B model on two cards,
+    where fit and an 80 GB H100 say LoRA). One reading of the name for every command; a name that
+    gives no size is the card's smallest (the safe side)."""
+    from harness.answers import fit
+
+    gpu = DATA.gpus.find(name)
+    assert gpu.memory_gb[gpu.variant(name)] == size if gpu.variant(name) is not None else min(gpu.memory_gb) == size
+    rec = cli_json("--gpu", name)
+    assert rec["gpu"]["memory"] == (f"{size} GB" if gpu.variant(name) is not None else gpu.memory_text())
+    capacity, _ = fit.capacity_of(gpu, name, None)
+    exposed = dict(zip(gpu.memory_gb, gpu.memory_mib)).get(size) if gpu.memory_mib else 0
+    if exposed:
+        assert capacity == exposed * fit.MIB
+
+
+def test_recommend_chooses_by_the_named_size_or_the_memory_given():
+    small = cli_json("--gpu", "A100", "--model-size", "32B", "--gpus", "2")
+    large = cli_json("--gpu", "A100 80GB", "--model-size", "32B", "--gpus", "2")
+    given = cli_json("--gpu", "A100", "--gpu-memory", "80", "--model-size", "32B", "--gpus", "2")
+    h100 = cli_json("--gpu", "H100", "--model-size", "32B", "--gpus", "2")
+    assert small["method"] == "qlora" and large["method"] == h100["method"] == given["method"] == "lora"
+    (strategy,) = about(large)["strategy"]
+    assert "per card of 80 " in strategy["says"]  # 81,920 MiB exposed: 80 GiB
+    assert given["gpu"]["memory"] == "80 GiB (given)"
+
+
+def test_an_alias_size_that_is_no_alias_or_no_size_of_the_card_is_refused(tmp_path):
+    text = (ROOT / "matrix" / "gpus.toml").read_text()
+    bad = text.replace('alias_memory_gb = { "H20-3e" = 141 }', 'alias_memory_gb = { "H20-3e" = 140 }')
+    assert bad != text
+    (tmp_path / "gpus.toml").write_text(bad)
+    with pytest.raises(MatrixError) as err:
+        GpuDb.load(tmp_path)
+    assert any(
+        "[gpu.h20].alias_memory_gb: 'h203e' = 140: an alias of this card and one of its memory_gb" in p
+        for p in err.value.problems
+    ), err.value.problems
