@@ -7,7 +7,7 @@ import json
 from harness.answers import recommend
 from harness.commands import HELP, common
 from harness.commands.common import find_home, read_evidence
-from harness.errors import CompatError
+from harness.errors import CompatError, UsageError
 from harness.evidence import lastgood
 
 NAME = "recommend"
@@ -18,9 +18,9 @@ def add(sub) -> None:
     p.add_argument(
         "--gpu",
         type=common.text_value,
-        required=True,
         metavar="NAME",
-        help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100"',
+        help='the card, as you would type it: "P4", "Tesla T4", "4090", "H100" (default: this host\'s, as NVML '
+        "names it)",
     )
     p.add_argument(
         "--gpu-memory",
@@ -29,7 +29,9 @@ def add(sub) -> None:
         help='the card\'s memory in GiB, as compat fit takes it (default: the size the name gives, "A100 80GB", '
         "else the card's smallest)",
     )
-    p.add_argument("--gpus", type=common.CARDS, default=1, metavar="N", help="cards per node (default 1)")
+    p.add_argument(
+        "--gpus", type=common.CARDS, metavar="N", help="cards per node (default 1; without --gpu, this host's count)"
+    )
     p.add_argument(
         "--method",
         choices=recommend.METHODS,
@@ -65,6 +67,10 @@ def add(sub) -> None:
 def handle(args) -> int:
     matrix_dir = find_home().matrix
     data = recommend.ResolverData.load(matrix_dir)
+    if args.gpu is None:
+        args.gpu, here = _local_card(args.gpus)
+        args.gpus = args.gpus or here
+    args.gpus = args.gpus or 1
     gpu = data.gpus.find(args.gpu)
     recs = read_evidence(args.results)
     method, chosen = args.method or "qlora", None
@@ -106,3 +112,27 @@ def handle(args) -> int:
     else:
         common.show(recommend.render_text(rec), end="")  # runner names, notes: read from the results folder
     return 0
+
+
+def _local_card(gpus: int | None) -> tuple[str, int]:
+    """(the name NVML gives this host's first card, how many of that card it has), said on stderr;
+    UsageError asking for --gpu where the host has no CUDA GPU compat can see."""
+    import sys
+
+    from harness.run import hardware
+
+    host = hardware.detect()
+    if not host.gpus:
+        raise UsageError(
+            f"--gpu NAME: which card? This host has no CUDA GPU compat can see ({host.gpu_probe}); name one, "
+            'e.g. compat recommend --gpu "A100 80GB" (`compat recommend --gpu x` lists the cards compat knows)'
+        )
+    first = host.gpus[0]
+    same = sum(g.name == first.name for g in host.gpus)
+    others = sorted({g.name for g in host.gpus} - {first.name})
+    print(
+        f"compat recommend: for this host's card, {first.name} x{gpus or same} (NVML; --gpu NAME answers for another)"
+        + (f"; also here, not answered for: {', '.join(others)}" if others else ""),
+        file=sys.stderr,
+    )
+    return first.name, same

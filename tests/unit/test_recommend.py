@@ -225,3 +225,23 @@ def test_an_alias_size_that_is_no_alias_or_no_size_of_the_card_is_refused(tmp_pa
         "[gpu.h20].alias_memory_gb: 'h203e' = 140: an alias of this card and one of its memory_gb" in p
         for p in err.value.problems
     ), err.value.problems
+
+
+def test_without_gpu_it_answers_for_this_hosts_cards_and_says_so(monkeypatch):
+    """Issue 43, item 5. A stand-in host with two H100s as NVML names them (this machine has no
+    GPU); with no GPU at all it asks for --gpu in one line."""
+    from harness.run import hardware
+
+    cards = tuple(hardware.Gpu(i, "NVIDIA H100 80GB HBM3", "9.0", 80 * 2**30) for i in range(2))
+    monkeypatch.setattr(hardware, "detect", lambda: hardware.Host("cpu", cards, "580.1", "13.0", "NVML"))
+    proc = call_compat("recommend", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout)
+    assert rec["gpu"]["name"] == "H100" and rec["gpu"]["count"] == 2 and rec["gpu"]["memory"] == "80 GB"
+    assert "for this host's card, NVIDIA H100 80GB HBM3 x2 (NVML" in proc.stderr
+    assert json.loads(call_compat("recommend", "--gpus", "1", "--format", "json").stdout)["gpu"]["count"] == 1
+
+    monkeypatch.setattr(hardware, "detect", lambda: hardware.Host("cpu", (), None, None, "NVML: not found"))
+    proc = call_compat("recommend")
+    assert_clean_error(proc, 2)
+    assert "--gpu NAME: which card? This host has no CUDA GPU compat can see (NVML: not found)" in proc.stderr
