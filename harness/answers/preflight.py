@@ -68,6 +68,9 @@ class Request:
     why: dict = dataclasses.field(default_factory=dict)  # axis -> "file: field = value"
     deepspeed: dict | None = None  # the DeepSpeed config, as given
     deepspeed_from: str = ""
+    # the DeepSpeed JSONs given on the command line, by file name: a YAML's `deepspeed:` path that
+    # is not there (relative to a LLaMA-Factory checkout) is the one given with its name
+    given_deepspeed: dict = dataclasses.field(default_factory=dict)
     fsdp: dict = dataclasses.field(default_factory=dict)  # fsdp / fsdp_config as given
     model_name: str = ""
     model_size: str = ""  # "8B", from the model's name
@@ -335,7 +338,7 @@ def _deepspeed_precision(ds: dict) -> str | None:
 def request(sources: list[Source], fields: Fields) -> Request:
     """What the configs ask for together: each file's fields sorted into used / not modelled /
     unknown, and the cell axes they decide."""
-    req = Request()
+    req = Request(given_deepspeed={s.path.name: s for s in sources if s.kind == "deepspeed"})
     # an accelerate config first: the training arguments' fp16/bf16 then override its
     # mixed_precision, as at run time (TrainingArguments sets ACCELERATE_MIXED_PRECISION itself)
     for src in sorted(sources, key=lambda s: s.kind != "accelerate"):
@@ -377,14 +380,19 @@ def _deepspeed_ref(src: Source, req: Request, value, used: set[str], fields: Fie
         path = Path(value)
         candidates = [path] if path.is_absolute() else [src.path.parent / path, Path.cwd() / path]
         found = next((c for c in candidates if _is_file(c)), None)
-        if found is None:
+        given = req.given_deepspeed.get(path.name) if found is None else None
+        if found is None and given is None:
             raise UsageError(
                 f"{src.path}: deepspeed: {_shown(value)}: no such file (looked in "
-                f"{' and '.join(str(c.parent) for c in candidates)})"
+                f"{' and '.join(str(c.parent) for c in candidates)}); give the JSON beside the YAML: "
+                f"compat preflight {src.path.name} PATH/TO/{path.name}"
             )
-        ds_src = read(found)
-        ds, name = ds_src.data, str(found)
-        _sort(ds_src, req, fields, {"zero_optimization"} | ({"fp16", "bf16"} & set(ds)))
+        if given is not None:  # named on the command line: read, and its fields sorted, as its own file
+            ds, name = given.data, f"{given.path} (given for {_shown(value)})"
+        else:
+            ds_src = read(found)
+            ds, name = ds_src.data, str(found)
+            _sort(ds_src, req, fields, {"zero_optimization"} | ({"fp16", "bf16"} & set(ds)))
     else:
         return
     _apply_deepspeed(ds, name, req)
@@ -1047,6 +1055,15 @@ def jobs_for(
             for axis, value in variant.axes.items():
                 req.set(axis, value, f"preset {preset.name}, variant {variant.name}: {axis} = {value}")
         cards = gpus or (variant.gpus if variant else None) or (preset.gpus if preset else None)
+        if cards:  # the cards asked for, and where from, in the axis table like every other setting
+            where = (
+                f"--gpus {gpus}"
+                if gpus
+                else f"preset {preset.name}"
+                + (f", variant {variant.name}" if variant and variant.gpus else "")
+                + f": gpus = {cards}"
+            )
+            req.set("ranks", cards, where)
         cell, notes = cell_for(req, hardware, stack, cards, cards_here)
         jobs.append(Job(variant, sources, req, cell, notes))
     return jobs

@@ -156,6 +156,23 @@ def test_a_missing_deepspeed_file_names_where_it_looked(compat, tmp_path):
     proc = compat("preflight", "--plan", str(yaml), cwd=tmp_path, env={"COMPAT_HOME": str(ROOT)})
     assert_clean_error(proc, 2)
     assert "x.yaml: deepspeed: ds/nope.json: no such file" in proc.stderr
+    assert "give the JSON beside the YAML: compat preflight x.yaml PATH/TO/nope.json" in proc.stderr
+
+
+def test_a_deepspeed_json_named_on_the_command_line_answers_the_yamls_path(compat, tmp_path):
+    """Issue 43, item 9: the README's form, `compat preflight my_sft.yaml ds_z3.json --plan`, with
+    LLaMA-Factory's example YAML copied out of its checkout (its `deepspeed:` path is relative to
+    that checkout) exited 2 although the JSON was given. `--gpus 8` shows as set."""
+    import shutil
+
+    shutil.copy(LF / "examples" / "train_lora" / "llama3_lora_sft_ds3.yaml", tmp_path / "my_sft.yaml")
+    shutil.copy(LF / "examples" / "deepspeed" / "ds_z3_config.json", tmp_path / "ds_z3_config.json")
+    args = ("preflight", "my_sft.yaml", "ds_z3_config.json", "--plan", "--gpus", "8")
+    proc = compat(*args, cwd=tmp_path, env={"COMPAT_HOME": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert "  strategy            zero3          from ds_z3_config.json: zero_optimization.stage = 3" in proc.stdout
+    assert "  ranks               8              from --gpus 8" in proc.stdout
+    assert "DeepSpeed config as given: ds_z3_config.json" in proc.stdout
 
 
 def test_qlora_on_a_stack_without_bitsandbytes_names_the_stacks_that_have_it(compat, monkeypatch):
