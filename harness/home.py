@@ -10,6 +10,10 @@ Found in this order:
 4. the data installed with the package (harness/data: matrix/ and the published records as they
    were when the release was built). Then records are read from that snapshot and from
    ./results, and written to ./results in the current folder, never into the installation.
+
+A checkout's results/ is the published table: a user's runs go to results/local/ (ignored by git,
+so a clone stays clean and `git pull` never conflicts), whose table shows them beside the
+published records; the maintainers' tox envs write to results/ with `--results results`.
 """
 
 from __future__ import annotations
@@ -22,23 +26,28 @@ from harness.errors import UsageError
 
 PACKAGE = Path(__file__).resolve().parent
 PACKAGED = PACKAGE / "data"  # pyproject.toml's package-dir: matrix/ and results/ of the release
+LOCAL = "local"  # a checkout's results/local/: the user's own runs, apart from the published records
 
 
 @dataclasses.dataclass(frozen=True)
 class Home:
     matrix: Path  # matrix/: what every command reads
-    results: Path  # where run, table, merge and review write (and review reads) by default
+    results: Path  # the user's own: where run, table and merge write by default
     evidence: tuple[Path, ...]  # the folders whose records count as measurements by default
     checkout: Path | None  # the checkout or $COMPAT_HOME; None: the data installed with compat
+    # the published records (a checkout's results/, or the snapshot installed with compat): read,
+    # never written by default; compat review checks a pull request against it
+    published: Path | None = None
 
     @classmethod
     def of(cls, folder: Path) -> "Home":
-        return cls(folder / "matrix", folder / "results", (folder / "results",), folder)
+        mine = folder / "results" / LOCAL
+        return cls(folder / "matrix", mine, (folder / "results", mine), folder, folder / "results")
 
     @classmethod
     def packaged(cls) -> "Home":
         here = Path.cwd() / "results"
-        return cls(PACKAGED / "matrix", here, (PACKAGED / "results", here), None)
+        return cls(PACKAGED / "matrix", here, (PACKAGED / "results", here), None, PACKAGED / "results")
 
 
 def _is_home(folder: Path) -> bool:

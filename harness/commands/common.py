@@ -289,16 +289,25 @@ def known_issues_base(directory: Path):
     return known_issues.KnownIssues.load(directory)
 
 
-def read_results(*folders: Path, whole: bool = False) -> list[dict]:
+def read_results(*folders: Path, whole: bool = False, published: Path | None = None) -> list[dict]:
     """The records of the results folders that are evidence (harness/evidence/trust.py), the others named
     on stderr and left out; none from a folder that is missing. A record in two of the folders
     (the published records merged into one's own) counts once. A reader's view of each record,
-    or with `whole` all of it (what a signature covers)."""
+    or with `whole` all of it (what a signature covers). The records of `published` (one of the
+    folders: the home's published records) are marked so (summary.measured_by: "published with
+    compat", never "here"); no other record keeps such a mark."""
     from harness.evidence import records
 
-    files = [f for folder in folders if folder.is_dir() for f in records.record_files(folder)]
-    recs, bad = records.read_records(files, rules().check, None if whole else records.reader_view)
-    print_skipped(bad)
+    recs = []
+    for folder in folders:
+        files = records.record_files(folder) if folder.is_dir() else []
+        got, bad = records.read_records(files, rules().check, None if whole else records.reader_view)
+        print_skipped(bad)
+        for r in got:
+            r.pop("published", None)
+            if published is not None and folder == published:
+                r["published"] = True
+        recs += got
     if len(folders) > 1:
         seen: set = set()
         recs = [r for r in recs if not (r["id"] in seen or seen.add(r["id"]))]
@@ -306,8 +315,12 @@ def read_results(*folders: Path, whole: bool = False) -> list[dict]:
 
 
 def read_evidence(given: Path | None) -> list[dict]:
-    """The records that count as measurements: `--results` where given, else the home's."""
-    return read_results(given) if given else read_results(*find_home().evidence)
+    """The records that count as measurements: `--results` where given, else the home's (the
+    published records marked so)."""
+    if given:
+        return read_results(given)
+    where = find_home()
+    return read_results(*where.evidence, published=where.published)
 
 
 def rules():
@@ -367,6 +380,16 @@ def print_skipped(bad: list, limit: int = 20) -> None:
         print(f"compat: ... and {len(bad) - limit} more skipped line(s)", file=sys.stderr)
 
 
+def beside(results: Path) -> Path | None:
+    """The published records a results folder's table shows beside its own: the home's, for the
+    home's own folder of the user's runs (results/local/ in a checkout, ./results outside one);
+    None for the published folder itself and any other folder given."""
+    where = find_home()
+    if where.published is None or results != where.results or results == where.published:
+        return None
+    return where.published if where.published.is_dir() else None
+
+
 def render(results: Path, matrix_dir: Path, base):
     """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
     reader's view of each: records.reader_view), each written in pieces as it is made; the
@@ -377,12 +400,18 @@ def render(results: Path, matrix_dir: Path, base):
     from harness.evidence import records
 
     with without_cycle_collector():
+        also = beside(results)
         files = records.record_files(results)
-        shown, table_text, page_text = published(results, matrix_dir, base, report=True)
+        shown, table_text, page_text = published(results, matrix_dir, base, report=True, also=also)
         path, html_path = results / "COMPATIBILITY.md", results / "index.html"
         records.write_atomic(path, table_text)
         records.write_atomic(html_path, page_text)
-    print(f"wrote {path} and {html_path.name} ({shown.count} records from {len(files)} file(s))")
+    mine = shown.count - (shown.published_count if also else 0)
+    print(
+        f"wrote {path} and {html_path.name} ({mine} records from {len(files)} file(s)"
+        + (f", beside the {shown.published_count} published in {also}" if also else "")
+        + ")"
+    )
     return shown
 
 
@@ -398,23 +427,31 @@ def without_cycle_collector():
             gc.enable()
 
 
-def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), report=False):
+def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), report=False, also=None):
     """(summary.Shown, COMPATIBILITY.md's text, index.html's text) of a results folder as `compat
     table` publishes them, each text as the pieces it is made of, made as they are taken (join them
     for a str); with the records `more` and the checked bisection reports `more_reports` (compat
-    review: what a pull request would add) taken in as well. With `report`, the lines and reports
-    left out are named on stderr."""
+    review: what a pull request would add) taken in as well, and the published records of the folder
+    `also` (beside()), marked so. With `report`, the lines and reports left out are named on
+    stderr."""
     from harness.answers import recommend
     from harness.evidence import lastgood, records, summary
     from harness.render import page, support, table
 
     files = records.record_files(results)
     shown, bad = records.reduce_records(files, summary.Shown, rules().check, records.reader_view)
+    shown.published_count = 0
+    if also is not None:
+        theirs, bad_there = records.reduce_records(
+            records.record_files(also), summary.PublishedShown, rules().check, records.reader_view
+        )
+        shown.merge(theirs)
+        shown.published_count, bad = theirs.count, bad + bad_there
     for rec in more:
         shown.add(records.slim(rec))
     tag = summary.tagger(base)
     layout = support.Layout.load(matrix_dir)
-    docs, unread = lastgood.reports([results], rules().check)
+    docs, unread = lastgood.reports([results, *([also] if also else [])], rules().check)
     edges = lastgood.edges_of([*docs, *more_reports])
     if report:
         print_skipped(bad)

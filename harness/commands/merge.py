@@ -27,7 +27,8 @@ def add(sub) -> None:
     p.add_argument(
         "--into",
         type=common.path_value,
-        help="results folder to merge into (default: results/ of the checkout; with compat installed, ./results)",
+        help="results folder to merge into (default: your own, results/local/ in a checkout or ./results with compat "
+        "installed; --into results: the published records of a checkout)",
     )
     p.add_argument(
         "--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards"

@@ -69,7 +69,8 @@ def handle(args) -> int:
     from harness.evidence import merge
 
     merge.check_sources(args.files)
-    results = args.results or find_home().results
+    where = find_home()
+    results = args.results or where.published or where.results
     if results.exists() and not results.is_dir():
         raise UsageError(f"--results {results}: is a file, not a results folder")
     matrix_dir = find_home().matrix

@@ -20,7 +20,8 @@ def add(sub) -> None:
     p.add_argument(
         "--results",
         type=common.path_value,
-        help="results folder (default: results/ of the checkout; with compat installed, ./results)",
+        help="results folder (default: your own, results/local/ in a checkout, ./results with compat installed, its "
+        "table showing the published records beside yours; the maintainers' tox envs pass --results results)",
     )
     _add_stack_options(p)
     p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")

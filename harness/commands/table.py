@@ -14,12 +14,15 @@ def add(sub) -> None:
     p.add_argument(
         "--results",
         type=common.path_value,
-        help="results folder (default: results/ of the checkout; with compat installed, ./results)",
+        help="results folder (default: your own, results/local/ in a checkout or ./results with compat installed, "
+        "its records shown beside the published ones; `--results results` in a checkout: the published table)",
     )
 
 
 def handle(args) -> int:
     results = args.results or find_home().results
+    if args.results is None:  # your own folder: made, so that a first table shows the published records
+        writable(results, "--results")
     if not results.exists():
         raise UsageError(f"{results}: no such folder")
     writable(results, "--results")

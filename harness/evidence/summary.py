@@ -87,7 +87,7 @@ class Summary:
 # value whole; a dict keeps those of its keys; a list of one dict keeps those keys of each item.
 SHOWN = {
     **dict.fromkeys(("id", "cell", "axes", "outcome", "reason", "finished_at", "duration_s", "error"), True),
-    **dict.fromkeys(("runner", "provenance", "known_issues", "log", "losses"), True),
+    **dict.fromkeys(("runner", "provenance", "published", "known_issues", "log", "losses"), True),
     "fingerprint": {
         "hardware": {"cpu": True, "driver": True, "cuda_driver": True, "gpus": True},
         "packages": True,
@@ -137,8 +137,13 @@ class Shown(Summary):
         self._same: dict = {}  # a part pickled -> the part kept
         super().__init__(records)
 
+    PUBLISHED = False  # PublishedShown: every record it takes is one of the published records
+
     def add(self, rec: dict) -> None:
         rec = cut(rec, SHOWN)
+        rec.pop("published", None)  # compat's mark, never a record's own claim
+        if self.PUBLISHED:
+            rec["published"] = True
         for k in SHARED:
             if isinstance(rec.get(k), (dict, list)):
                 rec[k] = self._one(rec[k])
@@ -159,6 +164,14 @@ class Shown(Summary):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_same": {}}  # a worker's part goes to the parent without its lookup
+
+
+class PublishedShown(Shown):
+    """A Shown of the published records read beside a user's own (a checkout's results/ beside
+    results/local/, or the snapshot installed with compat): each is marked `published`, so its
+    evidence says so and is never "measured here"."""
+
+    PUBLISHED = True
 
 
 def _rank(rec: dict) -> tuple:
@@ -336,7 +349,7 @@ def identity(rec: dict) -> str:
     A merged record that names a runner whose records were made here is another source than them:
     it never overrides them silently (the table keeps this host's own; a different outcome is a
     conflict, shown)."""
-    return runner_name(rec) + (" (merged)" if rec.get("provenance") else "")
+    return runner_name(rec) + (" (merged)" if rec.get("provenance") else " (published)" if rec.get("published") else "")
 
 
 def measured_by(rec: dict) -> str:
@@ -345,6 +358,8 @@ def measured_by(rec: dict) -> str:
     finding 6: a contributor's records read as this project's own measurement)."""
     if rec.get("provenance"):
         return f"by runner {runner_name(rec)} (merged)"
+    if rec.get("published"):
+        return f"by runner {runner_name(rec)} (published with compat)"
     name = (rec.get("runner") or {}).get("name")
     return f"here (runner {name})" if name else "here (a record that names no runner)"
 

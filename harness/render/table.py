@@ -107,7 +107,9 @@ def _support(hardware: list[support.HardwareSupport]) -> list[str]:
         "the note says why), ❔ unknown (no record: not tested, which is not a failure). "
         "Each entry gives the cells that passed and the date last tested. Evidence: *measured here* (a record "
         "`compat run` wrote into this folder) or *measured by runner NAME (merged)* (a record `compat merge` took "
-        "in from a CI runner or a contributor, named by the runner that ran it). Measurement runs are left out. "
+        "in from a CI runner or a contributor, named by the runner that ran it) or *measured by runner NAME "
+        "(published with compat)* (compat's published records, shown beside your own). Measurement runs are left "
+        "out. "
         "For a card with no record, "
         "`compat recommend --gpu NAME` and the page's GPU picker give the predicted answer and the rule behind it.",
     ]

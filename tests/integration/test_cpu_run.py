@@ -411,6 +411,26 @@ def test_a_quantized_cell_without_bitsandbytes_is_unsupported_not_a_failure_of_t
     assert "bitsandbytes is not installed" in rec["reason"]
 
 
+def test_a_run_in_a_checkout_leaves_its_published_results_as_they_are(tmp_path):
+    """Issue 43, item 7: `tox -e quick` rewrote a checkout's tracked results/ (the next `git pull`
+    conflicted). By default a run's records and table go to results/local/ (ignored by git), the
+    table showing the published records beside (here: the project's first 12 real ones)."""
+    from conftest import real_records
+
+    home = compat_home(tmp_path / "checkout", '[local]\nprovider = "current"\n', _grid("full"))
+    (home / "results").mkdir()
+    text = "".join(json.dumps(r) + "\n" for r in real_records(12))
+    (home / "results" / "records.jsonl").write_text(text)
+    proc = run_compat("run", "--matrix", str(home / "grid.toml"), env={"COMPAT_HOME": str(home)}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (home / "results").iterdir()) == ["local", "records.jsonl"]
+    assert (home / "results" / "records.jsonl").read_text() == text
+    (rec,) = load(home / "results" / "local" / "records.jsonl")
+    assert rec["outcome"] == "pass", rec["error"]
+    table = (home / "results" / "local" / "COMPATIBILITY.md").read_text()
+    assert "(published with compat)" in table and f"`{rec['id'][:12]}`" in table
+
+
 def test_a_torch_without_cuda_on_a_gpu_host_is_infra_never_a_failure_of_the_stack(tmp_path):
     """A GPU runner whose interpreter has a CPU-only torch used to record every GPU cell as `fail`
     (the workload raised "cell needs CUDA"), as if the stack were broken. The host here is a

@@ -72,7 +72,7 @@ def installed(tmp_path_factory):
             env=env,
         ).stdout.strip()
     )
-    return {"wheel": wheel, "sdist": sdist, "compat": compat, "elsewhere": elsewhere, "package": site}
+    return {"wheel": wheel, "sdist": sdist, "compat": compat, "elsewhere": elsewhere, "package": site, "venv": venv}
 
 
 def test_the_wheel_carries_compats_data_and_the_sdist_its_sources(installed):
@@ -143,3 +143,16 @@ def test_a_cell_runs_from_the_installed_compat_and_its_record_lands_in_the_curre
         if p.is_file() and "__pycache__" not in p.parts
     )
     assert after == before  # nothing written into the installation
+
+
+def test_an_installed_compat_shows_the_table_it_ships_from_any_folder(installed, tmp_path):
+    """Issue 43, item 8: outside a checkout `compat table` failed ("results: no such folder"), and
+    with an empty ./results rendered 0 records although the wheel ships them. Now ./results is made
+    and its table holds the shipped records, labelled as published."""
+    compat_bin = installed["venv"] / "bin" / "compat"  # in a folder of its own: no ./results yet
+    env = {k: v for k, v in os.environ.items() if k not in ("COMPAT_HOME", "PYTHONPATH")}
+    got = subprocess.run([str(compat_bin), "table"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stdout + got.stderr
+    table = (tmp_path / "results" / "COMPATIBILITY.md").read_text()
+    assert "(published with compat)" in table and "measured here (" not in table
+    assert "(0 records from 0 file(s), beside the " in got.stdout

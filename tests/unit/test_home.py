@@ -33,7 +33,8 @@ def installed(tmp_path, monkeypatch):
 
 def test_compat_home_comes_first_and_a_folder_without_matrix_data_is_an_error(tmp_path, monkeypatch, installed):
     monkeypatch.setenv("COMPAT_HOME", str(ROOT))
-    assert home.find() == home.Home(ROOT / "matrix", ROOT / "results", (ROOT / "results",), ROOT)
+    mine = ROOT / "results" / "local"  # a checkout's results/ is published: the user's runs go beside it
+    assert home.find() == home.Home(ROOT / "matrix", mine, (ROOT / "results", mine), ROOT, ROOT / "results")
     monkeypatch.setenv("COMPAT_HOME", str(tmp_path))
     with pytest.raises(UsageError, match=rf"\$COMPAT_HOME={tmp_path}: no matrix/axes.toml there; .* or unset it"):
         home.find()
@@ -83,3 +84,40 @@ def test_a_record_in_the_installed_snapshot_and_in_results_counts_once(installed
         f.write(json.dumps(extra) + "\n")
     assert len(common.read_evidence(None)) == len(snapshot) + 1
     assert len(common.read_evidence(user / "results")) == 4  # --results: that folder alone
+
+
+def test_a_checkouts_results_are_published_and_a_users_own_go_beside_them(tmp_path, monkeypatch):
+    """Issue 43, items 7 and 8: `tox -e quick` rewrote a checkout's tracked results/ (the next `git
+    pull` conflicted). A user's folder is results/local/ (ignored by git); its table shows the
+    published records beside the user's own, labelled. TEST INPUT: the project's first 12 real
+    records as the published ones, and one of them as a second runner's own record (second_runner),
+    which claims to be published (a record's own claim is never taken)."""
+    from conftest import call_compat, second_runner
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "matrix", checkout / "matrix")
+    (checkout / "results").mkdir()
+    published = real_records(12)
+    text = "".join(json.dumps(r) + "\n" for r in published)
+    (checkout / "results" / "records.jsonl").write_text(text)
+    monkeypatch.setenv("COMPAT_HOME", str(checkout))
+    assert common.find_home().results == checkout / "results" / "local"
+    assert (ROOT / ".gitignore").read_text().splitlines().count("results/local/") == 1
+
+    proc = call_compat("table")  # no records of the user's yet: the published table, in the user's folder
+    assert proc.returncode == 0, proc.stderr
+    mine = checkout / "results" / "local"
+    table = (mine / "COMPATIBILITY.md").read_text()
+    assert "(published with compat)" in table and "measured here (" not in table and "here (a record" not in table
+    assert f"(0 records from 0 file(s), beside the 12 published in {checkout / 'results'})" in proc.stdout
+
+    own = second_runner(published[0], "my-laptop", published=True, finished_at="2026-11-27T10:00:00+00:00")
+    (mine / "records.jsonl").write_text(json.dumps(own) + "\n")
+    assert call_compat("table").returncode == 0
+    table = (mine / "COMPATIBILITY.md").read_text()
+    assert "here (runner my-laptop)" in table and "(published with compat)" in table
+    assert (checkout / "results" / "records.jsonl").read_text() == text  # the published records as they were
+    assert not (checkout / "results" / "COMPATIBILITY.md").exists()
+    # recommend's evidence says the same
+    recs = common.read_evidence(None)
+    assert {r["id"]: bool(r.get("published")) for r in recs} == {**{r["id"]: True for r in published}, own["id"]: False}
