@@ -356,7 +356,7 @@ def recommend(
     }
     for name in need:
         if name != "bitsandbytes":
-            pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, passes, ev)
+            pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, passes, ev, pins, notes)
     _below_bisected(gpu, method, pins, edges, ev, notes)
     return Recommendation(
         gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes, memory
@@ -396,14 +396,40 @@ def _below_bisected(
             if e.hardware != gpu.arch
             else "with those settings only: the pin is not moved"
         )
+        if e.package == "bitsandbytes" and e.hardware == "cpu" != gpu.arch:
+            why += " (on a CPU bitsandbytes runs its CPU backend, not the CUDA kernels this card runs)"
         ev.append(Evidence(f"packages.{e.package}", "measured", f"{e.says()}; {why}", **common))
         if e.settings != "{}" and (current is None or current >= Version(e.first_bad)):
+            what, fix = e.settings_words
             notes.append(
-                f"if your code does what {e.settings_text} makes compat's run do, {e.package} {pin or ''} breaks it: "
-                f"{e.package} {e.first_bad} is the first release that does (bisected on {e.hardware}, "
-                f"{e.bisections[-1]}); "
-                f"pin {e.package}<={e.last_good} or change the code"
+                f"if your code {what}, {e.package} {pin or ''} breaks it: {e.package} {e.first_bad} is the first "
+                f"release that does (bisected on {e.hardware}, {e.bisections[-1]}); {fix}, or pin "
+                f"{e.package}<={e.last_good}"
             )
+
+
+def _with_bitsandbytes(versions: dict, pin: str, name: str, gpu: GpuModel, hardware: str, notes) -> dict:
+    """For QLoRA, only the records of the bitsandbytes recommended are evidence for the other
+    packages (issue 43, item 3: transformers 5.23.0 was cited from bitsandbytes 0.48.2's records
+    beside a recommended 0.50.2). Where that leaves no CPU record, the answer says why: 4-bit cells
+    on a CPU run bitsandbytes' CPU backend, not the CUDA kernels the card runs."""
+    if not pin.startswith("=="):
+        return versions
+    want = pin[2:]
+    kept = {v: [r for r in recs if record_packages(r).get("bitsandbytes") == want] for v, recs in versions.items()}
+    kept = {v: recs for v, recs in kept.items() if recs}
+    others = sorted(
+        {record_packages(r).get("bitsandbytes") or "" for recs in versions.values() for r in recs} - {want, ""}
+    )
+    if not kept and others and hardware == "cpu" and notes is not None:
+        note = (
+            f"no QLoRA cell with bitsandbytes {want} passed on cpu (those of {', '.join(others)} did): on a CPU "
+            f"bitsandbytes runs its CPU backend, not the CUDA kernels a {gpu.name} runs, so the CPU records say "
+            f"nothing of {want} on {gpu.arch}; the table's cpu section says why they failed"
+        )
+        if note not in notes:
+            notes.append(note)
+    return kept
 
 
 def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: list[Evidence]) -> str:
@@ -562,7 +588,7 @@ def _pick_bnb(gpu: GpuModel, torch_version: str, variant: str, data: ResolverDat
     )
 
 
-def _pick_package(name, gpu, method, axes, torch_version, data, passes: Passes, ev) -> str:
+def _pick_package(name, gpu, method, axes, torch_version, data, passes: Passes, ev, picked=None, notes=None) -> str:
     # pins the known issues ask for, where their conditions hold for this card, these axes and
     # the torch chosen (conditions on the other packages are left open: they are what we pick)
     spec = SpecifierSet()
@@ -586,6 +612,7 @@ def _pick_package(name, gpu, method, axes, torch_version, data, passes: Passes, 
     cpu = passes.versions("cpu", name, method_axes)
     for pool, hardware in ((own, gpu.arch), (cpu, "cpu")):
         versions = {v: recs for v, recs in pool.items() if spec.contains(Version(v), prereleases=True)}
+        versions = _with_bitsandbytes(versions, (picked or {}).get("bitsandbytes", ""), name, gpu, hardware, notes)
         if versions:
             best = max(versions, key=Version)
             says = f"{name} {best} passed {method} cells on {hardware}"

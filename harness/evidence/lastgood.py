@@ -23,6 +23,15 @@ from packaging.version import Version
 from harness.catalog.cell import Cell
 from harness.evidence import bisect_report, records, summary
 
+# What a setting of compat's run (a bisection's --set) is in a user's own code, and what they would
+# do about it: answers say this, not compat's internal key (matrix/defaults.toml [settings.train])
+SETTING_WORDS = {
+    "train.load_in_kbit_kwarg = true": (
+        "passes load_in_4bit=True (or load_in_8bit=True) to from_pretrained beside a quantization_config",
+        "drop that keyword (the quantization_config already says it)",
+    )
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Edge:
@@ -59,6 +68,15 @@ class Edge:
 
         return ", ".join(flat(json.loads(self.settings)))
 
+    @property
+    def settings_words(self) -> tuple[str, str]:
+        """(what the settings are in a user's code, what they would do about the boundary): plain
+        words where compat knows them (SETTING_WORDS), else the settings as keys."""
+        known = SETTING_WORDS.get(self.settings_text)
+        if known:
+            return known
+        return f"does what {self.settings_text} makes compat's run do", "change the code"
+
     def says(self) -> str:
         """One line: what was bisected and where the boundary lies."""
         where = (
@@ -69,7 +87,7 @@ class Edge:
                 f"{self.package} breaks {self.configuration} on {self.hardware} from one of "
                 f"{', '.join([*self.between, self.first_bad])}"
             )
-        extra = f" with {self.settings_text}" if self.settings_text else ""
+        extra = f" where the code {self.settings_words[0]}" if self.settings_text else ""
         return (
             f"{where}{extra} (base stack {self.base_stack}; last good {self.last_good}; bisection "
             f"{', '.join(self.bisections)}; records {self.good_record[:8]} good, {self.bad_record[:8]} bad)"

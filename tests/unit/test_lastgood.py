@@ -82,7 +82,10 @@ def test_recommend_shows_a_boundary_measured_elsewhere_and_leaves_the_pin(tmp_pa
     rec = recommend(DATA.gpus.find("H100"), 1, "qlora", DATA, [], edges=edges).as_json()
     (shown,) = [e for e in rec["evidence"] if "first release that breaks" in e["says"]]
     assert shown["kind"] == "measured" and shown["hardware"] == "cpu" and shown["date"] == "2026-11-26"
-    assert shown["says"].endswith("measured on cpu, not on sm_90: the pin is not moved for this card")
+    assert shown["says"].endswith(
+        "measured on cpu, not on sm_90: the pin is not moved for this card (on a CPU bitsandbytes runs its CPU "
+        "backend, not the CUDA kernels this card runs)"
+    )
     assert rec["packages"]["bitsandbytes"] != "==0.48.2"
     full = recommend(DATA.gpus.find("H100"), 1, "full", DATA, [], edges=edges).as_json()  # no 4-bit: not its boundary
     assert not [e for e in full["evidence"] if "first release that breaks" in e["says"]]
@@ -102,7 +105,13 @@ def test_recommend_pins_below_a_boundary_measured_on_the_cards_architecture(tmp_
     with_settings = [dataclasses.replace(e, settings='{"train": {"load_in_kbit_kwarg": true}}') for e in on_card]
     rec = recommend(DATA.gpus.find("H100"), 1, "qlora", DATA, [], edges=with_settings).as_json()
     assert rec["packages"]["bitsandbytes"] != "==0.48.2"  # a loader's keyword: said, not pinned
+    # said as what the user's code does and what they would do (issue 43, item 3), not compat's key
     assert any(
-        "if your code does what train.load_in_kbit_kwarg = true makes" in n and "pin bitsandbytes<=0.48.2" in n
+        "if your code passes load_in_4bit=True (or load_in_8bit=True) to from_pretrained beside a quantization_config"
+        in n
+        and "drop that keyword" in n
+        and "pin bitsandbytes<=0.48.2" in n
         for n in rec["notes"]
     )
+    assert not any("load_in_kbit_kwarg" in n for n in rec["notes"])
+    assert not any("load_in_kbit_kwarg" in e["says"] for e in rec["evidence"])

@@ -245,3 +245,41 @@ def test_without_gpu_it_answers_for_this_hosts_cards_and_says_so(monkeypatch):
     proc = call_compat("recommend")
     assert_clean_error(proc, 2)
     assert "--gpu NAME: which card? This host has no CUDA GPU compat can see (NVML: not found)" in proc.stderr
+
+
+def test_qlora_evidence_is_records_of_the_bitsandbytes_recommended():
+    """Issue 43, item 3: the QLoRA answer recommended bitsandbytes 0.50.2 and cited as measured the
+    records of 0.48.2. TEST INPUT: the project's real passing CPU QLoRA records of bitsandbytes
+    0.48.2 alone (results/records.jsonl), so no record has the 0.50.2 a T4 is recommended."""
+    from harness.answers.recommend import of_method
+    from harness.evidence.records import packages
+
+    with open(ROOT / "results" / "records.jsonl", encoding="utf-8") as f:
+        recs = [json.loads(line) for line in f]
+    old = [
+        r
+        for r in recs
+        if r["axes"]["hardware"] == "cpu"
+        and r["outcome"] == "pass"
+        and of_method(r, "qlora")
+        and packages(r).get("bitsandbytes") == "0.48.2"
+    ]
+    assert old
+    rec = recommend(DATA.gpus.find("T4"), 1, "qlora", DATA, old).as_json()
+    assert rec["packages"]["bitsandbytes"] == "==0.50.2"
+    cited = {i for e in rec["evidence"] for i in e.get("records") or []}
+    assert not cited & {r["id"] for r in old}  # 0.48.2's records are no evidence for a 0.50.2 answer
+    assert any(
+        n.startswith("no QLoRA cell with bitsandbytes 0.50.2 passed on cpu (those of 0.48.2 did)")
+        and "not the CUDA kernels a Tesla T4 runs" in n
+        for n in rec["notes"]
+    )
+    # with them, a 0.50.2 record that passed is the evidence
+    new = [
+        r
+        for r in recs
+        if r["outcome"] == "pass" and of_method(r, "qlora") and packages(r).get("bitsandbytes") == "0.50.2"
+    ]
+    rec = recommend(DATA.gpus.find("T4"), 1, "qlora", DATA, old + new).as_json()
+    cited = {i for e in rec["evidence"] if e["about"] == "packages.transformers" for i in e.get("records") or []}
+    assert cited and cited <= {r["id"] for r in new}
