@@ -29,10 +29,18 @@ CELL = "cpu-local-fp32-none-lora-single"
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("installed")
     dist = tmp / "dist"
+    quiet = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # set, it is warned of
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=quiet,
     )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    # issue 43, item 11: the build prints no setuptools warning (a data folder Python could import)
+    warned = [line for line in (built.stdout + built.stderr).splitlines() if "warning" in line.lower()]
+    assert warned == [], warned
     (wheel,), (sdist,) = dist.glob("compat-*.whl"), dist.glob("compat-*.tar.gz")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
