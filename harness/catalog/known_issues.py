@@ -340,10 +340,12 @@ def read_log(stream) -> str:
     head = stream.read(LOG_HEAD)
     tail = b""
     skipped = 0
-    while True:
+    # a short read is the end: on a terminal Ctrl-D ends the input once, and a second read would
+    # wait for another (a buffered read returns less than asked for only at the end)
+    more = len(head) == LOG_HEAD
+    while more:
         chunk = stream.read(1024 * 1024)
-        if not chunk:
-            break
+        more = len(chunk) == 1024 * 1024
         tail += chunk
         if len(tail) > LOG_TAIL:
             skipped += len(tail) - LOG_TAIL

@@ -30,6 +30,8 @@ def add(sub) -> None:
 
 def _read(path_text: str, what: str) -> tuple[str, str]:
     if path_text == "-":
+        if sys.stdin.isatty():  # a person at a terminal, not a pipe: say what is being waited for
+            print("compat explain: paste the log, then Ctrl-D (or: compat explain LOGFILE)", file=sys.stderr)
         return known_issues.read_log(sys.stdin.buffer), "stdin"
     path = Path(path_text)
     try:

@@ -535,3 +535,39 @@ def test_a_family_is_read_through_a_launchers_line_prefixes():
         )
     )
     assert explain.classify(log, explain.read(log, GPUS)).family == "syntax-error"
+
+
+def test_explain_with_no_log_on_a_terminal_says_what_it_waits_for():
+    """Issue 43, item 11: `compat explain` with no argument sat waiting on a terminal, silent. A
+    real terminal (a pseudo-terminal) is its stdin here; one Ctrl-D ends the input (a second read of
+    the terminal used to wait for another)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "explain"],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    os.close(follower)
+    os.write(leader, b"\x04")  # Ctrl-D: the end of what was pasted (nothing)
+    out, err = proc.communicate(timeout=60)
+    os.close(leader)
+    assert "compat explain: paste the log, then Ctrl-D (or: compat explain LOGFILE)" in err.decode()
+    piped = subprocess.run(
+        [sys.executable, "-m", "harness", "explain"],
+        input=b"",
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert b"paste the log" not in piped.stderr  # from a pipe: nothing said
