@@ -464,6 +464,13 @@ def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), r
     return shown, table_text, page_text
 
 
+def json_format(p: argparse.ArgumentParser, what: str) -> None:
+    """--format text|json, as every command that answers takes it, and --json, the same as
+    --format json (list and envs had it first)."""
+    p.add_argument("--format", choices=("text", "json"), default="text", help=f"text (default), or json: {what}")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
+
+
 def env_dir(p: argparse.ArgumentParser) -> None:
     """--env-dir, for every command that makes or reads stack environments."""
     p.add_argument(

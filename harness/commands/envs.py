@@ -13,7 +13,7 @@ NAME = "envs"
 def add(sub) -> None:
     p = sub.add_parser(NAME, help=HELP[NAME])
     common.env_dir(p)
-    p.add_argument("--json", action="store_true", help="one JSON array of envs")
+    common.json_format(p, "one JSON array of envs")
     p.add_argument("--prune", action="store_true", help="delete the envs not used for --older-than days")
     p.add_argument(
         "--older-than",
@@ -39,7 +39,7 @@ def handle(args) -> int:
         busy = f"; {len(old) - len(gone)} in use by a running compat, kept" if len(gone) < len(old) else ""
         print(f"pruned {len(gone)} of {len(found)} env(s) in {root}, {freed / 2**20:,.0f} MiB{busy}")
         return 0
-    if args.json:
+    if args.format == "json":
         print(json.dumps(found, indent=1))
         return 0
     if not found:

@@ -14,7 +14,7 @@ NAME = "list"
 def add(sub) -> None:
     p = sub.add_parser(NAME, help=HELP[NAME])
     common.selection(p)
-    p.add_argument("--json", action="store_true", help="one JSON array of cells")
+    common.json_format(p, "one JSON array of cells")
     p.add_argument(
         "--grids",
         action="store_true",
@@ -26,9 +26,9 @@ def add(sub) -> None:
 def handle(args) -> int:
     host = hardware.detect()
     if args.grids:
-        return list_grids(host)
+        return list_grids(host, args.format)
     _, grids, planned, _, grid_of = load_plan(args, host)
-    if args.json:
+    if args.format == "json":
         early = common.earliest(grids)
         print(
             json.dumps(
@@ -73,17 +73,23 @@ def _show(grids, planned, grid_of) -> None:
             print(f"  {number}{p.cell.id:<{width}}  {p.status}" + (f"  [first: {why}]" if why else ""))
 
 
-def list_grids(host: hardware.Host) -> int:
+def list_grids(host: hardware.Host, fmt: str = "text") -> int:
     from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
     from harness.run import runner
 
     where = common.find_home()
     data = MatrixData.load(where.matrix)
     paths = grid_paths(where.matrix)
-    width = max(len(p.stem) for p in paths)
-    print(f"compat's grids ({where.matrix}); run one with `compat run --matrix NAME`:")
+    rows = []
     for path in paths:
         grid = load_matrix(path, data)
         here = sum(p.here for p in runner.plan(list(grid.cells), host))
-        print(f"  {path.stem:<{width}}  {len(grid.cells):>4} cells, {here:>4} here  {grid.description}")
+        rows.append({"name": path.stem, "cells": len(grid.cells), "here": here, "description": grid.description})
+    if fmt == "json":
+        print(json.dumps(rows, indent=1))
+        return 0
+    width = max(len(p.stem) for p in paths)
+    print(f"compat's grids ({where.matrix}); run one with `compat run --matrix NAME`:")
+    for r in rows:
+        print(f"  {r['name']:<{width}}  {r['cells']:>4} cells, {r['here']:>4} here  {r['description']}")
     return 0

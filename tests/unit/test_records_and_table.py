@@ -308,3 +308,20 @@ def test_reader_view_is_the_whole_record_cut_and_validated():
     for raw in (b"[1, 2]", b'"text"', b"{}", b'{"id": NaN}', b"\xff", b"[" * 100000):
         assert fast_view(raw) == slow_view(raw)
     assert fast_view(b'{"id": NaN}')[1] == "not JSON"
+
+
+def test_list_and_envs_take_format_json_and_json_stays_an_alias(compat, tmp_path):
+    """Issue 43, item 11: `--format json` as recommend, explain and fit take it; `list --json` and
+    `envs --json` keep working."""
+    import json as json_
+
+    args = ("--matrix", "matrix/local.toml")
+    assert compat("list", *args, "--format", "json").stdout == compat("list", *args, "--json").stdout
+    cells = json_.loads(compat("list", *args, "--format", "json").stdout)
+    assert len(cells) == 8 and cells[0]["position"] == 1
+    grids = json_.loads(compat("list", "--grids", "--format", "json").stdout)
+    assert {"cpu", "gpu-versions", "gpu-bnb"} <= {g["name"] for g in grids}
+    assert all(isinstance(g["cells"], int) and g["description"] for g in grids)
+    env = {"COMPAT_ENV_DIR": str(tmp_path)}
+    assert json_.loads(compat("envs", "--format", "json", env=env).stdout) == []
+    assert compat("envs", "--json", env=env).stdout == compat("envs", "--format", "json", env=env).stdout
