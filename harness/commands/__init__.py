@@ -29,6 +29,7 @@ COMMANDS = {
     ),
     "bisect": ("bisect", "find the first release of a package that breaks a cell, running the cell at each probe"),
     "explain": ("explain", "match a log or traceback against the known issues"),
+    "completion": ("completion", "print a completion script for bash, zsh or fish"),
 }
 HELP = {name: help for name, (_, help) in COMMANDS.items()}
 
