@@ -76,6 +76,16 @@ STRATEGY = (
         known_issues.Signature(r"DistributedDataParallel|\[rank[1-9]\d{0,4}\]|\brank\s*:\s*[1-9]|local_rank: [1-9]"),
     ),
 )
+# an out-of-memory on one card with no sign of another process (a launcher, a rank, a world size
+# above one, torch.distributed): the strategy is one process on one card, so a cause of several
+# ranks (DDP's replica, a sharded strategy's leftovers) does not hold
+CUDA_OOM_ON = known_issues.Signature(
+    r"CUDA out of memory\. Tried to allocate [^\n]{0,80}? GPU (?P<card>\d+) has a total"
+)
+SEVERAL = known_issues.Signature(
+    r"(?i)\brank\s*[:=]?\s*[1-9]|\[rank\d|world[_ ]size\s*[:=]?\s*[2-9]|torchrun|torch\.distributed|"
+    r"deepspeed|accelerate[ -]launch|nproc|local_rank|multi_gpu|distributed_type"
+)
 # a traceback's frame: Python's own, IPython's (8: `File PATH:LINE, in f`; 7 and Colab: `PATH in f(...)`,
 # Colab making the path a link) and rich's (`│ PATH:LINE in f │`); frame_path() gives its file
 FRAME = known_issues.Signature(
@@ -110,6 +120,7 @@ class Facts:
     strategy: str | None = (
         None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
     )
+    strategy_why: str = ""  # where the strategy was inferred, not printed: from what
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
     cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
@@ -135,7 +146,9 @@ class Facts:
         if self.versions:
             out.append("versions in the log: " + ", ".join(f"{k} {v}" for k, v in sorted(self.versions.items())))
         if self.strategy:
-            out.append(f"strategy the log shows: {self.strategy}")
+            out.append(
+                f"strategy the log shows: {self.strategy}" + (f" ({self.strategy_why})" if self.strategy_why else "")
+            )
         if self.gpus or self.cc:
             out.append(
                 "GPU: "
@@ -169,6 +182,10 @@ def read(text: str, gpu_db=None) -> Facts:
         if name not in facts.gpus:
             facts.gpus.append(name)
     facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(text, lowered)), None)
+    if facts.strategy is None and len({m.group("card") for m in CUDA_OOM_ON.finditer(text, lowered)}) == 1:
+        if not SEVERAL.search(text, lowered) and len(facts.gpus) <= 1:
+            facts.strategy = "single"
+            facts.strategy_why = "one card out of memory, and no sign of another process"
     cc = CAPABILITY.search(text, lowered)
     if cc:
         raw = cc.group("cc")

@@ -66,19 +66,20 @@ def handle(args) -> int:
     also = data.set_to_fail(text, facts.packages(), facts.cc, facts.axes(), {m.issue.id for m in matches if m.answers})
     signature = known_issues.error_signature(text)
     if args.format == "json":
-        print(json.dumps(_as_json(name, signature, facts, answer, matches, also), indent=1))
+        near = [] if any(m.answers for m in matches) else _near(data, answer, facts, matches)
+        print(json.dumps(_as_json(name, signature, facts, answer, matches, also, near), indent=1))
         return 0
     for line in facts.describe():  # here and below, text of the user's log: show() (common.terminal_text)
         show(line)
     if not matches:
         _family(name, answer, signature, data, facts)
     else:
-        _matches(name, matches, answer)
+        _matches(name, matches, answer, data, facts)
     _settings(also)
     return 0
 
 
-def _as_json(name: str, signature: str, facts, answer, matches: list, also: list) -> dict:
+def _as_json(name: str, signature: str, facts, answer, matches: list, also: list, near: list) -> dict:
     """compat explain --format json."""
     return {
         "log": name,
@@ -112,6 +113,8 @@ def _as_json(name: str, signature: str, facts, answer, matches: list, also: list
             for m in matches
         ],
         "settings": [{"id": i.id, "title": i.title, "set": setting, "fix": list(i.fix)} for i, setting in also],
+        # the entries of the log's family whose conditions what it shows meets, where no match is confirmed
+        "near": [i.id for i in near],
     }
 
 
@@ -127,7 +130,7 @@ def _settings(also: list) -> None:
         show(f"   fix:     {i.fix[0]}\n")
 
 
-def _matches(name: str, matches: list, answer) -> None:
+def _matches(name: str, matches: list, answer, data, facts) -> None:
     """The matched entries, best first; where none is confirmed by what the log shows, the
     family-level answer before them."""
     if not any(m.answers for m in matches):
@@ -140,6 +143,13 @@ def _matches(name: str, matches: list, answer) -> None:
         )
         show(f"   cause:   {answer.cause}")
         show(f"   next:    {answer.step}\n")
+        near = _near(data, answer, facts, matches)
+        if near:
+            show("Known issues of this family whose conditions what the log shows meets, most likely first:\n")
+            for i in near[:5]:
+                show(f"- {i.id}: {i.title}")
+                show(f"   when:    {i.conditions_text()}: hold for what the log shows")
+                show(f"   fix:     {i.fix[0]}\n")
         show("Known issues whose wording matches, if their conditions are yours:\n")
     else:
         show(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
@@ -170,7 +180,6 @@ def _matches(name: str, matches: list, answer) -> None:
 def _family(name: str, answer, signature: str, data, facts) -> None:
     """No entry matched: the family-level answer, and the entries of that family whose
     conditions the log's versions meet."""
-    from harness.answers import explain
 
     show(f"No known issue matches {name}.")
     show(f"Its error signature: {signature or '(no error line found)'}\n")
@@ -179,17 +188,28 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
         show(f"   matched: {answer.matched}")
     show(f"   cause:   {answer.cause}")
     show(f"   next:    {answer.step}")
+    near = _near(data, answer, facts)
+    if near:
+        show("   known issues of this family whose conditions what the log shows meets:")
+        for i in near[:5]:
+            show(f"     {i.id}: {i.title}")
+
+
+def _near(data, answer, facts, matches=()) -> list:
+    """The known issues of the log's family (their own example is of it) whose conditions what the
+    log shows meets, by the versions or the card it names (a P100's compute capability 6.0 meets
+    the Pascal entry's cc < 7.0 where the log has only torch's bare "no kernel image" line)."""
+    from harness.answers import explain
+
     packages = facts.packages()
-    if not packages:
-        return
-    near = [
+    if not packages and not facts.cc:
+        return []
+    matched = {m.issue.id for m in matches}
+    return [
         i
         for i in data.issues
-        if any(k in packages for k in i.when)
+        if i.id not in matched
+        and any(k in packages or (k == "cc" and facts.cc) for k in i.when)
         and i.verdict(packages, facts.cc, facts.axes()) == "hold"
         and explain.classify(known_issues.clean(i.example), explain.Facts()).family == answer.family
     ]
-    if near:
-        show("   known issues of this family whose conditions your versions meet:")
-        for i in near[:5]:
-            show(f"     {i.id}: {i.title}")

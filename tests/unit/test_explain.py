@@ -571,3 +571,68 @@ def test_explain_with_no_log_on_a_terminal_says_what_it_waits_for():
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert b"paste the log" not in piped.stderr  # from a pipe: nothing said
+
+
+NO_KERNEL = """GPU 0: Tesla P100-PCIE-16GB (compute capability 6.0)
+Traceback (most recent call last):
+  File "train.py", line 12, in <module>
+    model.to("cuda")
+  File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", line 1340, in to
+    return self._apply(convert)
+RuntimeError: CUDA error: no kernel image is available for execution on the device
+"""
+
+
+def explained(tmp_path, text: str, *more: str) -> tuple[dict, str]:
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    as_json = call_compat("explain", str(log), "--format", "json", *more)
+    as_text = call_compat("explain", str(log), *more)
+    assert as_json.returncode == as_text.returncode == 0, as_json.stderr + as_text.stderr
+    return json.loads(as_json.stdout), as_text.stdout
+
+
+def test_the_card_a_log_names_ranks_the_answers_as_an_env_report_does(tmp_path):
+    """Issue 43, item 4 (a made-up log in the shape of torch's): only torch's bare "no kernel image"
+    line and the card; the Blackwell entries match its wording and the card contradicts them; the
+    Pascal entry's wording is not there but its condition (cc < 7.0) is: it comes right after the
+    family answer, before the ones that do not hold, whether the card is in the log or in --env."""
+    got, text = explained(tmp_path, NO_KERNEL)
+    assert got["facts"]["cc"] == "6.0" and got["near"] == ["torch-pascal-maxwell-dropped-cu128"]
+    assert all(m["conditions"] == "contradicted" for m in got["matches"])
+    assert text.index("torch-pascal-maxwell-dropped-cu128") < text.index("torch-sm120-blackwell-not-compatible")
+    env = tmp_path / "env.txt"
+    env.write_text(NO_KERNEL.splitlines()[0] + "\n")
+    log_only = NO_KERNEL.split("\n", 1)[1]
+    with_env, _ = explained(tmp_path, log_only, "--env", str(env))
+    assert with_env["near"] == got["near"]
+    bare, _ = explained(tmp_path, log_only)  # no card anywhere: nothing to rank by
+    assert bare["near"] == []
+
+
+OOM = (
+    'Traceback (most recent call last):\n  File "train.py", line 40, in <module>\n    trainer.train()\n'
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity of 23.65 GiB"
+    " of which 1.02 GiB is free.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "before, strategy, verdict",
+    [
+        ("GPU 0: NVIDIA GeForce RTX 4090\n", "single", "contradicted"),
+        ("[rank1]: Traceback (most recent call last):\n", "ddp", "hold"),
+        ("torchrun --nproc_per_node 2 train.py\n", None, "unshown"),
+    ],
+    ids=["one-card", "a-second-rank", "a-launcher"],
+)
+def test_a_single_card_oom_is_not_answered_with_a_cause_of_several_ranks(tmp_path, before, strategy, verdict):
+    """Issue 43, item 4 (made-up logs in torch's wording): one card out of memory with no sign of a
+    second process is one process on one card, and DDP's replica does not hold; a rank or a
+    launcher in the log leaves it open."""
+    got, text = explained(tmp_path, before + OOM)
+    assert got["facts"]["strategy"] == strategy
+    ddp = next(m for m in got["matches"] if m["id"] == "ddp-oom-no-sharding")
+    assert ddp["conditions"] == verdict
+    if strategy == "single":
+        assert "strategy the log shows: single (one card out of memory, and no sign of another process)" in text
