@@ -184,7 +184,7 @@ def read(text: str, gpu_db=None) -> Facts:
     facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(text, lowered)), None)
     if facts.strategy is None and len({m.group("card") for m in CUDA_OOM_ON.finditer(text, lowered)}) == 1:
         if not SEVERAL.search(text, lowered) and len(facts.gpus) <= 1:
-            facts.strategy = "single"
+            facts.strategy = strategies.one_process().name
             facts.strategy_why = "one card out of memory, and no sign of another process"
     cc = CAPABILITY.search(text, lowered)
     if cc:

@@ -29,7 +29,7 @@ from harness import tomldata
 from harness.catalog import packages, strategies
 from harness.catalog.gpus import GpuDb, GpuModel, precision_for
 from harness.catalog.known_issues import PACKAGES, KnownIssues
-from harness.errors import MatrixError
+from harness.errors import MatrixError, UsageError
 from harness.evidence import summary
 from harness.evidence.records import packages as record_packages
 
@@ -91,6 +91,12 @@ class ResolverData:
     torch: tuple[TorchBuild, ...]
     bitsandbytes: tuple[BnbBuild, ...]
     issues: KnownIssues
+    driver: dict = dataclasses.field(default_factory=dict)  # CUDA major -> the oldest driver major (builds.toml)
+    driver_source: str = ""
+
+    def driver_floor(self, variant: str) -> int | None:
+        """The oldest NVIDIA driver (its major number) a build of this CUDA variant runs on."""
+        return self.driver.get(int(variant[2:-1]))
 
     @classmethod
     def load(cls, directory: Path) -> "ResolverData":
@@ -104,10 +110,10 @@ class ResolverData:
             issues = KnownIssues.load(directory)
         except MatrixError as exc:
             problems += exc.problems
-        torch, bnb = _load_builds(directory / "builds.toml", problems)
+        torch, bnb, driver, source = _load_builds(directory / "builds.toml", problems)
         if problems:
             raise MatrixError(problems)
-        return cls(gpus, torch, bnb, issues)
+        return cls(gpus, torch, bnb, issues, driver, source)
 
 
 _ARCH = tomldata.kind(
@@ -160,10 +166,10 @@ BNB_BUILD = tomldata.Table(
 
 def _load_builds(path: Path, problems: list[str]):
     try:
-        doc, where = tomldata.load_data(path, ("torch", "bitsandbytes", "sources"))
+        doc, where = tomldata.load_data(path, ("torch", "bitsandbytes", "sources", "driver"))
     except MatrixError as exc:
         problems += exc.problems
-        return (), ()
+        return (), (), {}, ""
     sources = doc.get("sources") if isinstance(doc.get("sources"), dict) else {}
     for url in sources.values():
         if tomldata.URL.problem(url):
@@ -199,7 +205,18 @@ def _load_builds(path: Path, problems: list[str]):
     )
     if not torch:
         problems.append(f"{path}: no [[torch]] builds")
-    return torch, bnb
+    driver = doc.get("driver", {})
+    if not isinstance(driver, dict) or not all(
+        re.fullmatch(r"\d{1,2}", str(k)) and isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10_000
+        for k, v in driver.items()
+    ):
+        problems.append(where("driver", "[driver]", 'must map a CUDA major to a driver major: "13" = 580'))
+        driver = {}
+    floors = {int(k): v for k, v in driver.items()}
+    for b in torch:
+        if floors and b.cuda[0] not in floors:
+            problems.append(where("driver", "[driver]", f"has no driver for CUDA {b.cuda[0]} ({b.variant})"))
+    return torch, bnb, floors, sources.get("cuda-minor-compat", "")
 
 
 # -- the answer ------------------------------------------------------------------------------
@@ -235,6 +252,7 @@ class Recommendation:
     evidence: list[Evidence]
     notes: list[str]
     memory: str = ""  # the card's memory as the answer took it: "80 GB" (a size named), else every size
+    driver_min: int | None = None  # the oldest NVIDIA driver (its major) the torch build runs on
 
     def as_json(self) -> dict:
         return {
@@ -252,6 +270,7 @@ class Recommendation:
             "strategy": self.strategy,
             "packages": self.packages,
             "torch_variant": self.torch_variant,
+            "torch_driver_min": self.driver_min,
             "torch_index_url": PYTORCH_INDEX + self.torch_variant,
             "evidence": [e.as_dict() for e in self.evidence],
             "notes": self.notes,
@@ -320,6 +339,7 @@ def recommend(
     chosen: tuple[str, Evidence] | None = None,
     edges=(),
     memory: str = "",
+    driver: int | None = None,
 ) -> Recommendation:
     """`records`: the records (or their Passes, made once for many answers); `chosen`: a strategy
     and its evidence picked by `compat fit` for a model size, used instead of the card-count rules
@@ -343,7 +363,8 @@ def recommend(
         strategy = _strategy(gpus, method, data, ev)
 
     # -- torch and its CUDA build, then the other packages ---------------------------------------
-    torch_version, variant = _pick_torch(gpu, data, passes, ev)
+    torch_version, variant = _pick_torch(gpu, data, passes, ev, driver)
+    _driver(gpu, data, variant, driver, ev, notes)
     pins: dict[str, str] = {"torch": f"=={torch_version}"}
     need = packages.needed(method, strategies.get(strategy).deepspeed)
     if "bitsandbytes" in need:
@@ -358,9 +379,39 @@ def recommend(
         if name != "bitsandbytes":
             pins[name] = _pick_package(name, gpu, method, axes, torch_version, data, passes, ev, pins, notes)
     _below_bisected(gpu, method, pins, edges, ev, notes)
+    said = (memory, data.driver_floor(variant))
     return Recommendation(
-        gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes, memory
+        gpu, gpus, method, precision, quantization, strategy, torch_version, variant, pins, ev, notes, *said
     )
+
+
+def _driver(gpu: GpuModel, data: ResolverData, variant: str, driver: int | None, ev, notes: list[str]) -> None:
+    """The NVIDIA driver the torch build needs, as evidence; without --driver, the build for an
+    older driver as a note (issue 43, item 2: a T4 host's older driver cannot start a cu130 torch)."""
+    floor = data.driver_floor(variant)
+    if floor is None:
+        return
+    major = variant[2:-1]
+    says = f"the {variant} build needs NVIDIA driver >= {floor} (CUDA {major}.x runs on drivers from {floor})"
+    ev.append(
+        Evidence(
+            "torch.driver",
+            "predicted",
+            says + (f"; the driver given, {driver}, runs it" if driver else ""),
+            rule="cuda-driver-floor",
+            sources=[data.driver_source] if data.driver_source else [],
+        )
+    )
+    if driver is not None:
+        return
+    older = [b for b in data.torch if b.runs(gpu.cc) and (data.driver_floor(b.variant) or floor) < floor]
+    if older:
+        b = max(older, key=lambda b: (b.latest, b.cuda))
+        notes.append(
+            f"torch +{variant} needs NVIDIA driver >= {floor} (nvidia-smi shows yours); with an older driver: torch "
+            f"{b.latest}+{b.variant} (driver >= {data.driver_floor(b.variant)}), or `--driver VERSION` for the "
+            "answer for your driver"
+        )
 
 
 def _below_bisected(
@@ -522,9 +573,16 @@ def of_method(rec: dict, method: str) -> bool:
     return axes.get("method") == ("full" if method == "full" else "lora") and quantized == (method == "qlora")
 
 
-def _pick_torch(gpu: GpuModel, data: ResolverData, passes: Passes, ev: list[Evidence]) -> tuple[str, str]:
+def _pick_torch(
+    gpu: GpuModel, data: ResolverData, passes: Passes, ev: list[Evidence], driver: int | None = None
+) -> tuple[str, str]:
+    """The torch build: measured on this architecture first, else the newest in the table whose
+    kernels run on the card; with `driver` (the NVIDIA driver's major), only builds it runs."""
+    runs_here = lambda variant: driver is None or (data.driver_floor(variant) or 0) <= driver  # noqa: E731
     # measured first: the newest torch build that passed on this architecture
-    by_version = {v: recs for v, recs in passes.versions(gpu.arch, "torch").items() if "+cu" in v}
+    by_version = {
+        v: recs for v, recs in passes.versions(gpu.arch, "torch").items() if "+cu" in v and runs_here(v.split("+")[1])
+    }
     if by_version:
         best = max(by_version, key=lambda v: Version(v.split("+")[0]))
         version, variant = best.split("+")
@@ -532,7 +590,13 @@ def _pick_torch(gpu: GpuModel, data: ResolverData, passes: Passes, ev: list[Evid
             _measured("torch", f"torch {best} passed {len(by_version[best])} cell(s) on {gpu.arch}", by_version[best])
         )
         return version, variant
-    fits = [b for b in data.torch if b.runs(gpu.cc)]
+    fits = [b for b in data.torch if b.runs(gpu.cc) and runs_here(b.variant)]
+    if not fits and driver is not None:
+        least = min((data.driver_floor(b.variant) or 0) for b in data.torch if b.runs(gpu.cc))
+        raise UsageError(
+            f"--driver {driver}: no torch build compat knows with kernels for {gpu.arch} runs on it (the oldest "
+            f"driver one needs is {least}, {data.driver_source}); update the NVIDIA driver"
+        )
     if not fits:
         raise LookupError(f"no torch build in the build table has kernels for {gpu.arch}")
     best = max(fits, key=lambda b: (b.latest, b.cuda))
@@ -709,7 +773,8 @@ def render_text(rec: Recommendation) -> str:
         f"  quantization  {rec.quantization}",
         f"  strategy      {rec.strategy}",
         f"  torch         {rec.torch_version}+{rec.torch_variant}   (pip install torch=={rec.torch_version} "
-        f"--index-url {PYTORCH_INDEX}{rec.torch_variant})",
+        f"--index-url {PYTORCH_INDEX}{rec.torch_variant})"
+        + (f"; needs NVIDIA driver >= {rec.driver_min}" if rec.driver_min else ""),
     ]
     for name, spec in rec.packages.items():
         if name != "torch":

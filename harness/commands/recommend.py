@@ -30,6 +30,13 @@ def add(sub) -> None:
         "else the card's smallest)",
     )
     p.add_argument(
+        "--driver",
+        type=common.text_value,
+        metavar="VERSION",
+        help="the NVIDIA driver of the host, as nvidia-smi shows it (550.54.15): only torch builds it runs "
+        "(default: this host's, without --gpu; else the newest build, its driver floor said)",
+    )
+    p.add_argument(
         "--gpus", type=common.CARDS, metavar="N", help="cards per node (default 1; without --gpu, this host's count)"
     )
     p.add_argument(
@@ -68,9 +75,11 @@ def handle(args) -> int:
     matrix_dir = find_home().matrix
     data = recommend.ResolverData.load(matrix_dir)
     if args.gpu is None:
-        args.gpu, here = _local_card(args.gpus)
+        args.gpu, here, driver = _local_card(args.gpus)
         args.gpus = args.gpus or here
+        args.driver = args.driver or driver
     args.gpus = args.gpus or 1
+    driver = _driver_major(args.driver)
     gpu = data.gpus.find(args.gpu)
     recs = read_evidence(args.results)
     method, chosen = args.method or "qlora", None
@@ -102,20 +111,33 @@ def handle(args) -> int:
         chosen = (strategy, evidence)
     edges, unread = lastgood.load([args.results] if args.results else list(find_home().evidence), common.rules().check)
     common.print_skipped(unread)
-    rec = recommend.recommend(gpu, args.gpus, method, data, recs, chosen, edges, memory)
+    rec = recommend.recommend(gpu, args.gpus, method, data, recs, chosen, edges, memory, driver)
     if args.format == "json":
         print(json.dumps(rec.as_json(), indent=1))
     elif args.format == "constraints":
         command = f"compat recommend --gpu {args.gpu} --gpus {args.gpus} --method {method} --format constraints"
         command += f" --gpu-memory {args.gpu_memory:g}" if args.gpu_memory else ""
+        command += f" --driver {args.driver}" if args.driver else ""
         print(recommend.render_constraints(rec, command), end="")
     else:
         common.show(recommend.render_text(rec), end="")  # runner names, notes: read from the results folder
     return 0
 
 
-def _local_card(gpus: int | None) -> tuple[str, int]:
-    """(the name NVML gives this host's first card, how many of that card it has), said on stderr;
+def _driver_major(text: str | None) -> int | None:
+    """550 of "550.54.15"; UsageError for what is not a driver version."""
+    if not text:
+        return None
+    import re
+
+    m = re.fullmatch(r"(\d{3,4})(?:\.\d{1,4}){0,2}", text.strip())
+    if not m:
+        raise UsageError(f"--driver {text!r}: not an NVIDIA driver version like 550.54.15 (nvidia-smi shows it)")
+    return int(m.group(1))
+
+
+def _local_card(gpus: int | None) -> tuple[str, int, str | None]:
+    """(the name NVML gives this host's first card, how many of that card it has, its driver), said on stderr;
     UsageError asking for --gpu where the host has no CUDA GPU compat can see."""
     import sys
 
@@ -135,4 +157,4 @@ def _local_card(gpus: int | None) -> tuple[str, int]:
         + (f"; also here, not answered for: {', '.join(others)}" if others else ""),
         file=sys.stderr,
     )
-    return first.name, same
+    return first.name, same, host.driver

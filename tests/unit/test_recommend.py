@@ -283,3 +283,46 @@ def test_qlora_evidence_is_records_of_the_bitsandbytes_recommended():
     rec = recommend(DATA.gpus.find("T4"), 1, "qlora", DATA, old + new).as_json()
     cited = {i for e in rec["evidence"] if e["about"] == "packages.transformers" for i in e.get("records") or []}
     assert cited and cited <= {r["id"] for r in new}
+
+
+def test_the_torch_build_says_its_driver_floor_and_one_for_older_drivers(monkeypatch):
+    """Issue 43, item 2: T4, 4090, A100 and H100 got the cu130 build with no word that it needs
+    NVIDIA driver >= 580 (CUDA 13.x's floor; 12.x's is 525: NVIDIA's minor version compatibility
+    table, matrix/builds.toml [driver]); an older driver's host got a torch that cannot start CUDA."""
+    from harness.run import hardware
+
+    rec = cli_json("--gpu", "T4")
+    assert rec["torch_variant"] == "cu130" and rec["torch_driver_min"] == 580
+    (said,) = about(rec)["torch.driver"]
+    assert said["kind"] == "predicted" and "needs NVIDIA driver >= 580" in said["says"]
+    assert said["sources"] == ["https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"]
+    assert any("with an older driver: torch 2.12.0+cu126 (driver >= 525)" in n for n in rec["notes"])
+    old = cli_json("--gpu", "T4", "--driver", "550.54.15")
+    assert old["torch_variant"] == "cu126" and old["torch_driver_min"] == 525 and old["packages"]["bitsandbytes"]
+    proc = call_compat("recommend", "--gpu", "T4", "--driver", "418.87")
+    assert_clean_error(proc, 2)
+    assert "--driver 418: no torch build compat knows with kernels for sm_75 runs on it" in proc.stderr
+    assert_clean_error(call_compat("recommend", "--gpu", "T4", "--driver", "latest"), 2)
+    # a host's own card and driver, as NVML gives them (a stand-in host: this one has no GPU)
+    card = (hardware.Gpu(0, "Tesla T4", "7.5", 16 * 2**30),)
+    monkeypatch.setattr(hardware, "detect", lambda: hardware.Host("cpu", card, "535.104.05", "12.2", "NVML"))
+    assert cli_json()["torch_variant"] == "cu126"
+    text = call_compat("recommend", "--gpu", "T4").stdout
+    assert (
+        "+cu130   (pip install torch==2.12.0 --index-url https://download.pytorch.org/whl/cu130); needs NVIDIA " in text
+    )
+
+
+def test_a_driver_table_that_is_not_one_is_named(tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "matrix", tmp_path / "matrix")
+    path = tmp_path / "matrix" / "builds.toml"
+    path.write_text(path.read_text().replace('"13" = 580', '"13" = "five-eighty"'))
+    with pytest.raises(MatrixError) as err:
+        ResolverData.load(tmp_path / "matrix")
+    assert any("[driver]: must map a CUDA major to a driver major" in p for p in err.value.problems)
+    path.write_text(path.read_text().replace('"13" = "five-eighty"\n', ""))
+    with pytest.raises(MatrixError) as err:
+        ResolverData.load(tmp_path / "matrix")
+    assert any("[driver]: has no driver for CUDA 13 (cu130)" in p for p in err.value.problems)
