@@ -52,3 +52,25 @@ def test_the_check_sees_a_missing_file_and_a_missing_heading(tmp_path):
     page = tmp_path / "b.md"
     page.write_text("[ok](a.md#compat-explain-what-does-this-error-mean) [gone](c.md) [no heading](a.md#nowhere)\n")
     assert broken_links([page]) == ["b.md: c.md (no such file)", "b.md: a.md#nowhere (no such heading)"]
+
+
+def test_the_readmes_counts_are_the_datas():
+    """Issue 43, item 12: the counts a newcomer reads are the ones the data has (the times beside
+    them are measured and dated in the README itself)."""
+    import tomllib
+
+    from harness.catalog.matrix import MatrixData, load_matrix
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    data = MatrixData.load(ROOT / "matrix")
+    cpu = {
+        c.id
+        for g in ("cpu", "cpu-dist", "cpu-quant", "cpu-qlora-dist")
+        for c in load_matrix(ROOT / "matrix" / f"{g}.toml", data).cells
+    }
+    quick = load_matrix(ROOT / "matrix" / "quick.toml", data).cells
+    issues = tomllib.loads((ROOT / "matrix" / "known_issues.toml").read_text(encoding="utf-8"))["issue"]
+    public = [i for i in issues if not i.get("found_by")]
+    assert f"`tox -e cpu-matrix` runs {len(cpu)} cells" in text
+    assert f"{len(quick)} real tiny fine-tunes" in text
+    assert f"The base has {len(public)} known issues from public reports" in text
