@@ -368,9 +368,39 @@ def _escaped(match: re.Match) -> str:
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}"
 
 
+# colour on a terminal, for what compat itself says (a label, a verdict): applied after terminal_text,
+# so no colour code ever comes from the text shown; none when piped, with NO_COLOR set, or TERM=dumb
+_PAINT = (
+    (re.compile(r"\[measured\]"), "32"),
+    (re.compile(r"\[predicted\]"), "33"),
+    (re.compile(r"\bdo NOT hold\b|\bdoes not fit\b"), "31"),
+    (re.compile(r"(?<= )fits(?= )|\bhold for what the log shows\b"), "32"),
+    (re.compile(r"(?<= )tight(?= )"), "33"),
+    (re.compile(r"(?m)^(?:\d+\. |- )?[a-z0-9]+(?:-[a-z0-9]+)+(?=: )"), "1"),  # a known issue's id, where it leads
+)
+
+
+def colour(stream=None) -> bool:
+    """Whether to colour what goes to `stream` (stdout): a terminal, NO_COLOR unset or empty, TERM not dumb."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def painted(text: str) -> str:
+    for pattern, code in _PAINT:
+        text = pattern.sub(lambda m, code=code: f"\x1b[{code}m{m.group(0)}\x1b[0m", text)
+    return text
+
+
 def show(text: str = "", **kwargs) -> None:
-    """print(), for a line that holds untrusted text: made terminal_text first."""
-    print(terminal_text(text), **kwargs)
+    """print(), for a line that holds untrusted text: made terminal_text first, then coloured where
+    the output is a terminal (colour())."""
+    text = terminal_text(text)
+    print(painted(text) if colour(kwargs.get("file")) else text, **kwargs)
 
 
 def print_skipped(bad: list, limit: int = 20) -> None:

@@ -233,7 +233,10 @@ def handle(args) -> int:
     out = report.as_json() if args.format == "json" else report.text()
     if args.trace:
         out = _traced(args, entry, report, out)
-    print(json.dumps(out, indent=1) if args.format == "json" else out, end="" if args.format == "text" else "\n")
+    if args.format == "json":
+        print(json.dumps(out, indent=1))
+    else:
+        common.show(out, end="")  # coloured on a terminal; a model's name or a config's text made safe
     return 0
 
 

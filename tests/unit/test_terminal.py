@@ -1,5 +1,6 @@
-"""`compat completion SHELL` (issue 43, item 11): made from the parser, so every command and
-option is in it; bash's is run here as bash runs it on a Tab."""
+"""On a terminal (issue 43, item 11): `compat completion SHELL`, made from the parser, so every
+command and option is in it (bash's is run here as bash runs it on a Tab), and colour in the
+answers where the output is a terminal."""
 
 import shutil
 import subprocess
@@ -47,3 +48,45 @@ def test_zsh_and_fish_scripts_hold_every_command_and_option():
                 assert f"complete -c compat -n '__fish_seen_subcommand_from {cmd}' {flags}" in fish, (cmd, names)
     assert set(options()) == set(HELP)
     assert "complete -c compat -n '__fish_seen_subcommand_from recommend' -l method -xa 'full lora qlora'" in fish
+
+
+def on_a_terminal(*args: str, env: dict | None = None) -> str:
+    """What `compat ARGS` writes to a terminal (a pseudo-terminal as its stdout)."""
+    import os
+    import pty
+    import sys
+
+    from conftest import ROOT
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm", **(env or {})},
+    )
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(leader)
+    return out.decode("utf-8", "replace")
+
+
+def test_answers_are_coloured_on_a_terminal_and_plain_when_piped_or_with_no_color():
+    """Issue 43, item 11: colour in recommend, explain and fit on a terminal; none when piped or
+    with NO_COLOR; the colour never comes from the text shown (it is added after terminal_text)."""
+    coloured = on_a_terminal("recommend", "--gpu", "T4")
+    assert "\x1b[33m[predicted]\x1b[0m" in coloured and "\x1b[32m[measured]\x1b[0m" in coloured
+    assert "\x1b[" not in on_a_terminal("recommend", "--gpu", "T4", env={"NO_COLOR": "1"})
+    assert "\x1b[" not in call_compat("recommend", "--gpu", "T4").stdout
+    fit = on_a_terminal("fit", "--model-size", "7B", "--gpu", "T4")
+    assert "\x1b[33mtight\x1b[0m" in fit
