@@ -256,15 +256,28 @@ def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(
     assert re.search(r" 1 — 0 \d+ of \d+ planned$", by_stack[page["passed"]["axes"]["stack"]])
     assert "no record" in by_stack["hf2024"] and by_stack["hf2024"].endswith("12 of 12 planned")
     assert {"hf2025", "hf2026", "canary", "bnb046"} <= set(by_stack)
-    predicted = browser.find_element("css selector", "#pick-predicted dl.predicted-card[data-gpu='Tesla P4']").text
-    assert "compute capability 6.1" in predicted and "rule fp32-without-tensor-cores" in predicted
+    card = browser.find_element("css selector", "#pick-predicted div.predicted-of[data-gpu='Tesla P4']")
+    answer = card.find_element("css selector", "dl.predicted-card[data-gpu='Tesla P4']").text
+    assert "compute capability 6.1" in answer and "precision fp32" in answer
+    # issue 43, item 10: the one-line answer first, its rules folded until asked for
+    folded = card.find_element("css selector", "details.evidence")
+    assert folded.get_attribute("open") is None and "rule fp32-without-tensor-cores" not in card.text
+    folded.find_element("css selector", "summary").click()
+    assert "rule fp32-without-tensor-cores" in card.text
+    # choosing a card shows its architecture's cells only, until "show all"
+    shown = visible_rows(browser)
+    assert shown and {r.get_attribute("data-hardware").split(" ")[0] for r in shown} == {"sm_61"}
+    assert "cells of sm_61" in browser.find_element("id", "picked-note").text
+    browser.find_element("id", "picked-clear").click()
+    assert len(visible_rows(browser)) > len(shown)
 
     # a card nothing was measured on: said so, then the prediction and its rules
     Select(browser.find_element("id", "gpu-picker")).select_by_value("gpu:H100")
     assert browser.find_elements("css selector", "#pick-measured .support-of") == []
     assert "Nothing measured on this architecture yet" in browser.find_element("id", "nothing-measured").text
-    predicted = browser.find_element("css selector", "#pick-predicted dl.predicted-card[data-gpu='H100']").text
-    assert "rule bf16-needs-cc-8.0" in predicted and "predicted" in predicted
+    h100 = browser.find_element("css selector", "#pick-predicted div.predicted-of[data-gpu='H100']")
+    h100.find_element("css selector", "details.evidence summary").click()
+    assert "rule bf16-needs-cc-8.0" in h100.text and "predicted" in h100.text
     assert "gpu=gpu%3AH100" in browser.current_url
     browser.get(browser.current_url)  # the address keeps the pick
     assert Select(browser.find_element("id", "gpu-picker")).first_selected_option.get_attribute("value") == "gpu:H100"
@@ -320,3 +333,29 @@ def test_a_stack_that_trains_differently_is_marked_and_its_detail_says_where(bro
     browser.get(_render_page(tmp_path, [bare]))  # made up: a verdict without its losses, as the schema allows
     browser.find_element("css selector", f"#cells tbody tr[data-id='{bare['id']}']").click()
     assert "from step 3 (0: the eval loss before training), — against —" in browser.find_element("id", "detail").text
+
+
+@pytest.mark.parametrize("width", [1400, 1920, 390], ids=["1400px", "1920px", "phone"])
+def test_the_published_page_keeps_every_stack_in_view_at_each_width(browser, width):
+    """Issue 43, item 10: the "what works" table overflowed its panel at 1400 and 1920 px and hid
+    the newest stack. The published page (results/index.html, the project's real records): at
+    desktop widths every stack's column is inside the panel; on a phone the table scrolls inside
+    its own box and nothing widens the page."""
+    browser.set_window_size(width, 1000)
+    try:
+        browser.get((ROOT / "results" / "index.html").as_uri())
+        panel = browser.find_element("id", "my-gpu")
+        tables = panel.find_elements("css selector", ".support-of table.support:not(.by-stack)")
+        assert tables
+        edge = browser.execute_script("return arguments[0].getBoundingClientRect().right", panel)
+        page = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        assert page[0] <= page[1], page  # nothing widens the page
+        for table in tables:
+            last = table.find_elements("css selector", "thead th")[-1]
+            right = browser.execute_script("return arguments[0].getBoundingClientRect().right", last)
+            box = browser.execute_script("return arguments[0].parentElement.getBoundingClientRect().right", table)
+            assert box <= edge + 1  # the table's box stays in the panel
+            if width >= 1400:
+                assert right <= edge + 1, (width, right, edge)  # the newest stack in view, no scrolling
+    finally:
+        browser.set_window_size(1400, 1000)

@@ -62,14 +62,21 @@
   form.append(el("label", {}, "text", search));
   const onlyConflicts = el("input", { type: "checkbox", id: "filter-conflicts" });
   form.append(el("label", { class: "check" }, onlyConflicts, "conflicts only"));
+  const clearPick = el("button", { type: "button", id: "picked-clear" }, "show all");
+  const pickedNote = el("span", { id: "picked-note", class: "muted" }, el("span", {}, ""), clearPick);
+  pickedNote.hidden = true;
+  form.append(pickedNote);
+  clearPick.addEventListener("click", () => { pickedArch = ""; pickedNote.hidden = true; render(); });
 
   function current() {
     const want = {};
     for (const f of FILTERS) want[f] = document.getElementById("filter-" + f).value;
     return { want, text: search.value.trim().toLowerCase(), conflicts: onlyConflicts.checked };
   }
+  let pickedArch = "";  // a card chosen in the picker: the cell list shows its architecture's rows
   function matches(r, q) {
     for (const f of FILTERS) if (q.want[f] && String(r[f]) !== q.want[f]) return false;
+    if (pickedArch && String(r.hardware).split(" ")[0] !== pickedArch) return false;
     if (q.conflicts && !r.conflict) return false;
     if (q.text) {
       const hay = [r.cell, r.runner, r.error, r.reason, (r.known_issues || []).join(" ")].join(" ").toLowerCase();
@@ -295,7 +302,7 @@
         ...hw.evidence.map((e, i) => [i ? "; " : "", el("span", { class: "kind measured" }, "measured"), " " + e.replace(/^measured /, "")]).flat(),
         ". Stacks as their newest record ran them: " + hw.stacks.map((s) => s + " (" + hw.stack_versions[s] + ")").join("; ") + "."),
       stackTable(hw),
-      hw.stacks.length ? el("table", { class: "support" }, el("thead", {}, head), body)
+      hw.stacks.length ? el("div", { class: "scroll" }, el("table", { class: "support" }, el("thead", {}, head), body))
         : el("p", { class: "muted" }, "No feature check on this card yet: its records are measurement runs."));
   }
 
@@ -310,8 +317,8 @@
       el("td", {}, Object.entries(b.not_passed).map(([o, n]) => n + " " + o).join(", ") || "—"),
       el("td", {}, String(b.unsupported)),
       el("td", {}, b.planned ? b.not_run + " of " + b.planned + " planned" : "—")));
-    return el("table", { class: "support by-stack" },
-      el("thead", {}, el("tr", {}, ...cols.map((c) => el("th", {}, c)))), el("tbody", {}, ...rows));
+    return el("div", { class: "scroll" }, el("table", { class: "support by-stack" },
+      el("thead", {}, el("tr", {}, ...cols.map((c) => el("th", {}, c)))), el("tbody", {}, ...rows)));
   }
 
   function showWhy(hw, feature, value, stack, st) {
@@ -336,18 +343,21 @@
       " — " + st.passed + " of " + st.total + " cell(s) passed, last tested " + st.last_tested), reasons, show);
   }
 
+  // a predicted card: its one-line answer, the rules and records behind it folded (about 30 lines)
   function predictedCard(p) {
     const dl = el("dl", { class: "predicted-card", "data-gpu": p.gpu });
-    const add = (k, ...v) => dl.append(el("dt", {}, k), el("dd", {}, ...v));
-    add("card", p.gpu + ", compute capability " + p.cc + " (" + p.arch + ")");
-    add("answer", "precision " + p.precision + ", torch " + p.torch + (p.bitsandbytes ? ", bitsandbytes " + p.bitsandbytes : ""));
+    const add = (into, k, ...v) => into.append(el("dt", {}, k), el("dd", {}, ...v));
+    add(dl, "card", p.gpu + ", compute capability " + p.cc + " (" + p.arch + ")");
+    add(dl, "answer", "precision " + p.precision + ", torch " + p.torch + (p.bitsandbytes ? ", bitsandbytes " + p.bitsandbytes : ""));
+    const why = el("dl", { class: "predicted-card" });
     for (const e of p.evidence) {
-      add(e.about, el("span", { class: "kind " + e.kind }, e.kind), " " + e.says,
+      add(why, e.about, el("span", { class: "kind " + e.kind }, e.kind), " " + e.says,
         ...(e.rule ? [el("span", { class: "muted" }, " (rule " + e.rule + ")")] : []),
         ...(e.records ? [el("span", { class: "muted" }, " (records " + e.records.map((x) => x.slice(0, 12)).join(", ") + ")")] : []),
         ...(e.sources || []).slice(0, 3).flatMap((src) => [" ", link(src, "source")]));
     }
-    return dl;
+    const folded = el("details", { class: "evidence" }, el("summary", {}, "why: " + p.evidence.length + " rules and records behind it"), why);
+    return el("div", { class: "predicted-of", "data-gpu": p.gpu }, dl, folded);
   }
 
   function showPick(value) {
@@ -376,7 +386,22 @@
       ...cards.map(predictedCard)] : [el("p", { class: "muted" }, "No prediction: compat predicts for the GPUs of matrix/gpus.toml.")]));
     document.getElementById("pick-why").hidden = true;
   }
-  picker.addEventListener("change", () => { showPick(picker.value); writeHash(current()); });
+  // the cell list follows the choice: a hardware with records by its label, a card by its architecture
+  function filterToPick(value) {
+    const hw = document.getElementById("filter-hardware");
+    pickedArch = "";
+    if (value.startsWith("hw:") && [...hw.options].some((o) => o.value === value.slice(3))) {
+      hw.value = value.slice(3);
+    } else if (value.startsWith("gpu:")) {
+      const card = DATA.predicted.find((p) => "gpu:" + p.gpu === value);
+      hw.value = "";
+      pickedArch = card ? card.arch : "";
+    }
+    const note = document.getElementById("picked-note");
+    note.hidden = !pickedArch;
+    note.firstChild.textContent = pickedArch ? "cells of " + pickedArch + ", the card chosen above " : "";
+  }
+  picker.addEventListener("change", () => { showPick(picker.value); filterToPick(picker.value); render(); writeHash(current()); });
 
   // -- conflicts, predicted cards, summary -------------------------------------------------------
   const conflictList = document.getElementById("conflict-list");
@@ -429,5 +454,6 @@
   form.addEventListener("input", render);
   form.addEventListener("change", render);
   if (picker.value) showPick(picker.value);
+  if (/(^#|&)gpu=/.test(location.hash) && picker.value) filterToPick(picker.value);  // a linked pick filters too
   render();
 })();
