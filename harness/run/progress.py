@@ -125,8 +125,8 @@ class Live(Lines):
         return (waiting * mean + running) / self._parallel
 
     def __rich__(self):
-        from rich.markup import escape
         from rich.table import Table
+        from rich.text import Text
 
         now = time.monotonic()
         with self._lock:
@@ -137,15 +137,20 @@ class Live(Lines):
         width = 30
         filled = int(width * done / self.total) if self.total else width
         so_far = "  ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "nothing finished yet"
-        bar = escape(f"[{'#' * filled}{'.' * (width - filled)}]")  # brackets: text, not markup
+        bar = f"[{'#' * filled}{'.' * (width - filled)}]"
+        # Text, styled by span: no string here is ever read as markup (a markup string drawn raw showed
+        # "[bold]1/1 cells[/]" on a terminal as the display closed)
         grid.add_row(
-            f"[bold]{done}/{self.total} cells[/]  {bar}  {escape(so_far)}  "
-            f"elapsed {clock(now - self.t0)}" + (f"  ETA about {clock(eta)}" if eta is not None else "")
+            Text.assemble(
+                (f"{done}/{self.total} cells", "bold"),
+                f"  {bar}  {so_far}  elapsed {clock(now - self.t0)}"
+                + (f"  ETA about {clock(eta)}" if eta is not None else ""),
+            )
         )
         if step:
-            grid.add_row(f"  [yellow]{escape(step[0])}[/]  {clock(now - step[1])}")
+            grid.add_row(Text.assemble("  ", (step[0], "yellow"), f"  {clock(now - step[1])}"))
         for cell, since in sorted(running.items(), key=lambda kv: kv[1]):
-            grid.add_row(f"  running {escape(cell)}  {clock(now - since)}")
+            grid.add_row(Text(f"  running {cell}  {clock(now - since)}"))
         return grid
 
 

@@ -95,3 +95,24 @@ def test_a_quantized_cell_that_failed_on_a_cpu_says_its_result_is_the_cpus(capsy
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("[1/3] ") and lines[1].startswith("  on a CPU: bitsandbytes ran its CPU backend")
     assert [line[:5] for line in lines[2:]] == ["[2/3]", "[3/3]"]  # no hint for the others
+
+
+def test_the_live_display_is_never_drawn_as_raw_markup():
+    """Issue 43, item 11: as the display closed on a terminal, "[bold]1/1 cells[/]" showed raw. Its
+    lines are styled Text now: drawn by a console that reads no markup, nothing of markup shows, and
+    an environment or cell name with brackets is shown as it is."""
+    from rich.console import Console
+
+    live = progress.Live(2, console=Console(file=io.StringIO(), width=200, color_system=None))
+    try:
+        live.env("  env x[bold]y[/]: creating")
+        for console in (
+            Console(file=io.StringIO(), width=200, color_system=None, markup=False),
+            Console(file=io.StringIO(), width=200, color_system=None),
+        ):
+            console.print(live.__rich__())
+            text = console.file.getvalue()
+            assert "0/2 cells  [" in text and "env x[bold]y[/]: creating" in text
+            assert "[bold]0/2" not in text and "[/]  " not in text
+    finally:
+        live.close()
