@@ -280,9 +280,18 @@ class GpuDb:
         close = [c for c in near if arch is not None and names[c].architecture.split()[0] == arch]
         suggestions = list(dict.fromkeys(names[c].aliases[0] for c in close))[:3]
         hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        from harness import home
+
+        installed = home.PACKAGED in self.path.parents  # never ask a user to edit an installed package
+        add = (
+            "a card compat lacks goes into matrix/gpus.toml of a checkout of compat (COMPAT_HOME=CHECKOUT), or "
+            "`compat recommend --gpu` of a card of the same architecture with --gpu-memory"
+            if installed
+            else f"add one to {self.path}"
+        )
         raise UsageError(
             f"unknown GPU {name!r}{hint} (compat knows {len(self.gpus)} cards: "
-            f"{', '.join(g.aliases[0] for g in self.gpus)}; add one to {self.path})"
+            f"{', '.join(g.aliases[0] for g in self.gpus)}; {add})"
         )
 
     def by_arch(self, arch: str) -> list[GpuModel]:

@@ -121,3 +121,14 @@ def test_a_checkouts_results_are_published_and_a_users_own_go_beside_them(tmp_pa
     # recommend's evidence says the same
     recs = common.read_evidence(None)
     assert {r["id"]: bool(r.get("published")) for r in recs} == {**{r["id"]: True for r in published}, own["id"]: False}
+
+
+def test_an_unknown_card_outside_a_checkout_never_asks_to_edit_the_installed_package(installed):
+    """Issue 43, item 6: the error named the installed gpus.toml to edit."""
+    from conftest import call_compat
+
+    package, user = installed
+    proc = call_compat("recommend", "--gpu", "Moore Threads S4000", cwd=user)
+    assert_clean_error(proc, 2)
+    assert "unknown GPU 'Moore Threads S4000'" in proc.stderr and str(package) not in proc.stderr
+    assert "a checkout of compat (COMPAT_HOME=CHECKOUT)" in proc.stderr
