@@ -420,7 +420,7 @@ def beside(results: Path) -> Path | None:
     return where.published if where.published.is_dir() else None
 
 
-def render(results: Path, matrix_dir: Path, base):
+def render(results: Path, matrix_dir: Path, base, quiet: bool = False):
     """COMPATIBILITY.md and index.html from every record in `results`, read one at a time (a
     reader's view of each: records.reader_view), each written in pieces as it is made; the
     summary.Shown they made. Python's cycle collector is off meanwhile (in the workers that read
@@ -437,11 +437,20 @@ def render(results: Path, matrix_dir: Path, base):
         records.write_atomic(path, table_text)
         records.write_atomic(html_path, page_text)
     mine = shown.count - (shown.published_count if also else 0)
-    print(
-        f"wrote {path} and {html_path.name} ({mine} records from {len(files)} file(s)"
-        + (f", beside the {shown.published_count} published in {also}" if also else "")
-        + ")"
-    )
+    shown.written = {
+        "markdown": str(path),
+        "page": str(html_path),
+        "records": mine,
+        "files": len(files),
+        "published_beside": shown.published_count if also else 0,
+        "published_from": str(also) if also else None,
+    }
+    if not quiet:
+        print(
+            f"wrote {path} and {html_path.name} ({mine} records from {len(files)} file(s)"
+            + (f", beside the {shown.published_count} published in {also}" if also else "")
+            + ")"
+        )
     return shown
 
 

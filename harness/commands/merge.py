@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, print_skipped, render, rules, show, writable
 
@@ -33,6 +35,7 @@ def add(sub) -> None:
     p.add_argument(
         "--no-table", action="store_true", help="do not re-render COMPATIBILITY.md and index.html afterwards"
     )
+    common.json_format(p, "each file's records added, already there and skipped (line and why), the conflicts")
 
 
 def handle(args) -> int:
@@ -41,15 +44,31 @@ def handle(args) -> int:
     merge.check_sources(args.files)
     into = writable(args.into or find_home().results, "--into")
     reports = merge.merge(args.files, into, check=rules().check, judge=common.rejudge())
+    as_json = args.format == "json"
+    out = {"into": str(into), "files": [], "table": None, "conflicts": []}
     skipped = 0
     for r in reports:
-        show(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
-        print_skipped(r.bad)
+        out["files"].append(
+            {
+                "path": str(r.path),
+                "added": r.added,
+                "already_there": r.duplicates,
+                "skipped": [{"line": b.line, "why": b.reason} for b in r.bad],
+            }
+        )
+        if not as_json:
+            show(f"{r.path}: {r.added} record(s) added, {r.duplicates} already in {into}, {len(r.bad)} line(s) skipped")
+            print_skipped(r.bad)
         skipped += len(r.bad)
     if not args.no_table:
         matrix_dir = find_home().matrix
-        clashes = render(results=into, matrix_dir=matrix_dir, base=known_issues_base(matrix_dir)).conflicts()
-        for (label, cell, _), c in sorted(clashes.items()):
-            said = ", ".join(f"{r['outcome']} on {c.who(r)}" for r in c.records)
-            show(f"conflict: {cell} on {label}: {said}")
+        shown = render(results=into, matrix_dir=matrix_dir, base=known_issues_base(matrix_dir), quiet=as_json)
+        out["table"] = shown.written
+        for (label, cell, _), c in sorted(shown.conflicts().items()):
+            said = [{"outcome": r["outcome"], "runner": c.who(r)} for r in c.records]
+            out["conflicts"].append({"cell": cell, "hardware": label, "records": said})
+            if not as_json:
+                show(f"conflict: {cell} on {label}: " + ", ".join(f"{s['outcome']} on {s['runner']}" for s in said))
+    if as_json:
+        print(json.dumps(out, indent=1))
     return 1 if skipped else 0

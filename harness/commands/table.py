@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from harness.commands import HELP, common
 from harness.commands.common import find_home, known_issues_base, render, writable
 from harness.errors import UsageError
@@ -17,6 +19,7 @@ def add(sub) -> None:
         help="results folder (default: your own, results/local/ in a checkout or ./results with compat installed, "
         "its records shown beside the published ones; `--results results` in a checkout: the published table)",
     )
+    common.json_format(p, "what was written, from how many records")
 
 
 def handle(args) -> int:
@@ -27,5 +30,7 @@ def handle(args) -> int:
         raise UsageError(f"{results}: no such folder")
     writable(results, "--results")
     matrix_dir = find_home().matrix
-    render(results, matrix_dir, known_issues_base(matrix_dir))
+    shown = render(results, matrix_dir, known_issues_base(matrix_dir), quiet=args.format == "json")
+    if args.format == "json":
+        print(json.dumps(shown.written, indent=1))
     return 0

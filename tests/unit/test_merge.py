@@ -221,3 +221,23 @@ def test_the_committed_table_and_page_are_what_compat_table_renders_from_the_com
     assert proc.returncode == 0, proc.stderr
     for name in ("COMPATIBILITY.md", "index.html"):
         assert (copy / name).read_text() == (results / name).read_text(), f"results/{name} is stale: run `compat table`"
+
+
+def test_merge_and_table_answer_in_json_too(tmp_path, compat):
+    """Issue 43, item 11: --format json for merge and table (what CI tooling reads), the text's
+    facts and nothing else on stdout."""
+    a, b, passed, _ = two_runners(tmp_path)
+    into = tmp_path / "results"
+    proc = compat("merge", str(a), str(b), "--into", str(into), "--format", "json")
+    assert proc.returncode == 1, proc.stderr  # a line was skipped, as in text
+    got = json.loads(proc.stdout)
+    assert got["into"] == str(into)
+    assert [(f["path"], f["added"], f["already_there"]) for f in got["files"]] == [(str(a), 4, 0), (str(b), 2, 0)]
+    ((skipped,),) = [f["skipped"] for f in got["files"][1:]]
+    assert skipped["line"] == 2 and skipped["why"].startswith("not a JSON record")
+    assert got["files"][0]["skipped"] == []
+    assert got["table"]["markdown"] == str(into / "COMPATIBILITY.md") and got["table"]["records"] == 6
+    (clash,) = got["conflicts"]
+    assert clash["cell"] == passed["cell"] and {r["runner"] for r in clash["records"]} == {"ci-cpu-2", "from a.jsonl"}
+    table = json.loads(compat("table", "--results", str(into), "--format", "json").stdout)
+    assert table == got["table"]
