@@ -73,18 +73,22 @@ class Matrix:
     # [[first]]: (axis -> the values it takes, why) in order; cells are in this order already
     first: tuple[tuple[dict, str], ...] = ()
 
+    def early(self, cell: Cell) -> tuple[int, str]:
+        """(the index of the first [[first]] rule the cell matches, that rule's `why`); (MAX_FIRST,
+        "") where none does: after every rule of every grid."""
+        if self.first:
+            fields = cell.axes()
+            for i, (rule, why) in enumerate(self.first):
+                if _matches(rule, fields):
+                    return i, why
+        return MAX_FIRST, ""
+
     def rank(self, cell: Cell) -> int:
-        """The index of the first [[first]] rule the cell matches; MAX_FIRST (after every rule of
-        every grid) where none does."""
-        if not self.first:
-            return MAX_FIRST
-        fields = cell.axes()
-        return next((i for i, (rule, _) in enumerate(self.first) if _matches(rule, fields)), MAX_FIRST)
+        return self.early(cell)[0]
 
     def why(self, cell: Cell) -> str:
-        """Why the cell runs early (the matching [[first]] rule's `why`), or ''."""
-        i = self.rank(cell)
-        return self.first[i][1] if i < len(self.first) else ""
+        """Why the cell runs early, or ''."""
+        return self.early(cell)[1]
 
 
 def _matches(rule: dict[str, list], fields: dict) -> bool:
@@ -247,12 +251,12 @@ def load_matrix(path: Path, data: MatrixData) -> Matrix:
         raise MatrixError(problems)
     cells = _expand(axes_values, excludes, path, where)
     _check_ranks(cells, where, problems)
-    _check_firsts(first, cells, where, problems)
+    grid = Matrix(path, doc.get("description", ""), tuple(cells), settings, data.models, tuple(first))
+    rank = {c: grid.rank(c) for c in cells}
+    _check_firsts(first, rank.values(), where, problems)
     if problems:
         raise MatrixError(problems)
-    description = doc.get("description", "")
-    grid = Matrix(path, description, tuple(cells), settings, data.models, tuple(first))
-    return dataclasses.replace(grid, cells=tuple(sorted(cells, key=grid.rank)))
+    return dataclasses.replace(grid, cells=tuple(sorted(cells, key=rank.__getitem__)))
 
 
 def _product(product: dict, data: MatrixData, where, problems: list[str]) -> dict[str, list]:
@@ -324,9 +328,10 @@ def _firsts(entries: list[dict], data: MatrixData, where, problems: list[str]) -
     return out
 
 
-def _check_firsts(first: list[tuple[dict, str]], cells: list[Cell], where, problems: list[str]) -> None:
-    """A [[first]] rule that no cell of the product matches (a typo in a value) is an error."""
-    taken = collections.Counter(next((i for i, (r, _) in enumerate(first) if _matches(r, c.axes())), -1) for c in cells)
+def _check_firsts(first: list[tuple[dict, str]], ranks, where, problems: list[str]) -> None:
+    """A [[first]] rule that no cell of the product matches (a typo in a value) is an error;
+    `ranks`: each cell's Matrix.rank."""
+    taken = collections.Counter(ranks)
     for i, (rule, _) in enumerate(first):
         if rule and not taken[i]:
             problems.append(

@@ -223,7 +223,7 @@ def earliest(grids: list):
     ids = [(g, {c.id for c in g.cells}) for g in grids if g.first]
 
     def early(cell) -> tuple[int, str]:
-        return min(((g.rank(cell), g.why(cell)) for g, mine in ids if cell.id in mine), default=(MAX_FIRST, ""))
+        return min((g.early(cell) for g, mine in ids if cell.id in mine), default=(MAX_FIRST, ""))
 
     return early
 
@@ -296,7 +296,7 @@ def read_results(*folders: Path, whole: bool = False, published: Path | None = N
     or with `whole` all of it (what a signature covers). The records of `published` (one of the
     folders: the home's published records) are marked so (summary.measured_by: "published with
     compat", never "here"); no other record keeps such a mark."""
-    from harness.evidence import records
+    from harness.evidence import records, summary
 
     recs = []
     for folder in folders:
@@ -304,9 +304,7 @@ def read_results(*folders: Path, whole: bool = False, published: Path | None = N
         got, bad = records.read_records(files, rules().check, None if whole else records.reader_view)
         print_skipped(bad)
         for r in got:
-            r.pop("published", None)
-            if published is not None and folder == published:
-                r["published"] = True
+            summary.mark_published(r, published is not None and folder == published)
         recs += got
     if len(folders) > 1:
         seen: set = set()
@@ -466,13 +464,13 @@ def without_cycle_collector():
             gc.enable()
 
 
-def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), report=False, also=None):
+def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), report=False, also=None, layout=None):
     """(summary.Shown, COMPATIBILITY.md's text, index.html's text) of a results folder as `compat
     table` publishes them, each text as the pieces it is made of, made as they are taken (join them
     for a str); with the records `more` and the checked bisection reports `more_reports` (compat
     review: what a pull request would add) taken in as well, and the published records of the folder
     `also` (beside()), marked so. With `report`, the lines and reports left out are named on
-    stderr."""
+    stderr. `layout`: support.Layout.load(matrix_dir), made once by a caller that renders twice."""
     from harness.answers import recommend
     from harness.evidence import lastgood, records, summary
     from harness.render import page, support, table
@@ -489,7 +487,7 @@ def published(results: Path, matrix_dir: Path, base, more=(), more_reports=(), r
     for rec in more:
         shown.add(records.slim(rec))
     tag = summary.tagger(base)
-    layout = support.Layout.load(matrix_dir)
+    layout = layout or support.Layout.load(matrix_dir)
     docs, unread = lastgood.reports([results, *([also] if also else [])], rules().check)
     edges = lastgood.edges_of([*docs, *more_reports])
     if report:

@@ -79,7 +79,10 @@ def handle(args) -> int:
     by_kind: dict[str | None, list[Path]] = {}
     for path in args.files:
         by_kind.setdefault(kind(path), []).append(path)
-    shown, before, _ = common.published(results, matrix_dir, base)
+    from harness.render import support
+
+    layout = support.Layout.load(matrix_dir)  # every grid read once, for both renders
+    shown, before, _ = common.published(results, matrix_dir, base, layout=layout)
     before = "".join(before)
     print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
     refused, added = _records(by_kind, results, trust.check, args.published)
@@ -93,7 +96,7 @@ def handle(args) -> int:
         for p in by_kind.get(None, [])
     ]
     _, after, page_text = common.published(
-        results, matrix_dir, base, more=added.get("records", []), more_reports=new_reports
+        results, matrix_dir, base, more=added.get("records", []), more_reports=new_reports, layout=layout
     )
     after, page_text = "".join(after), "".join(page_text) if by_kind.get("published") else ""
     for path in by_kind.get("published", []):

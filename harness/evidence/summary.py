@@ -141,9 +141,7 @@ class Shown(Summary):
 
     def add(self, rec: dict) -> None:
         rec = cut(rec, SHOWN)
-        rec.pop("published", None)  # compat's mark, never a record's own claim
-        if self.PUBLISHED:
-            rec["published"] = True
+        mark_published(rec, self.PUBLISHED)
         for k in SHARED:
             if isinstance(rec.get(k), (dict, list)):
                 rec[k] = self._one(rec[k])
@@ -350,6 +348,14 @@ def identity(rec: dict) -> str:
     it never overrides them silently (the table keeps this host's own; a different outcome is a
     conflict, shown)."""
     return runner_name(rec) + (" (merged)" if rec.get("provenance") else " (published)" if rec.get("published") else "")
+
+
+def mark_published(rec: dict, published: bool) -> None:
+    """Mark a record one of compat's published records (measured_by: "published with compat"), or
+    not: the mark is compat's, set where the record was read from, never a record's own claim."""
+    rec.pop("published", None)
+    if published:
+        rec["published"] = True
 
 
 def measured_by(rec: dict) -> str:
