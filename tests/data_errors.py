@@ -48,6 +48,7 @@ def loaders():
     from harness.answers import preflight
     from harness.answers.model_configs import ModelConfigs
     from harness.answers.recommend import ResolverData
+    from harness.catalog.backends import Backends
     from harness.catalog.gpus import GpuDb
     from harness.catalog.known_issues import KnownIssues
     from harness.catalog.matrix import MatrixData, load_matrix
@@ -62,6 +63,7 @@ def loaders():
         "cpu.toml": lambda d: load_matrix(d / "cpu.toml", MatrixData.load(d)),
         "gpu-size-dist.toml": lambda d: load_matrix(d / "gpu-size-dist.toml", MatrixData.load(d)),
         "gpus.toml": GpuDb.load,
+        "backends.toml": Backends.load,
         "builds.toml": ResolverData.load,
         "known_issues.toml": KnownIssues.load,
         "model_configs.toml": ModelConfigs.load,

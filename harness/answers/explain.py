@@ -192,7 +192,7 @@ def read(text: str, gpu_db=None) -> Facts:
         facts.cc = raw if "." in raw else f"{raw[:-1]}.{raw[-1]}"
     elif gpu_db is not None and facts.gpus:
         known = [g for g in gpu_db.gpus if g.name in facts.gpus]
-        facts.cc = known[0].cc_text if known else None
+        facts.cc = (known[0].cc_text or None) if known else None  # a non-CUDA card has none
     return facts
 
 

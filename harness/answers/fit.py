@@ -1279,6 +1279,14 @@ class Report:
     host_hint: str = ""  # how to have host memory checked, where it was not given ("" where it was)
     capacity_how: str = ""  # capacity_of's second part: "given", "exposed" or "as sold x share"
 
+    def other_backend(self) -> str:
+        """What the answer for a card of another backend than CUDA rests on (predicted)."""
+        return (
+            f"{self.gpu.name} is a {self.gpu.backend} card ({self.gpu.arch}): compat has no record of it, so the "
+            "terms, their band and the context below are CUDA's, from NVIDIA cards' records; its allocator and "
+            "kernels may hold more (predicted, not measured)"
+        )
+
     def _capacity_said(self) -> str:
         if self.capacity_how == "exposed":
             return ", as the card exposes it"
@@ -1513,8 +1521,10 @@ class Report:
             else {
                 "name": self.gpu.name,
                 "arch": self.gpu.arch,
+                "backend": self.gpu.backend,
                 "count": self.run.cards,
                 "memory_bytes": self.predictions[0].capacity,
+                **({} if self.gpu.cuda else {"note": self.other_backend()}),
             },
             "run": {**run, "strategies": [p.strategy for p in self.predictions]},
             "defaults": list(self.defaults),
@@ -1555,6 +1565,8 @@ class Report:
                 f"on {r.cards} x {self.gpu.name} ({cap / GIB:,.1f} GiB per card{self._capacity_said()}; "
                 f"'fits' leaves {MARGIN:.0%} free)"
             )
+        if self.gpu is not None and not self.gpu.cuda:
+            lines.append(self.other_backend())
         lines.append(f"Per card: {self.quantity()}.")
         lines.append("")
         lines += self._table(cap)
@@ -1646,13 +1658,19 @@ def capacity_of(gpu, gpu_name: str, gpu_memory_gib: float | None) -> tuple[float
         return gpu_memory_gib * GIB, "given"
     if gpu is None:
         return None, ""
+    if gpu.unified_memory:
+        raise UsageError(
+            f"{gpu.name} shares its memory with the system ({gpu.memory_text()}): give what torch may use with "
+            "--gpu-memory GIB (torch.mps.recommended_max_memory() / 2**30 on that Mac)"
+        )
     i = gpu.variant(gpu_name)
     if i is None:
         i = min(range(len(gpu.memory_gb)), key=lambda j: gpu.memory_gb[j])
     if i < len(gpu.memory_mib) and gpu.memory_mib[i]:
         return gpu.memory_mib[i] * MIB, "exposed"
     share = gpu.unknown_share
-    return gpu.memory_gb[i] * GIB * share, f"as sold x {share:.1%}"
+    each = f" / {gpu.devices} devices" if gpu.devices > 1 else ""  # a device is what one process has
+    return gpu.memory_gb[i] * GIB * share / gpu.devices, f"as sold x {share:.1%}{each}"
 
 
 def _card_of(rec: dict) -> str:

@@ -22,11 +22,13 @@ import heapq
 import re
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from harness import tomldata
 from harness.catalog import packages, strategies
+from harness.catalog.backends import Backend, Backends
 from harness.catalog.gpus import GpuDb, GpuModel, precision_for
 from harness.catalog.known_issues import PACKAGES, KnownIssues
 from harness.errors import MatrixError, UsageError
@@ -93,6 +95,7 @@ class ResolverData:
     issues: KnownIssues
     driver: dict = dataclasses.field(default_factory=dict)  # CUDA major -> the oldest driver major (builds.toml)
     driver_source: str = ""
+    backends: Backends | None = None  # the non-CUDA backends (backends.toml)
 
     def driver_floor(self, variant: str) -> int | None:
         """The oldest NVIDIA driver (its major number) a build of this CUDA variant runs on."""
@@ -111,9 +114,17 @@ class ResolverData:
         except MatrixError as exc:
             problems += exc.problems
         torch, bnb, driver, source = _load_builds(directory / "builds.toml", problems)
+        backends = None
+        try:
+            backends = Backends.load(directory)
+        except MatrixError as exc:
+            problems += exc.problems
+        for gpu in gpus.gpus if gpus and backends else ():
+            if not gpu.cuda and backends.get(gpu.backend) is None:
+                problems.append(f"{gpus.path}: [gpu.{gpu.key}].backend: no [backend.{gpu.backend}] in {backends.path}")
         if problems:
             raise MatrixError(problems)
-        return cls(gpus, torch, bnb, issues, driver, source)
+        return cls(gpus, torch, bnb, issues, driver, source, backends)
 
 
 _ARCH = tomldata.kind(
@@ -253,6 +264,24 @@ class Recommendation:
     notes: list[str]
     memory: str = ""  # the card's memory as the answer took it: "80 GB" (a size named), else every size
     driver_min: int | None = None  # the oldest NVIDIA driver (its major) the torch build runs on
+    backend: Backend | None = None  # a non-CUDA card's backend (backends.toml)
+
+    @property
+    def torch_pin(self) -> str:
+        """torch==2.13.0+cu130 (no local tag where the wheel has none: MPS)."""
+        return f"torch=={self.torch_version}" + (f"+{self.torch_variant}" if self.torch_variant else "")
+
+    @property
+    def torch_index(self) -> str:
+        """The index torch comes from ("" for PyPI's own)."""
+        return self.backend.index if self.backend else PYTORCH_INDEX + self.torch_variant
+
+    @property
+    def install(self) -> str:
+        """The pip command that installs the torch build (and what its backend needs beside it)."""
+        if self.backend:
+            return self.backend.install()
+        return f"pip install torch=={self.torch_version} --index-url {self.torch_index}"
 
     def as_json(self) -> dict:
         return {
@@ -260,7 +289,8 @@ class Recommendation:
                 "name": self.gpu.name,
                 "key": self.gpu.key,
                 "arch": self.gpu.arch,
-                "compute_capability": self.gpu.cc_text,
+                "backend": self.gpu.backend,
+                "compute_capability": self.gpu.cc_text or None,
                 "count": self.gpus,
                 "memory": self.memory or self.gpu.memory_text(),
             },
@@ -271,7 +301,9 @@ class Recommendation:
             "packages": self.packages,
             "torch_variant": self.torch_variant,
             "torch_driver_min": self.driver_min,
-            "torch_index_url": PYTORCH_INDEX + self.torch_variant,
+            "torch_index_url": self.torch_index or None,
+            "torch_install": self.install,
+            "device": self.backend.device if self.backend else "cuda",
             "evidence": [e.as_dict() for e in self.evidence],
             "notes": self.notes,
         }
@@ -289,7 +321,7 @@ def _qlora(gpu: GpuModel, precision: str, data: ResolverData, ev: list[Evidence]
             sources=list(data.bitsandbytes[0].sources[:1]) if data.bitsandbytes else [],
         )
     )
-    if gpu.cc < (7, 5):
+    if gpu.cc and gpu.cc < (7, 5):
         notes.append(
             "avoid int8 (LLM.int8) on this card: below compute capability 7.5 bitsandbytes runs it through a "
             "slow fallback"
@@ -346,9 +378,11 @@ def recommend(
     below; `edges`: compat bisect's boundaries (lastgood.Edge)."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}")
+    passes = records if isinstance(records, Passes) else Passes(records)
+    if not gpu.cuda:
+        return _other_backend(gpu, gpus, method, data, passes, chosen, memory)
     ev: list[Evidence] = []
     notes: list[str] = []
-    passes = records if isinstance(records, Passes) else Passes(records)
     arch_passes = passes.by_arch.get(gpu.arch, [])
     precision = _precision(gpu, data, arch_passes, ev)
 
@@ -518,8 +552,9 @@ def _precision(gpu: GpuModel, data: ResolverData, arch_passes: list[dict], ev: l
     return precision
 
 
-def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) -> str:
-    """The card-count rules: one process on one card; a full fine-tune sharded; adapters in DDP."""
+def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence], unit: str = "cards") -> str:
+    """The card-count rules: one process on one card; a full fine-tune sharded; adapters in DDP.
+    `unit`: what `gpus` counts (devices, where a card is several to torch)."""
     if gpus <= 1:
         ev.append(Evidence("strategy", "predicted", "one card: one process", rule="one-card-one-process"))
         return strategies.one_process().name
@@ -529,7 +564,7 @@ def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) ->
             Evidence(
                 "strategy",
                 "predicted",
-                f"{gpus} cards, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
+                f"{gpus} {unit}, full fine-tune: shard weights, gradients and optimizer state with ZeRO-3 "
                 "(plain DDP keeps a whole copy on every card)",
                 rule="shard-full-fine-tunes",
                 sources=list(issue.sources[:3]) if issue else [],
@@ -540,7 +575,7 @@ def _strategy(gpus: int, method: str, data: ResolverData, ev: list[Evidence]) ->
         Evidence(
             "strategy",
             "predicted",
-            f"{gpus} cards, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
+            f"{gpus} {unit}, {method}: DDP, one copy of the (frozen{', 4-bit' if method == 'qlora' else ''}) "
             "base per card and only the adapters' gradients synchronised; if one card cannot hold the "
             "base, use ZeRO-3 instead",
             rule="ddp-for-adapters",
@@ -702,6 +737,149 @@ def _pick_package(name, gpu, method, axes, torch_version, data, passes: Passes, 
     return str(spec) or ""
 
 
+# -- cards of other backends than CUDA ------------------------------------------------------
+
+
+def _other_backend(gpu: GpuModel, gpus: int, method: str, data, passes, chosen=None, memory: str = ""):
+    """The Recommendation for a card torch reaches through another backend than CUDA (ROCm, MPS, XPU,
+    an Ascend NPU): the same answer's parts, each predicted from matrix/backends.toml and the card's
+    facts in matrix/gpus.toml, with their sources (compat has run nothing on these yet). Library
+    versions besides torch and bitsandbytes are read from the CPU's records, labelled as such, as for
+    a CUDA card no record covers (recommend()'s arguments)."""
+    backend = data.backends.get(gpu.backend)
+    ev: list = []
+    notes: list[str] = []
+    precision = _other_precision(gpu, backend, ev)
+    if method == "qlora" and not backend.qlora_on(gpu.arch):
+        notes.append(
+            f"QLoRA on {gpu.name}: {backend.bitsandbytes_says}; this answer is LoRA on a {precision} base instead"
+        )
+        method = "lora"
+    quantization = "nf4" if method == "qlora" else "none"
+    if method == "qlora":
+        _qlora(gpu, precision, data, ev, notes)
+    gpus, devices = _devices(gpu, gpus, backend, ev, notes)
+    if chosen is not None:
+        strategy = chosen[0]
+        ev.append(chosen[1])
+    else:
+        strategy = _other_strategy(gpu, devices, method, backend, data, ev)
+    pins = _other_torch(gpu, backend, ev, notes)
+    need = packages.needed(method, strategies.get(strategy).deepspeed)
+    if "bitsandbytes" in need:
+        pins["bitsandbytes"] = backend.bitsandbytes
+        rule, sources = f"bitsandbytes-on-{backend.key}", list(backend.bitsandbytes_sources)
+        ev.append(Evidence("packages.bitsandbytes", "predicted", backend.bitsandbytes_says, rule=rule, sources=sources))
+    axes = {"precision": precision, "quantization": quantization, "method": "lora" if method == "qlora" else method}
+    axes["strategy"] = strategy
+    for name in need:
+        if name != "bitsandbytes":
+            pins[name] = _pick_package(name, gpu, method, axes, backend.torch, data, passes, ev, pins, notes)
+    for known in backend.known_on(gpu.arch):
+        ev.append(
+            Evidence("known", "predicted", known.says, rule=f"{backend.key}-known-issue", sources=list(known.sources))
+        )
+    parts = (precision, quantization, strategy, backend.torch, backend.variant, pins, ev, notes, memory)
+    return Recommendation(gpu, gpus, method, *parts, backend=backend)
+
+
+def _other_precision(gpu: GpuModel, backend, ev: list) -> str:
+    precision = precision_for(gpu)
+    says = {
+        "bf16": f"{gpu.name} ({gpu.architecture}) runs bf16 on {backend.name}: bf16 mixed precision",
+        "fp16": f"{gpu.name} ({gpu.architecture}) has no bf16 on {backend.name}: fp16 mixed precision",
+        "fp32": f"{gpu.name} ({gpu.architecture}) has neither bf16 nor fp16 matrix units: fp32",
+    }[precision]
+    if backend.key == "mps":
+        says += " (bf16 on MPS needs macOS 14 or newer)"
+    ev.append(Evidence("precision", "predicted", says, rule=f"{backend.key}-precision", sources=list(gpu.sources)))
+    return precision
+
+
+def _devices(gpu: GpuModel, gpus: int, backend, ev: list, notes: list[str]) -> tuple[int, int]:
+    """(cards, devices torch sees): one device where the backend has no distributed library."""
+    devices = gpus * gpu.devices
+    if devices > 1 and not backend.distributed:
+        notes.append(f"{backend.name} has no distributed training: one process on one device (--gpus {gpus} not used)")
+        ev.append(
+            Evidence(
+                "strategy",
+                "predicted",
+                f"{backend.name}: torch.distributed has no backend for it, so training runs on one device",
+                rule=f"{backend.key}-one-device",
+                sources=list(backend.distributed_sources),
+            )
+        )
+        return 1, 1
+    if gpu.devices > 1:
+        notes.append(
+            f"torch sees each {gpu.name} as {gpu.devices} devices: {gpus} card(s) are {devices} processes of "
+            f"{gpu.memory_gb[0] / gpu.devices:g} GB each (torchrun --nproc_per_node {devices})"
+        )
+    return gpus, devices
+
+
+def _other_strategy(gpu: GpuModel, devices: int, method: str, backend, data, ev: list) -> str:
+    """The card-count rules over the devices torch sees; a full fine-tune sharded by DeepSpeed ZeRO-3
+    where DeepSpeed says it is validated on the chip, else by torch's FSDP."""
+    strategy = _strategy(devices, method, data, ev, "devices" if gpu.devices > 1 else "cards")
+    if devices > 1:
+        ev.append(
+            Evidence(
+                "strategy",
+                "predicted",
+                f"several devices talk through {backend.distributed}",
+                rule=f"{backend.key}-distributed",
+                sources=list(backend.distributed_sources),
+            )
+        )
+    if strategies.get(strategy).deepspeed and not backend.deepspeed_on(gpu.arch):
+        strategy = strategies.for_trainer_fsdp(1).name
+        ev.append(
+            Evidence(
+                "strategy",
+                "predicted",
+                f"DeepSpeed is not validated on {gpu.arch} ({backend.deepspeed_says}): shard with torch's FSDP "
+                "(full shard) through the Trainer instead",
+                rule=f"{backend.key}-deepspeed",
+                sources=list(backend.deepspeed_sources),
+            )
+        )
+    elif strategies.get(strategy).deepspeed:
+        ev.append(
+            Evidence(
+                "strategy",
+                "predicted",
+                backend.deepspeed_says,
+                rule=f"{backend.key}-deepspeed",
+                sources=list(backend.deepspeed_sources),
+            )
+        )
+    return strategy
+
+
+def _other_torch(gpu: GpuModel, backend, ev: list, notes: list[str]) -> dict[str, str]:
+    """torch's pin and the packages the backend installs beside it, with the build's and the host's evidence."""
+    ev.append(
+        Evidence(
+            "torch", "predicted", backend.torch_says, rule=f"torch-on-{backend.key}", sources=backend.torch_sources
+        )
+    )
+    ev.append(
+        Evidence("torch.host", "predicted", backend.host, rule=f"{backend.key}-host", sources=backend.host_sources)
+    )
+    if not backend.builds_for(gpu.arch):
+        notes.append(
+            f"torch {backend.torch}'s {backend.name} wheels carry no kernels for {gpu.arch} (they carry "
+            f"{', '.join(backend.targets)})"
+        )
+    pins = {"torch": f"=={backend.torch}"}
+    for text in backend.also:
+        req = Requirement(text)
+        pins[req.name] = str(req.specifier)
+    return pins
+
+
 def choose_by_fit(
     gpu: GpuModel,
     gpus: int,
@@ -765,17 +943,20 @@ def choose_by_fit(
 
 def render_text(rec: Recommendation) -> str:
     g = rec.gpu
+    what = f"compute capability {g.cc_text}" if g.cuda else rec.backend.name
     lines = [
-        f"{g.name} ({g.architecture}, compute capability {g.cc_text}, {rec.memory or g.memory_text()})"
-        f" x{rec.gpus}, method {rec.method}",
+        f"{g.name} ({g.architecture}, {what}, {rec.memory or g.memory_text()}) x{rec.gpus}, method {rec.method}",
         "",
         f"  precision     {rec.precision}",
         f"  quantization  {rec.quantization}",
         f"  strategy      {rec.strategy}",
-        f"  torch         {rec.torch_version}+{rec.torch_variant}   (pip install torch=={rec.torch_version} "
-        f"--index-url {PYTORCH_INDEX}{rec.torch_variant})"
+        f"  torch         {rec.torch_pin[7:]}   ({rec.install})"
         + (f"; needs NVIDIA driver >= {rec.driver_min}" if rec.driver_min else ""),
     ]
+    if rec.backend:
+        lines.insert(
+            1, f"predicted only: compat has not run on {g.arch} yet; torch's device here is {rec.backend.device!r}"
+        )
     for name, spec in rec.packages.items():
         if name != "torch":
             lines.append(f"  {name:<13} {spec or 'any'}")
@@ -804,8 +985,10 @@ def render_constraints(rec: Recommendation, command: str) -> str:
         f"# {rec.gpu.name} ({rec.gpu.arch}) x{rec.gpus}, method {rec.method}: precision {rec.precision}, "
         f"quantization {rec.quantization}, strategy {rec.strategy}",
         f"# torch's {rec.torch_variant} build is on its own index: pip install -c THIS_FILE torch "
-        f"--index-url {PYTORCH_INDEX}{rec.torch_variant}",
-        f"torch=={rec.torch_version}+{rec.torch_variant}",
+        f"--index-url {rec.torch_index}"
+        if rec.torch_index
+        else "# torch from PyPI: pip install -c THIS_FILE torch",
+        rec.torch_pin,
     ]
     for name, spec in rec.packages.items():
         if name != "torch" and spec:
@@ -828,10 +1011,11 @@ def per_card(data: ResolverData, recs: list[dict]) -> list[dict]:
             {
                 "gpu": gpu.name,
                 "cc": gpu.cc_text,
+                "backend": rec.backend.name if rec.backend else "CUDA",
                 "arch": gpu.arch,
                 "measured": counts.get(gpu.arch, 0),
                 "precision": rec.precision,
-                "torch": f"{rec.torch_version}+{rec.torch_variant}",
+                "torch": rec.torch_pin[7:],
                 "bitsandbytes": rec.packages.get("bitsandbytes"),
                 "evidence": [e.as_dict() for e in rec.evidence],
             }

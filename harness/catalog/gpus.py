@@ -19,6 +19,18 @@ from harness.errors import MatrixError, UsageError
 from harness.tomldata import CC, TEXT, URL, Key, Table, check, kind, load_data
 
 FLAGS = ("bf16", "fp16_tensor_cores", "tf32", "fp8")
+# how torch reaches a card: CUDA (NVIDIA), else a backend of matrix/backends.toml; a non-CUDA card's
+# `target` is its hardware axis value, of the form its backend's pattern gives
+BACKENDS = ("cuda", "rocm", "mps", "xpu", "npu")
+TARGETS = {
+    "rocm": (
+        r"gfx[0-9a-f]{3,4}",
+        "an LLVM target like gfx942 (rocminfo, torch.cuda.get_device_properties().gcnArchName)",
+    ),
+    "mps": (r"mps", '"mps"'),
+    "xpu": (r"xpu-[a-z0-9]+", "xpu- and Intel's device family like xpu-pvc (torch.xpu.get_arch_list() names)"),
+    "npu": (r"npu-[a-z0-9]+", "npu- and the chip like npu-910b"),
+}
 # a [gpu.KEY] table; every key is required
 GPU = Table(
     {
@@ -31,7 +43,11 @@ GPU = Table(
             required=True,
         ),
         "architecture": Key.of(TEXT, required=True),
-        "cc": Key.of(CC, required=True),
+        "backend": Key.of(kind(lambda v: v in BACKENDS, f"must be one of {', '.join(BACKENDS)}, not {{r}}")),
+        "cc": Key.of(CC),
+        "target": Key.of(TEXT),
+        "devices": Key.of(kind(lambda v: type(v) is int and 1 <= v <= 8, "must be a whole number of devices, 1 to 8")),
+        "unified_memory": Key.of(kind(lambda v: isinstance(v, bool), "must be true or false, not {r}")),
         "memory_gb": Key.of(
             kind(
                 lambda v: (
@@ -72,7 +88,7 @@ GPU = Table(
     }
 )
 KEYS = tuple(GPU.keys)
-_PREFIXES = ("nvidia", "geforce", "tesla")
+_PREFIXES = ("nvidia", "geforce", "tesla", "amd", "instinct", "radeon", "intel", "apple", "huawei")
 
 
 def normalize(name: str) -> str:
@@ -93,6 +109,15 @@ def normalize(name: str) -> str:
 # Volta, T Turing, A Ampere, L Ada, H Hopper, B and GB Blackwell). Matched against normalize()d
 # names; the first that matches wins. Used only to keep "did you mean" within an architecture.
 _NAMING = (
+    # other vendors first where a name could read as NVIDIA's: Intel's A770 is no Ampere A-card, its B580 no B200
+    (r"^mi2\d\d", "CDNA2"),
+    (r"^mi3\d\d", "CDNA3"),
+    (r"^(rx)?7\d00(xtx?)?$", "RDNA3"),
+    (r"^m\d", "Apple"),
+    (r"^(arc)?a[357]\d0$", "Xe-HPG"),
+    (r"^(arc)?b[57]\d0$", "Xe2"),
+    (r"^(datacenter)?(gpu)?max1\d{3}|^pontevecchio", "Xe-HPC"),
+    (r"^(ascend)?9\d\d[a-z]?$", "Ascend"),
     (r"^(gtx|rtx)?10[5-8]0", "Pascal"),
     (r"^(gtx|rtx)?(16[5-6]0|20[6-8]0)", "Turing"),
     (r"^(rtx)?30[5-9]0", "Ampere"),
@@ -125,7 +150,7 @@ class GpuModel:
     name: str
     aliases: tuple[str, ...]
     architecture: str
-    cc: tuple[int, int]
+    cc: tuple[int, int] | None  # CUDA compute capability; None on a card of another backend
     memory_gb: tuple[float, ...]
     bf16: bool
     fp16_tensor_cores: bool
@@ -139,6 +164,10 @@ class GpuModel:
     # what a size without a memory_mib is taken to expose: the smallest share of its size as sold (GB
     # read as GiB) that any card of the database with one exposes (the safe side); set by GpuDb.load
     unknown_share: float = 1.0
+    backend: str = "cuda"  # or a backend of matrix/backends.toml
+    target: str = ""  # a non-CUDA card's hardware axis value (gfx942, mps, xpu-pvc, npu-910b)
+    devices: int = 1  # devices torch sees for one card (an MI250 is two of 64 GB)
+    unified_memory: bool = False  # memory_gb is the system's, shared (an Apple M chip): up to that much
 
     def variant(self, name: str) -> int | None:
         """The index in memory_gb of the size `name` names, whatever command it was typed to: a size
@@ -154,23 +183,56 @@ class GpuModel:
         return None
 
     def memory_text(self, name: str = "") -> str:
-        """The card's memory as an answer states it: the size `name` names, else every size."""
+        """The card's memory as an answer states it: the size `name` names, else every size (with
+        how torch sees a card of several devices, and "up to" where the memory is the system's)."""
         i = self.variant(name) if name else None
-        return f"{self.memory_gb[i]:g} GB" if i is not None else "/".join(f"{m:g}" for m in self.memory_gb) + " GB"
+        sizes = [self.memory_gb[i]] if i is not None else self.memory_gb
+        text = "/".join(f"{m:g}" for m in sizes) + " GB"
+        if self.unified_memory:
+            return f"up to {text} unified memory, shared with the system"
+        if self.devices > 1:
+            each = "/".join(f"{m / self.devices:g}" for m in sizes)
+            return f"{text}: {self.devices} devices of {each} GB as torch sees it"
+        return text
 
     @property
     def arch(self) -> str:
-        """The hardware axis value: sm_61 for compute capability 6.1."""
-        return f"sm_{self.cc[0]}{self.cc[1]}"
+        """The hardware axis value: sm_61 for compute capability 6.1; a non-CUDA card's target."""
+        return self.target or f"sm_{self.cc[0]}{self.cc[1]}"
 
     @property
     def cc_text(self) -> str:
-        return f"{self.cc[0]}.{self.cc[1]}"
+        """ "6.1"; "" for a card without a CUDA compute capability."""
+        return f"{self.cc[0]}.{self.cc[1]}" if self.cc else ""
+
+    @property
+    def cuda(self) -> bool:
+        return self.backend == "cuda"
 
 
 def precision_for(gpu: GpuModel) -> str:
-    """bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32."""
-    return "bf16" if gpu.cc >= (8, 0) else "fp16" if gpu.fp16_tensor_cores else "fp32"
+    """bf16 from compute capability 8.0, fp16 on older cards with tensor cores, else fp32; on a
+    card of another backend, from its bf16 and fp16 flags alike."""
+    bf16 = gpu.cc >= (8, 0) if gpu.cc else gpu.bf16
+    return "bf16" if bf16 else "fp16" if gpu.fp16_tensor_cores else "fp32"
+
+
+def _backend(key: str, table: dict, at) -> str | None:
+    """What is wrong with a card's backend keys: a CUDA card has a compute capability and no
+    target; another has a target of its backend's form and no compute capability."""
+    backend = table.get("backend", "cuda")
+    if backend == "cuda":
+        if "cc" not in table:
+            return at("cc", "missing key 'cc' (a CUDA card's compute capability)")
+        if "target" in table:
+            return at("target", "a CUDA card's hardware axis value comes from its cc; no target")
+        return None
+    if "cc" in table:
+        return at("cc", f"a {backend} card has no CUDA compute capability; its target says what it is")
+    pattern, form = TARGETS[backend]
+    if not re.fullmatch(pattern, str(table.get("target", ""))):
+        return at("target", f"a {backend} card needs a target: {form}")
+    return None
 
 
 def _sizes(key: str, table: dict, where, problems: list[str]) -> dict[str, float] | None:
@@ -225,7 +287,10 @@ class GpuDb:
             ):
                 continue
             sized = _sizes(key, table, where, problems)
-            if sized is None:
+            wrong = _backend(key, table, lambda k, msg: where(k, f"[gpu.{key}].{k}", msg, table=f"gpu.{key}"))
+            if wrong:
+                problems.append(wrong)
+            if sized is None or wrong:
                 continue
             for alias in [table["name"], *table["aliases"]]:
                 norm = normalize(alias)
@@ -239,14 +304,18 @@ class GpuDb:
                         )
                     )
                 seen_alias[norm] = key
-            major, minor = table["cc"].split(".")
+            cc = tuple(int(n) for n in table["cc"].split(".")) if "cc" in table else None
             gpus.append(
                 GpuModel(
                     key=key,
                     name=table["name"],
                     aliases=tuple(table["aliases"]),
                     architecture=table["architecture"],
-                    cc=(int(major), int(minor)),
+                    cc=cc,
+                    backend=table.get("backend", "cuda"),
+                    target=table.get("target", ""),
+                    devices=table.get("devices", 1),
+                    unified_memory=table.get("unified_memory", False),
                     memory_gb=tuple(table["memory_gb"]),
                     memory_mib=tuple(table.get("memory_mib") or ()),
                     alias_memory_gb=sized,

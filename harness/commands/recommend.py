@@ -81,6 +81,8 @@ def handle(args) -> int:
     args.gpus = args.gpus or 1
     driver = _driver_major(args.driver)
     gpu = data.gpus.find(args.gpu)
+    if driver is not None and not gpu.cuda:
+        raise UsageError(f"--driver is the NVIDIA driver's version; {gpu.name} is a {gpu.backend} card (leave it out)")
     recs = read_evidence(args.results)
     method, chosen = args.method or "qlora", None
     memory = f"{args.gpu_memory:g} GiB (given)" if args.gpu_memory else gpu.memory_text(args.gpu)

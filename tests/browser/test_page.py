@@ -281,6 +281,13 @@ def test_the_gpu_picker_shows_what_was_measured_on_a_card_and_what_is_predicted(
     assert "gpu=gpu%3AH100" in browser.current_url
     browser.get(browser.current_url)  # the address keeps the pick
     assert Select(browser.find_element("id", "gpu-picker")).first_selected_option.get_attribute("value") == "gpu:H100"
+    # issue 43, item 6: a card of another backend, predicted from its backend's facts (no compute capability)
+    Select(browser.find_element("id", "gpu-picker")).select_by_value("gpu:AMD Instinct MI300X")
+    mi300x = browser.find_element("css selector", "#pick-predicted div.predicted-of[data-gpu='AMD Instinct MI300X']")
+    line = mi300x.find_element("css selector", "dl.predicted-card").text
+    assert "ROCm, predicted only (gfx942)" in line and "torch 2.13.0+rocm7.2" in line and "undefined" not in line
+    mi300x.find_element("css selector", "details.evidence summary").click()
+    assert "rule torch-on-rocm" in mi300x.text and "FNUZ" in mi300x.text
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == [], severe
 

@@ -16,6 +16,7 @@ DATA_FILES = (
     "models.toml",
     "model_configs.toml",
     "gpus.toml",
+    "backends.toml",
     "builds.toml",
     "known_issues.toml",
     "preflight.toml",

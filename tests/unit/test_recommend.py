@@ -169,8 +169,10 @@ def test_did_you_mean_names_only_cards_of_the_architecture_the_name_says():
         db.find("RTX 4050")  # an Ada name: Ada cards only
     offered = str(exc.value).split("did you mean: ")[1].split("?")[0].split(", ")
     assert offered and all(db.find(name).architecture.startswith("Ada") for name in offered), offered
-    with pytest.raises(UsageError, match=r"unknown GPU 'Radeon 7900' \(compat knows"):
-        db.find("Radeon 7900")  # no architecture in the name: no guess
+    with pytest.raises(UsageError, match=r"unknown GPU 'Radeon 7900'; did you mean: RX 7900 XTX\? \(compat knows"):
+        db.find("Radeon 7900")  # an RDNA3 name (issue 43, item 6: compat knows AMD cards)
+    with pytest.raises(UsageError, match=r"unknown GPU 'Vega 64' \(compat knows"):
+        db.find("Vega 64")  # no architecture in the name: no guess
 
 
 @pytest.mark.parametrize(

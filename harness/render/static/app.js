@@ -347,7 +347,7 @@
   function predictedCard(p) {
     const dl = el("dl", { class: "predicted-card", "data-gpu": p.gpu });
     const add = (into, k, ...v) => into.append(el("dt", {}, k), el("dd", {}, ...v));
-    add(dl, "card", p.gpu + ", compute capability " + p.cc + " (" + p.arch + ")");
+    add(dl, "card", p.gpu + (p.cc ? ", compute capability " + p.cc : ", " + p.backend + ", predicted only") + " (" + p.arch + ")");
     add(dl, "answer", "precision " + p.precision + ", torch " + p.torch + (p.bitsandbytes ? ", bitsandbytes " + p.bitsandbytes : ""));
     const why = el("dl", { class: "predicted-card" });
     for (const e of p.evidence) {
@@ -421,7 +421,7 @@
         ...(e.rule ? [el("span", { class: "muted" }, " (rule " + e.rule + ")")] : []),
         ...(e.sources || []).slice(0, 2).flatMap((s) => [" ", link(s, "source")])));
     }
-    pbody.append(el("tr", {}, el("td", {}, p.gpu), el("td", {}, p.cc), el("td", {}, p.arch), el("td", {}, String(p.measured)),
+    pbody.append(el("tr", {}, el("td", {}, p.gpu), el("td", {}, p.cc || p.backend), el("td", {}, p.arch), el("td", {}, String(p.measured)),
       el("td", {}, p.precision), el("td", { class: "mono" }, p.torch), el("td", { class: "mono" }, p.bitsandbytes || "—"), ev));
   }
   document.getElementById("summary").textContent =
