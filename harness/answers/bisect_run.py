@@ -163,6 +163,7 @@ class Bisection:
         self.verdicts: dict[int, str] = {}
         self.probes: list = []
         self.bad_record: dict | None = None
+        self.report: dict = {}  # the report finish() writes, with its path
         self.settings = data.defaults if settings is None else settings
         self.companions: dict = companions or {}
         self.uploaded: dict[str, str] = uploaded or {}
@@ -381,6 +382,7 @@ class Bisection:
             "companion_rule": "released-with" if self.companions else None,
             "notes": [n for n in [*found.problems, note] if n],
         }
+        self.report = dict(report, path=str(self.results / f"{self.id}.json"))  # what --format json prints
         records.write_atomic(self.results / f"{self.id}.json", json.dumps(report, indent=1) + "\n")
         print(f"report: {self.results / f'{self.id}.json'}; records: {self.results / 'records.jsonl'}")
         return 0 if edge is not None and edge.last_good is not None else 1

@@ -141,9 +141,15 @@ def _add_probe_options(p) -> None:
         "peft, accelerate) instead of pinning, per probe, their newest release out on the probed release's day",
     )
     common.env_dir(p)
+    common.json_format(p, "the report written beside the probes' records (probes, boundary, notes), with its path")
 
 
 def handle(args) -> int:
+    return common.answered_json(args, lambda: _bisect(args))
+
+
+def _bisect(args) -> tuple[int, dict]:
+    """The bisection run; (its exit code, its report as written beside the records, with its path)."""
     from harness.answers import bisect, bisect_run
     from harness.catalog.cell import Cell
     from harness.catalog.matrix import MatrixData
@@ -181,4 +187,5 @@ def handle(args) -> int:
     note = run.companion_note()
     if note:
         print(f"note: {note}")
-    return run.search(bad, good, note, found)
+    code = run.search(bad, good, note, found)
+    return code, run.report

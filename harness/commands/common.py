@@ -508,6 +508,20 @@ def json_format(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
 
 
+def answered_json(args, body) -> int:
+    """--format json for a command that talks as it works: `body()` returns (exit code, what it did as a
+    dict). In json form, what it says goes to stderr and stdout is one JSON object, that dict with
+    the exit code; in text form, the exit code alone."""
+    if args.format != "json":
+        return body()[0]
+    import json
+
+    with contextlib.redirect_stdout(sys.stderr):
+        code, out = body()
+    print(json.dumps({**out, "exit_code": code}, indent=1))
+    return code
+
+
 def env_dir(p: argparse.ArgumentParser) -> None:
     """--env-dir, for every command that makes or reads stack environments."""
     p.add_argument(

@@ -66,6 +66,7 @@ def add(sub) -> None:
 def _add_how_options(p) -> None:
     """Plan only, or where the run goes: its record, the stack environments, a Ray cluster."""
     p.add_argument("--plan", action="store_true", help="show the mapping and the cell; run nothing")
+    common.json_format(p, "each job's files, cell, axes and what set each, the fit prediction, the records run")
     p.add_argument(
         "--results",
         type=common.path_value,
@@ -87,16 +88,17 @@ def handle(args) -> int:
     from harness.run import raydispatch
 
     cluster = raydispatch.connect(args.ray) if args.ray is not None else None
+    out: dict = {"jobs": [], "fit": "", "records": []}
     try:
-        return _preflight(args, cluster)
+        return common.answered_json(args, lambda: (_preflight(args, cluster, out), out))
     finally:
         if cluster is not None:
             cluster[0].shutdown()
 
 
-def _preflight(args, cluster) -> int:
+def _preflight(args, cluster, out: dict) -> int:
     """The configs read and mapped, and the cells run on this host, or on the Ray cluster
-    `cluster` (ray, its nodes) where given."""
+    `cluster` (ray, its nodes) where given; what it found goes into `out` (--format json)."""
     from harness.answers import preflight
     from harness.catalog.matrix import MatrixData
 
@@ -126,6 +128,7 @@ def _preflight(args, cluster) -> int:
         print("".join(f"    {url}\n" for url in preset.sources))
     jobs = preflight.jobs_for(preset, args.configs, fields, arch, args.stack, args.gpus, cards_here)
     _show_plan(preflight, jobs, data)
+    out["jobs"] = [_job(job) for job in jobs]
     fit_text = preflight.fit_text(
         where.matrix,
         args.gpu or (preset.gpu if preset else "") or host_gpu_name(host),
@@ -134,6 +137,7 @@ def _preflight(args, cluster) -> int:
         args.model_size,
         evidence=lambda: read_evidence(None),
     )
+    out["fit"] = fit_text.strip()
     if args.plan:
         print(fit_text, end="")
         return 0
@@ -147,10 +151,23 @@ def _preflight(args, cluster) -> int:
     recs = preflight.run_jobs(
         jobs, preset, data, host, results, args.env_dir, issues, progress.Lines(len(jobs)).finished, cluster
     )
+    out["records"] = [{"id": r["id"], "cell": r["cell"], "outcome": r["outcome"]} for r in recs]
     if preset:
         print(preflight.summary_text(preset, [(job.variant, rec) for job, rec in zip(jobs, recs)]), end="")
     print(fit_text, end="")
     return 0 if all(r["outcome"] in ("pass", "unsupported") for r in recs) else 1
+
+
+def _job(job) -> dict:
+    """A job as --format json says it: the files read, its cell, each axis's value and what set it."""
+    return {
+        "variant": job.variant.name if job.variant else None,
+        "configs": [{"path": str(s.path), "kind": s.kind, "fields": len(s.data)} for s in job.sources],
+        "cell": job.cell.id,
+        "axes": {k: {"value": v, "from": job.req.why.get(k)} for k, v in job.req.axes.items()},
+        "model": job.req.model_name or None,
+        "notes": list(job.notes),
+    }
 
 
 def _where(args, preset, host, cluster, matrix_dir):

@@ -49,6 +49,7 @@ def add(sub) -> None:
         help="the files are a results folder as a pull request leaves it (the review workflow): a record line "
         "it adds must have come through `compat merge` (it carries its provenance), and is taken as it is",
     )
+    common.json_format(p, "each file's records that would be added, already there and refused (line and why)")
 
 
 def kind(path: Path) -> str | None:
@@ -66,6 +67,11 @@ def kind(path: Path) -> str | None:
 
 
 def handle(args) -> int:
+    return common.answered_json(args, lambda: _review(args))
+
+
+def _review(args) -> tuple[int, dict]:
+    """The review, said as it goes; (1 where a line or file would be refused else 0, what it found)."""
     from harness.evidence import merge
 
     merge.check_sources(args.files)
@@ -85,7 +91,8 @@ def handle(args) -> int:
     shown, before, _ = common.published(results, matrix_dir, base, layout=layout)
     before = "".join(before)
     print(f"compat review: {len(args.files)} file(s) against {results} ({shown.count} records); nothing is written")
-    refused, added = _records(by_kind, results, trust.check, args.published)
+    out = {"results": str(results), "records_before": shown.count, "files": [], "problems": []}
+    refused, added = _records(by_kind, results, trust.check, args.published, out["files"])
     new_reports, problems = _reports(
         by_kind.get("bisect-report", []), results / "bisect", added.get("bisect-records", [])
     )
@@ -111,15 +118,17 @@ def handle(args) -> int:
     for p in problems:
         print(f"  refused {common.terminal_text(p)}")
     refused += len(problems)
-    _show_changes(before.splitlines(), after.splitlines(), results)
+    out["table_changes"] = _show_changes(before.splitlines(), after.splitlines(), results)
     if refused:
         print(f"{refused} line(s) or file(s) would be refused: exit 1.")
-    return 1 if refused else 0
+    out |= {"problems": problems, "reports_taken": len(new_reports), "refused": refused}
+    return (1 if refused else 0), out
 
 
-def _records(by_kind: dict, results: Path, check, published: bool) -> tuple[int, dict[str, list[dict]]]:
+def _records(by_kind: dict, results: Path, check, published: bool, said: list) -> tuple[int, dict[str, list[dict]]]:
     """Record files as compat merge would take them (into the folder, or its bisect/ for a
-    bisection's): how many lines would be refused, and kind -> the records that would be added."""
+    bisection's): how many lines would be refused, and kind -> the records that would be added;
+    each file's account appended to `said`."""
     from harness.evidence import merge
 
     refused = 0
@@ -135,13 +144,22 @@ def _records(by_kind: dict, results: Path, check, published: bool) -> tuple[int,
             )
             for b in r.bad:
                 print(f"  refused {common.terminal_text(b)}")
+            said.append(
+                {
+                    "path": str(r.path),
+                    "kind": what,
+                    "would_add": [rec.get("id") for rec in r.accepted],
+                    "already_there": r.duplicates,
+                    "refused": [{"line": b.line, "why": b.reason} for b in r.bad],
+                }
+            )
             refused += len(r.bad)
             added.setdefault(what, []).extend(r.accepted)
     return refused, added
 
 
-def _show_changes(before: list[str], after: list[str], results: Path) -> None:
-    """The lines of COMPATIBILITY.md that would change, under the headings they are in."""
+def _show_changes(before: list[str], after: list[str], results: Path) -> int:
+    """The lines of COMPATIBILITY.md that would change, under the headings they are in; how many places."""
     import difflib
 
     changes = [
@@ -149,7 +167,7 @@ def _show_changes(before: list[str], after: list[str], results: Path) -> None:
     ]
     if not changes:
         print(f"{results / 'COMPATIBILITY.md'} would not change.")
-        return
+        return 0
     print(f"{results / 'COMPATIBILITY.md'} would change in {len(changes)} place(s):")
     for _, i1, i2, j1, j2 in changes:
         above = before[:i1]
@@ -160,6 +178,7 @@ def _show_changes(before: list[str], after: list[str], results: Path) -> None:
             print(f"  - {common.terminal_text(line)}")
         for line in after[j1:j2]:
             print(f"  + {common.terminal_text(line)}")
+    return len(changes)
 
 
 def _reports(paths: list[Path], folder: Path, probes_added: list[dict]) -> tuple[list[dict], list[str]]:

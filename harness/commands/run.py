@@ -26,6 +26,9 @@ def add(sub) -> None:
     _add_stack_options(p)
     p.add_argument("--require-gpu", action="store_true", help="stop with exit code 3 unless a CUDA GPU is present")
     p.add_argument("--no-table", action="store_true", help="do not re-render COMPATIBILITY.md afterwards")
+    common.json_format(
+        p, "the run's id and records file, each record's id, cell and outcome, the counts, what was left"
+    )
     p.add_argument(
         "--fail-on",
         type=common.text_value,
@@ -126,15 +129,17 @@ def handle(args) -> int:
     from harness.run import raydispatch
 
     cluster = raydispatch.connect(args.ray) if args.ray is not None else None
+    out: dict = {"run_id": None, "records_file": None, "records": [], "counts": {}, "not_started": []}
     try:
-        return _run(args, host, cluster)
+        return common.answered_json(args, lambda: (_run(args, host, cluster, out), out))
     finally:
         if cluster is not None:
             cluster[0].shutdown()
 
 
-def _run(args, host, cluster) -> int:
-    """The run on this host, or on the Ray cluster `cluster` (ray, its nodes) where given."""
+def _run(args, host, cluster, out: dict) -> int:
+    """The run on this host, or on the Ray cluster `cluster` (ray, its nodes) where given; what it
+    did goes into `out` (--format json)."""
     from harness.run import raydispatch, runner
 
     fail_on = _check_options(args, host, cluster)
@@ -170,10 +175,8 @@ def _run(args, host, cluster) -> int:
         flush=True,
     )
     resume.write_journal(ctx, cells)
-    others = [p for p in planned if not p.here and not p.unsupported]
-    if others:
-        archs = ", ".join(sorted({p.cell.hardware for p in others}))
-        print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
+    out.update(run_id=ctx.run_id, records_file=str(ctx.records_path))
+    _say_others(planned)
     try:
         if cluster:
             done = raydispatch.run_all(
@@ -185,12 +188,22 @@ def _run(args, host, cluster) -> int:
         show.close()
     counts = _finish(args, ctx, done, grids, results, data, base, show, host)
     left = [c for c in cells if c.id not in {rec["cell"] for rec in done}]
+    said = [{"id": r["id"], "cell": r["cell"], "outcome": r["outcome"]} for r in done]
+    out.update(records=said, counts=counts, not_started=[c.id for c in left])
     if args.bisect_canary and not left:
         _bisect_canaries(args, done, results, data, host, base)
     if left:
         print(f"--stop-after: {len(left)} cell(s) not started; the same command with --resume runs them")
         return STOPPED_EARLY
     return 1 if fail_on & set(counts) else 0
+
+
+def _say_others(planned: list) -> None:
+    """The cells of hardware this host lacks, counted: left to the runners that have it."""
+    others = [p for p in planned if not p.here and not p.unsupported]
+    if others:
+        archs = ", ".join(sorted({p.cell.hardware for p in others}))
+        print(f"{len(others)} cells for other hardware ({archs}) are left to the runners that have it")
 
 
 def _in_wheelhouse(args, planned: list, data) -> list:

@@ -62,6 +62,9 @@ def add(sub) -> None:
         "resolved with those versions where it can take them, and a wheel the host already has is left out "
         "(an offline install needs only what is missing)",
     )
+    common.json_format(
+        p, "the wheels (name, size, sha256, how had), each stack's versions, the parts, the host's commands"
+    )
 
 
 def _stacks(args, where, data) -> list:
@@ -85,6 +88,11 @@ def _stacks(args, where, data) -> list:
 
 
 def handle(args) -> int:
+    return common.answered_json(args, lambda: _make(args))
+
+
+def _make(args) -> tuple[int, dict]:
+    """The wheelhouse made; (0, what compat-wheelhouse.json says of it, with its path and the host's commands)."""
     from harness.catalog.matrix import MatrixData, grid_paths, load_matrix
     from harness.run import wheelhouse
 
@@ -135,7 +143,7 @@ def handle(args) -> int:
         f"{args.dir / wheelhouse.MANIFEST})"
     )
     install = (["compat"] if project else []) + [f"-r {f}" for f in files]
-    if install:
-        print(f"On the host: pip install --no-index --find-links {args.dir} {' '.join(install)}")
-    print(f"{'then' if install else 'On the host:'} compat run --offline --find-links {args.dir}")
-    return 0
+    commands = [f"pip install --no-index --find-links {args.dir} {' '.join(install)}"] if install else []
+    commands.append(f"compat run --offline --find-links {args.dir}")
+    print(f"On the host: {commands[0]}" + (f"\nthen {commands[1]}" if install else ""))
+    return 0, {**made.manifest, "manifest": str(args.dir / wheelhouse.MANIFEST), "on_the_host": commands}

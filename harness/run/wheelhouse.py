@@ -89,6 +89,7 @@ class Made:
     files: list[dict]  # name, size_bytes, sha256, how ("downloaded" | "built" | "compat")
     have: dict[str, str] = dataclasses.field(default_factory=dict)  # left out: the host has name==version
     parts: list[dict] = dataclasses.field(default_factory=list)  # --max-part: name, stacks, cells, files, size_bytes
+    manifest: dict = dataclasses.field(default_factory=dict)  # what compat-wheelhouse.json says, once written
 
     @property
     def total_bytes(self) -> int:
@@ -412,6 +413,7 @@ def _write_manifest(made: Made) -> None:
     from harness.evidence.records import write_atomic
 
     write_atomic(made.directory / MANIFEST, json.dumps(doc, indent=1) + "\n")
+    made.manifest = doc
 
 
 MANIFEST_MAX_BYTES = 16 * 2**20  # a manifest lists a few hundred files; anything larger is not one

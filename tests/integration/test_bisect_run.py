@@ -109,11 +109,15 @@ def test_it_names_the_first_bad_release_going_around_one_it_cannot_install(fake_
 
 
 def test_without_a_good_side_it_steps_back_until_one_passes(fake_index, tmp_path):
-    proc = bisect(fake_index, tmp_path, "--bad", "2.0")
+    proc = bisect(fake_index, tmp_path, "--bad", "2.0", "--format", "json")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    (report,) = [json.loads(p.read_text()) for p in tmp_path.glob("bisect-*.json")]
+    (path,) = tmp_path.glob("bisect-*.json")
+    report = json.loads(path.read_text())
     assert [(p["version"], p["verdict"]) for p in report["probes"]] == [("2.0", "bad"), ("1.5", "bad"), ("1.4", "good")]
     assert report["boundary"]["first_bad"] == "1.5" and report["boundary"]["exact"]
+    # issue 43, item 11: --format json prints that report (with its path and the exit code), the text goes to stderr
+    assert json.loads(proc.stdout) == {**report, "path": str(path), "exit_code": 0}
+    assert "first bad release: compat-probe 1.5 (last good: 1.4)" in proc.stderr
 
 
 def test_an_end_it_cannot_get_or_cannot_run_is_said(fake_index, tmp_path):

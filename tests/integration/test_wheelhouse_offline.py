@@ -48,7 +48,7 @@ def wheelhouse(home, folder, requirements: str = "", *more: str, compat: Path | 
             [str(compat), *args], capture_output=True, text=True, timeout=900, env={**os.environ, **env}
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout, str(reqs)
+    return proc.stdout, str(reqs), proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +222,18 @@ def test_a_wheelhouse_in_parts_each_able_to_make_its_stacks_envs(tmp_path):
     home = compat_home(tmp_path / "home", STACK, GRID)
     (home / "matrix" / "offline.toml").write_text(GRID)
     folder = tmp_path / "w"
-    out, reqs = wheelhouse(home, folder, "accelerate==0.29.3\n", "--max-part", "40M")
+    said, reqs, out = wheelhouse(home, folder, "accelerate==0.29.3\n", "--max-part", "40M", "--format", "json")
     manifest = json.loads((folder / "compat-wheelhouse.json").read_text())
     parts = manifest["parts"]
+    # issue 43, item 11: --format json says what the manifest holds, the text goes to stderr
+    said = json.loads(said)
+    assert said == {
+        **manifest,
+        "manifest": str(folder / "compat-wheelhouse.json"),
+        "on_the_host": said["on_the_host"],
+        "exit_code": 0,
+    }
+    assert said["on_the_host"][-1] == f"compat run --offline --find-links {folder}"
     assert parts and sorted(u for p in parts for u in p["stacks"]) == sorted(["offline", reqs])
     by_pin = {f["pin"]: f["name"] for f in manifest["files"]}
     for part in parts:

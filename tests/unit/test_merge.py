@@ -241,3 +241,14 @@ def test_merge_and_table_answer_in_json_too(tmp_path, compat):
     assert clash["cell"] == passed["cell"] and {r["runner"] for r in clash["records"]} == {"ci-cpu-2", "from a.jsonl"}
     table = json.loads(compat("table", "--results", str(into), "--format", "json").stdout)
     assert table == got["table"]
+    # review: what each file would add, what is already there and what is refused, and the exit code
+    other = tmp_path / "other"
+    proc = compat("review", str(a), str(b), "--results", str(other), "--format", "json")
+    assert proc.returncode == 1 and "1 line(s) or file(s) would be refused" in proc.stderr
+    said = json.loads(proc.stdout)
+    assert (said["results"], said["records_before"], said["refused"], said["exit_code"]) == (str(other), 0, 1, 1)
+    assert [(f["path"], len(f["would_add"]), len(f["refused"])) for f in said["files"]] == [
+        (str(a), 4, 0),
+        (str(b), 2, 1),
+    ]
+    assert said["files"][1]["refused"][0]["line"] == 2 and said["table_changes"] > 0

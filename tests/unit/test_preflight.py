@@ -173,6 +173,14 @@ def test_a_deepspeed_json_named_on_the_command_line_answers_the_yamls_path(compa
     assert "  strategy            zero3          from ds_z3_config.json: zero_optimization.stage = 3" in proc.stdout
     assert "  ranks               8              from --gpus 8" in proc.stdout
     assert "DeepSpeed config as given: ds_z3_config.json" in proc.stdout
+    # issue 43, item 11: the same answer as one JSON object on stdout, the text on stderr
+    proc = compat(*args, "--format", "json", cwd=tmp_path, env={"COMPAT_HOME": str(ROOT)})
+    assert proc.returncode == 0 and "DeepSpeed config as given: ds_z3_config.json" in proc.stderr
+    said = json.loads(proc.stdout)
+    (job,) = said["jobs"]
+    assert job["axes"]["ranks"] == {"value": 8, "from": "--gpus 8"} and job["cell"].endswith("-zero3-gc+r2")
+    assert job["axes"]["strategy"]["from"] == "ds_z3_config.json: zero_optimization.stage = 3"
+    assert [c["path"] for c in job["configs"]] == ["my_sft.yaml", "ds_z3_config.json"] and said["exit_code"] == 0
 
 
 def test_qlora_on_a_stack_without_bitsandbytes_names_the_stacks_that_have_it(compat, monkeypatch):

@@ -200,6 +200,28 @@ def test_gpu_matrix_without_gpu_says_so_in_one_line(compat):
     assert proc.stdout == ""  # nothing was planned or run
 
 
+def test_a_run_answers_in_json_what_it_recorded(compat, tmp_path):
+    """Issue 43, item 11: `compat run --format json` says the run, each record's cell and outcome
+    and the counts as one JSON object on stdout; what it says as it runs goes to stderr. A real
+    cell: one that asks a CPU for a CUDA allocator setting, recorded unsupported without training."""
+    grid = tmp_path / "es.toml"
+    grid.write_text(
+        'description = "one CPU cell asking for a CUDA allocator setting"\n[product]\nhardware = ["cpu"]\n'
+        'stack = ["local"]\nprecision = ["fp32"]\nquantization = ["none"]\nmethod = ["lora"]\nstrategy = ["single"]\n'
+        "expandable_segments = [true]\n"
+    )
+    results = tmp_path / "results"
+    proc = compat("run", "--matrix", str(grid), "--results", str(results), "--no-table", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    (rec,) = [json.loads(line) for line in (results / "records.jsonl").read_text().splitlines()]
+    assert said["records"] == [
+        {"id": rec["id"], "cell": "cpu-local-fp32-none-lora-single-es", "outcome": "unsupported"}
+    ]
+    assert (said["run_id"], said["counts"], said["not_started"]) == (rec["run_id"], {"unsupported": 1}, [])
+    assert said["records_file"] == str(results / "records.jsonl") and "done: 1 unsupported" in proc.stderr
+
+
 def test_a_launcher_that_raised_is_read_from_its_log():
     from harness.catalog.outcome import raised_in_log
 
