@@ -42,7 +42,7 @@ from harness.answers import explain  # noqa: E402
 from harness.catalog import gpus, known_issues  # noqa: E402
 
 SET = ROOT / "bench" / "explain-accuracy"
-GENERIC = {"python-exception", "error-line", "traceback-cut", "no-error-line"}
+GENERIC = set(explain.GUESSES)  # the catch-all answers, which name no cause
 JUDGED = SET / "judged.json"
 JUDGED_FAMILIES = SET / "judged-families.md"
 

@@ -504,13 +504,23 @@ def _bare_exception(tail: str) -> tuple[str, str] | None:
     return found[-1] if found else None
 
 
+# the catch-all answers, which know no cause: the exception alone, the last error line, a cut
+# traceback, no error at all; they say what the log shows and where to look, never a cause
+GUESSES = ("python-exception", "error-line", "traceback-cut", "no-error-line")
+
+
 @dataclasses.dataclass(frozen=True)
 class Answer:
     family: str
     matched: str
-    cause: str
+    cause: str  # for a guess: what the log shows, not a cause
     step: str
     facts: Facts
+
+    @property
+    def confidence(self) -> str:
+        """ "family" where the log is of a failure family compat recognises; "guess" where it is not."""
+        return "guess" if self.family in GUESSES else "family"
 
 
 WARNINGS_CAUSE = "the log ends in warnings, not an error: the job did not stop on an exception here"

@@ -93,7 +93,16 @@ def _as_json(name: str, signature: str, facts, answer, matches: list, also: list
             "project_file": facts.project_file,
             "strategy": facts.strategy,
         },
-        "family": {"name": answer.family, "matched": answer.matched, "cause": answer.cause, "next_step": answer.step},
+        # how sure: a known issue whose conditions the log meets, a family compat recognises, or a guess
+        "confidence": confidence(answer, matches),
+        "family": {
+            "name": answer.family,
+            "matched": answer.matched,
+            # a guess names no cause: what the log shows instead
+            "cause": answer.cause if answer.confidence != "guess" else None,
+            "shows": answer.cause if answer.confidence == "guess" else None,
+            "next_step": answer.step,
+        },
         "matches": [
             {
                 "id": m.issue.id,
@@ -116,6 +125,25 @@ def _as_json(name: str, signature: str, facts, answer, matches: list, also: list
         # the entries of the log's family whose conditions what it shows meets, where no match is confirmed
         "near": [i.id for i in near],
     }
+
+
+CONFIDENCE = {
+    "known-issue": "a known issue matches, and what the log shows meets its conditions",
+    "family": "a failure family compat recognises, not a specific known issue",
+    "guess": "a guess: no known issue or family compat knows fits; below is what the log shows and where to "
+    "look, not a cause",
+}
+
+
+def confidence(answer, matches: list) -> str:
+    """known-issue, family or guess: what explain's first answer rests on."""
+    return "known-issue" if any(m.answers for m in matches) else answer.confidence
+
+
+def _family_lines(answer) -> None:
+    """The family answer's cause (what the log shows, for a guess) and next step."""
+    show(f"   {'cause:  ' if answer.confidence != 'guess' else 'shows:  '} {answer.cause}")
+    show(f"   next:    {answer.step}")
 
 
 def _settings(also: list) -> None:
@@ -141,8 +169,9 @@ def _matches(name: str, matches: list, answer, data, facts) -> None:
             "the log shows does not confirm their conditions, so first the family-level answer "
             f"(not a matched known issue): {answer.family}"
         )
-        show(f"   cause:   {answer.cause}")
-        show(f"   next:    {answer.step}\n")
+        show(f"Confidence: {CONFIDENCE[answer.confidence]}.")
+        _family_lines(answer)
+        show()
         near = _near(data, answer, facts, matches)
         if near:
             show("Known issues of this family whose conditions what the log shows meets, most likely first:\n")
@@ -152,7 +181,8 @@ def _matches(name: str, matches: list, answer, data, facts) -> None:
                 show(f"   fix:     {i.fix[0]}\n")
         show("Known issues whose wording matches, if their conditions are yours:\n")
     else:
-        show(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:\n")
+        show(f"{len(matches)} known issue{'s' if len(matches) != 1 else ''} match {name}, best first:")
+        show(f"Confidence: {CONFIDENCE['known-issue']}.\n")
     for n, m in enumerate(matches, 1):
         i = m.issue
         show(f"{n}. {i.id}: {i.title}")
@@ -182,12 +212,15 @@ def _family(name: str, answer, signature: str, data, facts) -> None:
     conditions the log's versions meet."""
 
     show(f"No known issue matches {name}.")
-    show(f"Its error signature: {signature or '(no error line found)'}\n")
-    show(f"A family-level answer, not a matched known issue: {answer.family}")
+    show(f"Its error signature: {signature or '(no error line found)'}")
+    show(f"Confidence: {CONFIDENCE[answer.confidence]}.\n")
+    if answer.confidence == "guess":
+        show(f"No family compat knows fits either; what the log shows ({answer.family}):")
+    else:
+        show(f"A family-level answer, not a matched known issue: {answer.family}")
     if answer.matched:
         show(f"   matched: {answer.matched}")
-    show(f"   cause:   {answer.cause}")
-    show(f"   next:    {answer.step}")
+    _family_lines(answer)
     near = _near(data, answer, facts)
     if near:
         show("   known issues of this family whose conditions what the log shows meets:")

@@ -127,6 +127,7 @@ def test_explain_names_the_old_torch_cause_and_both_fixes(tmp_path):
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert out.splitlines()[0].endswith("best first:")
+    assert out.splitlines()[1] == "Confidence: a known issue matches, and what the log shows meets its conditions."
     first = out.split("\n\n")[1]
     assert first.startswith("1. torch-bf16-triu-missing-causal-mask")
     assert "torch before 2.1" in first
@@ -151,7 +152,8 @@ def test_explain_with_no_match_shows_the_normalized_signature(tmp_path):
     assert proc.returncode == 0
     assert proc.stdout.startswith(
         f"No known issue matches {log}.\n"
-        "Its error signature: FileNotFoundError: Unable to find '<path>'\n\n"
+        "Its error signature: FileNotFoundError: Unable to find '<path>'\n"
+        "Confidence: a failure family compat recognises, not a specific known issue.\n\n"
         "A family-level answer, not a matched known issue: file-missing\n"
         "   matched: FileNotFoundError: Unable to find '/home/user/data/train.jsonl'\n"
     )
