@@ -61,6 +61,10 @@ def family_texts() -> str:
             explain.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
             explain.WARNINGS_STEP,
         ),
+        ("data-dropped", explain.DATA_DROPPED_CAUSE, explain.DATA_DROPPED_STEP),
+        ("merge-quantized", explain.MERGE_CAUSE, explain.MERGE_STEP),
+        ("vocab-resized", explain.VOCAB_CAUSE, explain.VOCAB_STEP),
+        ("configuration", explain.CONFIG_CAUSE, explain.CONFIG_STEP),
     ]
     return (
         "# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"

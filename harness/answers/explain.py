@@ -104,6 +104,46 @@ PYTHON_OWN = re.compile(
 )
 
 
+# Training frameworks and libraries that check a configuration themselves, by the module folder a
+# traceback's path shows (installed, or a source checkout's src/NAME/): the project, and the page
+# that documents its options.
+FRAMEWORKS = {
+    "llamafactory": ("LLaMA-Factory", "https://github.com/hiyouga/LLaMA-Factory/tree/main/src/llamafactory/hparams"),
+    "llmtuner": ("LLaMA-Factory", "https://github.com/hiyouga/LLaMA-Factory/tree/main/src/llamafactory/hparams"),
+    "axolotl": ("axolotl", "https://github.com/axolotl-ai-cloud/axolotl/blob/main/docs/config-reference.qmd"),
+    "trl": ("trl", "https://huggingface.co/docs/trl/index"),
+    "peft": ("peft", "https://huggingface.co/docs/peft/index"),
+    "swift": ("ms-swift", "https://swift.readthedocs.io/en/latest/"),
+    "unsloth": ("unsloth", "https://docs.unsloth.ai/"),
+    "torchtune": ("torchtune", "https://pytorch.org/torchtune/stable/index.html"),
+    "transformers": ("transformers", "https://huggingface.co/docs/transformers/main_classes/trainer"),
+    "accelerate": ("accelerate", "https://huggingface.co/docs/accelerate/index"),
+    "deepspeed": ("DeepSpeed", "https://www.deepspeed.ai/docs/config-json/"),
+}
+FRAMEWORK_DIR = re.compile(r"[/\\](" + "|".join(FRAMEWORKS) + r")[/\\]")
+# how a project's own check words what it refuses: an option that needs another, two that do not go
+# together, a value it must have (a missing package or file is another failure: NOT_CONFIG)
+CONFIG_WORDS = re.compile(
+    r"\b(?:requires?|is required (?:when|for|if|with)|cannot be (?:used|combined|set|enabled)|can ?not be used|"
+    r"can only be used|(?:are|is) (?:mutually exclusive|incompatible|not compatible)|not (?:yet )?supported "
+    r"(?:for|with|in|when|by|on)|only (?:supports?|accepts?|works? with)|is only (?:supported|available|compatible)|"
+    r"must (?:be|have|set|specify|not)|should (?:be|not)|please (?:set|specify|use|provide|pass|add|remove|disable|"
+    r"enable)|you (?:must|should|need to|have to|cannot|can't)|needs? to be (?:set|specified|enabled|disabled)|"
+    r"(?:is|are) not allowed)\b",
+    re.IGNORECASE,
+)
+NOT_CONFIG = re.compile(
+    r"pip install|please install|is not installed|No module named|No such file|does not exist|not found|out of "
+    r"memory|CUDA error|version",
+    re.IGNORECASE,
+)
+CONFIG_EXCEPTIONS = ("ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError")
+OPTION = re.compile(
+    r"`(?P<tick>-{0,2}[\w.-]{2,60})`|'(?P<quote>--?[\w.-]{2,60})'|(?<![\w-])(?P<flag>--[a-z][\w-]{1,60})"
+    r"|\b(?P<snake>[a-z][a-z0-9]*(?:_[a-z0-9]+){1,6})\b"
+)
+
+
 def frame_path(m) -> str:
     """The file of a FRAME match, whichever traceback style printed it."""
     return m.group("path") or m.group("ipython") or m.group("ipython7") or m.group("rich")
@@ -117,6 +157,7 @@ class Facts:
     project_file: str | None = (
         None  # the file of the project's own code (not an installed package's, not Python's) that raised it
     )
+    framework: str | None = None  # the training framework whose code raised it (a key of FRAMEWORKS), installed or not
     strategy: str | None = (
         None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
     )
@@ -171,6 +212,7 @@ def read(text: str, gpu_db=None) -> Facts:
         frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000) : at if at > 0 else len(text)])]
         last = frames[-1].replace("\\", "/") if frames else ""
         remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
+        facts.framework = next(reversed(FRAMEWORK_DIR.findall(last)), None) if not remote else None
         if remote:
             facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
         elif installed:
@@ -181,7 +223,11 @@ def read(text: str, gpu_db=None) -> Facts:
         name = _card(m.group("name").strip(), gpu_db)
         if name not in facts.gpus:
             facts.gpus.append(name)
-    facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(text, lowered)), None)
+    # what ran, not what the error's message refuses ("... with ZeRO-3 disabled" is no ZeRO-3 run)
+    scan, scan_lowered = text, lowered
+    if raised and len(raised[1]) > 20 and raised[1] in text:
+        scan, scan_lowered = text.replace(raised[1], ""), lowered.replace(raised[1].lower(), "")
+    facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(scan, scan_lowered)), None)
     if facts.strategy is None and len({m.group("card") for m in CUDA_OOM_ON.finditer(text, lowered)}) == 1:
         if not SEVERAL.search(text, lowered) and len(facts.gpus) <= 1:
             facts.strategy = strategies.one_process().name
@@ -284,6 +330,17 @@ FAMILIES = (
         "check whether {module} moved between its versions",
     ),
     _f(
+        "model-class",
+        r"Unrecognized configuration class <class '(?P<cfg>[\w.]{1,200})'> for this kind of AutoModel: "
+        r"(?P<auto>\w{1,60})",
+        "{auto} cannot build this model: its configuration ({cfg}) is of an architecture that class does not "
+        "map: most often a vision-language or audio model loaded through the text-only class, or a model newer "
+        "than the installed transformers ({v_transformers})",
+        "load it with the class its model card names (AutoModelForImageTextToText or AutoModelForVision2Seq, or "
+        "the model's own class, such as Qwen2VLForConditionalGeneration), and in a training framework choose the "
+        "model's multimodal template or stage; if the card asks for a newer transformers than yours, upgrade it",
+    ),
+    _f(
         "unexpected-kwarg",
         r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
         "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
@@ -372,6 +429,45 @@ FAMILIES = (
         "node, load in the training dtype with low_cpu_mem_usage, ZeRO-3 / FSDP loading, fewer dataloader workers",
     ),
     _f(
+        "collective-timeout",
+        r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out"
+        r"|Timed out waiting \d+ms for (?:recv|send) operation",
+        "a collective (an all-reduce, all-gather or barrier) waited longer than the process group's timeout: one "
+        "rank did not reach it: it is busy with work the others do not do (rank 0 alone mapping the dataset, "
+        "evaluating or saving), the ranks disagree on how many steps there are (uneven batches), or a rank hung "
+        "or died without the others noticing",
+        "find the rank that did not reach the collective (each rank's log, or TORCH_DISTRIBUTED_DEBUG=DETAIL and "
+        "NCCL_DEBUG=INFO): run slow one-rank work before the process group starts or on every rank, give every "
+        "rank the same number of batches (drop_last), or raise the timeout (the Trainer's ddp_timeout, "
+        "init_process_group(timeout=...)) where the work is only slow",
+    ),
+    _f(
+        "rendezvous",
+        r"The client socket has timed out after|The server socket (?:on \S{1,100} )?has (?:timed out|failed to "
+        r"listen)|Rendezvous\w{0,20}(?:Timeout|Connection|Closed)Error|DistNetworkError|Timed out initializing "
+        r"process group|failed to connect/validate to|EADDRINUSE|address already in use",
+        "the ranks could not meet: a rank waited for the rendezvous store at the master's address and port and "
+        "never reached it, or could not open it: an address other nodes cannot reach (a hostname they cannot "
+        "resolve, an interface without an address, a firewall), a port an earlier run still holds, the other "
+        "nodes or ranks not started in time, or code that sets MASTER_ADDR / MASTER_PORT itself after the "
+        "launcher chose them",
+        "launch every node with the same master address and port (torchrun --master_addr/--master_port or "
+        "--rdzv_endpoint) reachable from all of them (`nc -zv ADDR PORT` from a worker), take a free port, "
+        "start all nodes within the timeout, and look for a rank that died before the rendezvous (its own "
+        "error comes first); on one machine, let the launcher choose (torchrun --standalone)",
+    ),
+    _f(
+        "launcher-platform",
+        r"use_libuv was requested but PyTorch was build without libuv support|Distributed package doesn't have "
+        r"NCCL built in",
+        "torch's distributed launcher asks for something this platform's torch build lacks: Windows (and macOS) "
+        "wheels have no NCCL, and Windows wheels no libuv, which torch.distributed's store uses by default from "
+        "torch 2.4",
+        "on Windows set USE_LIBUV=0 in the environment of the launch; for several GPUs use the gloo backend "
+        "(slow) or train under Linux or WSL2, where NCCL is built in; for one GPU run the script without a "
+        "launcher",
+    ),
+    _f(
         "nccl-error",
         r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL"
         r"|nccl\w{0,30} failed: unhandled (?:cuda|system) error",
@@ -379,6 +475,17 @@ FAMILIES = (
         "transport (shared memory, P2P, InfiniBand, network) failed",
         "find the first rank that failed and its own error (higher up in the log); rerun with NCCL_DEBUG=INFO to see "
         "the transport; in containers give /dev/shm room (--ipc=host)",
+    ),
+    _f(
+        "cuda-busy",
+        r"all CUDA-capable devices are busy or unavailable|CUDA-capable device\(s\) is/are busy or unavailable",
+        "the card is taken: it is in exclusive-process compute mode and another process holds it (an earlier run "
+        "still alive, or two ranks put on one card because each rank is not given its own), or the card is in a "
+        "bad state",
+        "look at `nvidia-smi` for the processes on the card and at its compute mode (`nvidia-smi -q -d "
+        "COMPUTE`): end a leftover run, give each rank its own card (torchrun sets LOCAL_RANK; "
+        "torch.cuda.set_device(local_rank) before any CUDA work, and no more ranks than visible cards), or set "
+        "the default compute mode (`nvidia-smi -c 0`, as root)",
     ),
     _f(
         "cuda-error",
@@ -423,7 +530,7 @@ FAMILIES = (
         r"num_samples should be a positive integer value, but got num_samples=0"
         r"|KeyError: '(?P<column>text|input_ids|labels|attention_mask|messages|conversations|instruction|input|output"
         r"|prompt|response|completion|chosen|rejected|query|content|role|image|images)'"
-        r"|Column (?:to remove )?\[?'?(?P<column2>\w{1,60})'?\]? not in the dataset",
+        r"|Column (?:to remove )?\[?'?(?P<column2>\w{1,60})'?\]? not in the dataset|Cannot find valid samples",
         "the data does not have the shape the training code reads: a field it expects ({column}{column2}) is "
         "missing or named otherwise, or the dataset is empty after loading, filtering or formatting",
         "print the column names and the first example of the dataset as the trainer receives it; map or rename the "
@@ -436,6 +543,19 @@ FAMILIES = (
         "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data",
         "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
         "for empty or masked-out examples",
+    ),
+    _f(
+        "corrupt-file",
+        r"Error while deserializing header: (?:HeaderTooLarge|MetadataIncompleteBuffer|InvalidHeaderDeserialization)"
+        r"|PytorchStreamReader failed reading zip archive|invalid load key, '(?P<key>[^']{1,4})'"
+        r"|incomplete metadata, file not fully covered|unable to mmap \d+ bytes from file",
+        "a model or checkpoint file is not what it should be: a download cut short, a git-lfs pointer left in "
+        "its place (git clone without git-lfs: the file starts with 'version https://git-lfs', which reads as "
+        "load key 'v'), an HTML error page saved instead (key '<'), or a checkpoint written while the disk filled "
+        "up or the job was killed",
+        "look at the file the traceback loads (`ls -l` against the size the hub lists; `head -c 200 FILE` shows "
+        "a pointer or HTML): delete it, and its copy in the hub cache, and download it again (`git lfs pull`, or "
+        "huggingface-cli download); a checkpoint of your own: check free disk space and save again",
     ),
     _f(
         "file-missing",
@@ -487,7 +607,8 @@ BARE_EXCEPTION = known_issues.Signature(
     r"|(?:[a-z_]\w{0,40}\.){1,10}[A-Z]\w{1,80}): (?P<message>[^\n]{1,1000})$"
 )
 ERROR_LINE = known_issues.Signature(r"(?i)^[^\n]{0,300}\b(?:error|fatal|failed|abort(?:ed)?)\b[^\n]{0,300}$")
-WARNING_LINE = known_issues.Signature(r"(?i)^[^\n]{0,300}\bwarn(?:ing)?\b[^\n]{0,300}$")
+# a logger's warning, or Python's own (UserWarning: ..., FutureWarning: ...)
+WARNING_LINE = known_issues.Signature(r"(?i)^[^\n]{0,300}(?:\bwarn(?:ing)?\b|[a-z]Warning:)[^\n]{0,300}$")
 DIGITS = re.compile(r"\d+")
 
 
@@ -567,6 +688,44 @@ ZERO3_STEP = (
     "train with ZeRO-2 (with offload if memory is short)"
 )
 ZERO3_SUSPECT = {"python-exception", "shape-mismatch", "device-mismatch", "project-code", "remote-code"}
+# a dimension of 0: a ZeRO-3 placeholder read outside the gather
+ZERO_SIZE = re.compile(r"torch\.Size\(\[0\]\)|size of tensor [ab] \(0\)")
+
+# merging adapters into a quantized base (issue 44, kind 3): the traceback runs through a merge, and the log
+# shows 4- or 8-bit weights
+MERGING = re.compile(
+    r"merge_and_unload|merge_adapter|_merge\(|merge_lora|def merge\b|in merge\b|llamafactory-cli export"
+)
+QUANTIZED = re.compile(
+    r"load_in_[48]bit|Linear4bit|Linear8bitLt|Params4bit|Int8Params|quantization_bit|bnb_4bit|BitsAndBytesConfig",
+    re.IGNORECASE,
+)
+MERGE_SUSPECT = ZERO3_SUSPECT | {"dtype-mismatch", "attribute-missing", "configuration"}
+MERGE_CAUSE = (
+    "LoRA adapters are being merged into a base loaded in 4 or 8 bits: those weights are packed (and scaled), so "
+    "adding the adapters' update to them fails on their packed shape or dtype, or rounds it away"
+)
+MERGE_STEP = (
+    "load the base model again in fp16 or bf16, without quantization (no quantization_config, "
+    "load_in_4bit or quantization_bit), load the adapter on it and merge there; quantize the merged model "
+    "afterwards if you need it small"
+)
+
+# a state-dict mismatch of the embeddings or the output layer (issue 44, kind 3)
+VOCAB_MISMATCH = re.compile(
+    r"size mismatch for [\w.]{0,200}(?:embed_tokens|lm_head|wte|word_embeddings|embed_out|output)[\w.]{0,40}: "
+    r"copying a param with shape torch\.Size\(\[(?P<rows>\d+), (?P<cols>\d+)\]\) from checkpoint, the shape in "
+    r"current model is torch\.Size\(\[(?P<rows2>\d+), (?P<cols2>\d+)\]\)"
+)
+VOCAB_CAUSE = (
+    "the vocabulary differs between the checkpoint and the model ({rows}): tokens were added on one side "
+    "(the tokenizer used in training, and resize_token_embeddings) and not on the other"
+)
+VOCAB_STEP = (
+    "build the model as in training: load the tokenizer saved with the checkpoint (with its added tokens) and "
+    "call model.resize_token_embeddings(len(tokenizer)) before loading the checkpoint or adapter; for adapters, "
+    "save the resized embeddings and output layer with them (modules_to_save)"
+)
 
 
 def classify(text: str, facts: Facts) -> Answer:
@@ -577,9 +736,23 @@ def classify(text: str, facts: Facts) -> Answer:
     or the data's points at code that touches partitioned parameters."""
     tail = _tail(text)
     answer = _answer(tail, facts)
-    if answer.family in ZERO3_SUSPECT and (facts.strategy == ZERO3 or "torch.Size([0])" in tail):
+    if answer.family in MERGE_SUSPECT and MERGING.search(tail) and QUANTIZED.search(text):
+        return dataclasses.replace(answer, family="merge-quantized", cause=MERGE_CAUSE, step=MERGE_STEP)
+    if answer.family in ZERO3_SUSPECT and (facts.strategy == ZERO3 or ZERO_SIZE.search(tail)):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
+    if answer.family == "shape-mismatch":
+        return _vocabulary(answer, tail)
     return answer
+
+
+def _vocabulary(answer: Answer, tail: str) -> Answer:
+    """A state-dict size mismatch of the embeddings or the output layer that differs in its rows alone:
+    the vocabulary, resized on one side (issue 44, kind 3); else the answer as it is."""
+    m = VOCAB_MISMATCH.search(tail)
+    if not m or m.group("cols") != m.group("cols2") or m.group("rows") == m.group("rows2"):
+        return answer
+    rows = f"{m.group('rows')} rows in the checkpoint, {m.group('rows2')} in the model built now"
+    return dataclasses.replace(answer, family="vocab-resized", cause=VOCAB_CAUSE.format(rows=rows), step=VOCAB_STEP)
 
 
 def _answer(tail: str, facts: Facts) -> Answer:
@@ -633,7 +806,7 @@ def _classify(tail: str, facts: Facts) -> Answer:
             )
     raised = facts.exception or _bare_exception(tail)
     if raised:
-        return _exception_answer(*raised, facts)
+        return _configuration_answer(*raised, facts) or _exception_answer(*raised, facts)
     flagged = ERROR_LINE.search(tail)
     if flagged:
         line = [m.group(0) for m in ERROR_LINE.finditer(tail)][-1].strip()
@@ -672,6 +845,35 @@ def _classify(tail: str, facts: Facts) -> Answer:
     )
 
 
+CONFIG_CAUSE = (
+    "{project}'s own check refused this configuration before training: its message says which options do not go "
+    "together or what they must be; it is your configuration, not a broken install"
+)
+CONFIG_STEP = (
+    "change {options} as the message says, in your config file, command line or TrainingArguments; {project}'s "
+    "options: {docs} (reinstalling does not change the check; a newer {project} allows a combination only where "
+    "its changelog says so)"
+)
+
+
+def _configuration_answer(kind: str, message: str, facts: Facts) -> Answer | None:
+    """A training framework's own check of its options (issue 44, kind 1): raised in that framework's
+    code, in the words such checks use ("requires", "cannot be used with", "must be"...), and not about
+    a missing package or file. The message states the fix: the answer names the options it mentions and
+    the page that documents them. None where it is not one."""
+    if kind.rsplit(".", 1)[-1] not in CONFIG_EXCEPTIONS or facts.framework is None:
+        return None
+    if not CONFIG_WORDS.search(message) or NOT_CONFIG.search(message):
+        return None
+    project, docs = FRAMEWORKS[facts.framework]
+    options = list(dict.fromkeys(next(v for v in m.groupdict().values() if v) for m in OPTION.finditer(message)))
+    named = ", ".join(options[:4]) or "the options the message names"
+    said = {"project": project, "options": named, "docs": docs}
+    return Answer(
+        "configuration", f"{kind}: {message}"[:200], CONFIG_CAUSE.format(**said), CONFIG_STEP.format(**said), facts
+    )
+
+
 def _exception_answer(kind: str, message: str, facts: Facts) -> Answer:
     """A Python exception no family matches: its type and the package whose code raised it."""
     where = f" in {facts.package}'s code" if facts.package else ""
@@ -688,11 +890,40 @@ def _exception_answer(kind: str, message: str, facts: Facts) -> Answer:
     )
 
 
+# a per-example warning that means the example is cut or left out of training: repeated, the run
+# goes on with less data than the user gave it (issue 44, kind 4)
+DATA_DROPPED = re.compile(
+    r"Token indices sequence length is longer than the specified maximum sequence length|will be ignored in loss "
+    r"calculation|Could not find (?:response|instruction) key|Dropped invalid example|(?:Skipping|Dropping|Dropped) "
+    r"(?:\d+ )?(?:examples?|samples?|sequences?)\b|(?:example|sample|sequence)s? (?:was|were|is|are|will be) "
+    r"(?:truncated|dropped|skipped|ignored)",
+    re.IGNORECASE,
+)
+DATA_DROPPED_CAUSE = (
+    "the log ends in warnings, and one repeats for examples of the data: each is cut or left out of training "
+    "(longer than the maximum length, or its response or instruction marker not found after tokenizing), so "
+    "the run trains on less, or less of each example, than you gave it"
+)
+DATA_DROPPED_STEP = (
+    "count how often it repeats against the dataset's size; raise the maximum sequence length (cutoff_len, "
+    "max_seq_length) or filter long examples before training, and check that the template's response marker "
+    "tokenizes to the same ids inside an example as alone (a tokenizer that merges it with the text before it "
+    "hides it: give the marker with the newline or space before it, or as token ids)"
+)
+
+
 def _warnings_answer(warned: list[str], facts: Facts) -> Answer:
-    """A log of warnings only: the most repeated one (else the last), and how often it repeats."""
+    """A log of warnings only: the most repeated one (else the last), and how often it repeats; one that
+    drops or cuts examples of the data is its own family."""
     counts = collections.Counter(_shape(w) for w in warned)
     lead = max(reversed(warned), key=lambda w: counts[_shape(w)])  # the most repeated, else the last
     times = counts[_shape(lead)]
+    dropped = [w for w in warned if DATA_DROPPED.search(w)]
+    if dropped:
+        line = max(reversed(dropped), key=lambda w: counts[_shape(w)])
+        many = counts[_shape(line)]
+        said = f"; it repeats {many} times" if many > 1 else ""
+        return Answer("data-dropped", line[:200], DATA_DROPPED_CAUSE + said, DATA_DROPPED_STEP, facts)
     return Answer(
         "warnings-only",
         lead[:200],

@@ -667,3 +667,152 @@ def test_explain_says_whether_it_matched_recognised_or_guesses(tmp_path):
         None,
     )
     assert guess["family"]["shows"].startswith("ZeroDivisionError raised in foo's code")
+
+
+# Issue 44: the kinds of failure explain did not read. TEST INPUTS, made up in the wording each
+# library prints (no real record); the quoted ones, with their threads, are in QUOTED_44 below.
+MADE_UP_44 = [
+    # kind 1: a framework's own check of its options, from an installed package and from a source checkout
+    (
+        '  File "/env/lib/python3.11/site-packages/trl/trainer/sft_config.py", line 9, in __post_init__\n'
+        '    raise ValueError("`packing` cannot be used with `padding_free=False` and `max_length=None`.")\n'
+        "ValueError: `packing` cannot be used with `padding_free=False` and `max_length=None`.\n",
+        "configuration",
+        "change packing, padding_free, max_length as the message says",
+    ),
+    (
+        '  File "/home/u/LLaMA-Factory/src/llamafactory/hparams/parser.py", line 9, in get_train_args\n'
+        "ValueError: Please specify `lora_target` in LoRA training.\n",
+        "configuration",
+        "LLaMA-Factory's options: https://github.com/hiyouga/LLaMA-Factory/tree/main/src/llamafactory/hparams",
+    ),
+    # kind 2: the rendezvous, a collective's watchdog, Windows' torch, a card taken
+    (
+        "[E socket.cpp:957] [c10d] The client socket has timed out after 1800s while trying to connect to "
+        "(10.0.0.5, 29500).\ntorch.distributed.DistNetworkError: The client socket has timed out after 1800s while "
+        "trying to connect to (10.0.0.5, 29500).\n",
+        "rendezvous",
+        "reachable from all of them",
+    ),
+    (
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=241, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800593 "
+        "milliseconds before timing out.\n",
+        "collective-timeout",
+        "rank 0 alone mapping the dataset",
+    ),
+    (
+        "RuntimeError: use_libuv was requested but PyTorch was build without libuv support\n",
+        "launcher-platform",
+        "USE_LIBUV=0",
+    ),
+    (
+        "torch.cuda.init()\nRuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call\n",
+        "cuda-busy",
+        "give each rank its own card",
+    ),
+    # kind 3: shapes whose cause is the context: ZeRO-3's empty placeholders, a merge into 4-bit
+    # weights, a vocabulary resized on one side
+    (
+        '  File "/work/train.py", line 40, in build\n    head.weight.copy_(w)\nRuntimeError: The size of '
+        "tensor a (0) must match the size of tensor b (4096) at non-singleton dimension 1\n",
+        "zero3-partitioned",
+        "GatheredParameters",
+    ),
+    (
+        "model = AutoModelForCausalLM.from_pretrained(base, load_in_4bit=True)\n"
+        '  File "/env/site-packages/peft/tuners/lora/model.py", line 700, in merge_and_unload\n'
+        '  File "/env/site-packages/peft/tuners/lora/bnb.py", line 80, in merge\n'
+        "RuntimeError: The size of tensor a (4096) must match the size of tensor b (8388608) at non-singleton "
+        "dimension 0\n",
+        "merge-quantized",
+        "load the base model again in fp16 or bf16",
+    ),
+    (
+        "RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:\n\tsize mismatch for "
+        "base_model.model.model.embed_tokens.weight: copying a param with shape torch.Size([32002, 4096]) from "
+        "checkpoint, the shape in current model is torch.Size([32000, 4096]).\n",
+        "vocab-resized",
+        "32002 rows in the checkpoint, 32000 in the model",
+    ),
+    # kind 4: a file that is not the model it should be; examples dropped without an error
+    (
+        '  File "/env/site-packages/transformers/modeling_utils.py", line 500, in load_state_dict\n'
+        "    with safe_open(checkpoint_file, framework='pt') as f:\n"
+        "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge\n",
+        "corrupt-file",
+        "git-lfs pointer",
+    ),
+    ("_pickle.UnpicklingError: invalid load key, 'v'.\n", "corrupt-file", "load key 'v'"),
+    (
+        "UserWarning: Could not find response key `### Response:` in the following instance: <s> ... This "
+        "instance will be ignored in loss calculation.\n"
+        "UserWarning: Could not find response key `### Response:` in the following instance: <s> ... This "
+        "instance will be ignored in loss calculation.\n{'loss': 0.0, 'learning_rate': 2e-05, 'epoch': 0.1}\n",
+        "data-dropped",
+        "it repeats 2 times",
+    ),
+    # kind 5: a multimodal model through the text-only class
+    (
+        "ValueError: Unrecognized configuration class <class 'transformers.models.qwen2_vl.configuration_qwen2_vl."
+        "Qwen2VLConfig'> for this kind of AutoModel: AutoModelForCausalLM.\n",
+        "model-class",
+        "AutoModelForImageTextToText",
+    ),
+]
+# near-misses, made up (TEST INPUTS): the words of a new family, and another cause
+NEAR_MISSES_44 = [
+    # "requires" about a package to install, raised in a framework: not its configuration
+    (
+        '  File "/env/site-packages/transformers/utils/import_utils.py", line 9, in requires_backends\n'
+        "ImportError: Using `bitsandbytes` 4-bit quantization requires the latest version of bitsandbytes: `pip "
+        "install -U bitsandbytes`\n",
+        "configuration",
+    ),
+    # the words of a check, raised in the user's own script: not a framework's check
+    (
+        '  File "/home/u/train.py", line 12, in main\n    assert args.lr > 0, "lr must be positive"\n'
+        "AssertionError: lr must be positive\n",
+        "configuration",
+    ),
+    # a DataLoader worker on Windows running out of input: not a corrupt model file
+    ("EOFError: Ran out of input\n", "corrupt-file"),
+    # another model size, not a vocabulary: the columns differ too
+    (
+        "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n\tsize mismatch for "
+        "model.embed_tokens.weight: copying a param with shape torch.Size([32000, 5120]) from checkpoint, the "
+        "shape in current model is torch.Size([32000, 4096]).\n",
+        "vocab-resized",
+    ),
+    # a merge of adapters into a full-precision base: no quantized weights in the log
+    (
+        '  File "/env/site-packages/peft/tuners/lora/model.py", line 700, in merge_and_unload\n'
+        "AttributeError: 'NoneType' object has no attribute 'weight'\n",
+        "merge-quantized",
+    ),
+    # a timeout of the hub's download, not of the rendezvous
+    (
+        "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out.\n",
+        "rendezvous",
+    ),
+]
+
+
+@pytest.mark.parametrize("log,family,says", MADE_UP_44)
+def test_the_kinds_of_failure_issue_44_reads(log, family, says):
+    """A framework's own option check is your configuration, answered with its options and docs; a
+    rendezvous, a collective's watchdog, Windows' torch and a taken card are launcher and device
+    failures, not a kernel's assert; an empty ZeRO-3 placeholder, a merge into packed 4-bit weights and a
+    vocabulary resized on one side are read from the context; a corrupt or pointer file and examples
+    dropped by the data pipeline are their own answers; a multimodal model through the text class names
+    the class to use."""
+    answer = explain.classify(log, explain.read(log, GPUS))
+    assert (answer.family, answer.confidence) == (family, "family"), answer
+    assert says in answer.cause + answer.step, answer.cause + " / " + answer.step
+
+
+@pytest.mark.parametrize("log,family", NEAR_MISSES_44)
+def test_the_near_misses_of_issue_44s_families_are_not_claimed(log, family):
+    answer = explain.classify(log, explain.read(log, GPUS))
+    assert answer.family != family, answer
