@@ -470,8 +470,8 @@ def proposed_issue(report: dict, bad_record: dict) -> str:
     excerpt = str(err.get("excerpt") or err.get("message") or "").replace("'''", "''\\'")
     return "\n".join(
         [
-            f"# PROPOSED by compat bisect {report['id']}: a draft for a person to complete, check against public",
-            "# reports and add to matrix/known_issues.toml; compat never merges it.",
+            f"# PROPOSED by compat bisect {report['id']}: a draft for a person to complete from public reports;",
+            "# compat never merges it as it is: `compat known-issue THIS_FILE` checks it, completed, and adds it.",
             f"# Cell {report['cell']}, base stack {report['base_stack']}: {package} {edge['last_good']} passes, "
             f"{edge['first_bad']} fails the same way as the newest.",
             f"# Probes (version, verdict, record id): {probes}",

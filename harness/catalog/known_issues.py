@@ -210,6 +210,12 @@ class KnownIssues:
             return None
 
     @classmethod
+    def check_file(cls, path: Path) -> "KnownIssues":
+        """The entries of any file of [[issue]] tables (a draft, a base about to be written), checked as
+        the base is, with no cache (MatrixError naming each problem at its line)."""
+        return cls._checked(path)[0]
+
+    @classmethod
     def _checked(cls, path: Path) -> tuple["KnownIssues", bytes, list]:
         """The base read and checked entry by entry (MatrixError naming every problem), the bytes
         it was read from, and what the cache keeps of it: each entry's table as the file has it,

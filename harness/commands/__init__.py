@@ -29,6 +29,10 @@ COMMANDS = {
     ),
     "bisect": ("bisect", "find the first release of a package that breaks a cell, running the cell at each probe"),
     "explain": ("explain", "match a log or traceback against the known issues"),
+    "known-issue": (
+        "known_issue",
+        "check a completed draft entry (from compat bisect) and add it to the known-issue base",
+    ),
     "completion": ("completion", "print a completion script for bash, zsh or fish"),
 }
 HELP = {name: help for name, (_, help) in COMMANDS.items()}
