@@ -105,6 +105,7 @@ def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
         )
     return {
         "url": rec["url"],
+        "kind": _kind(top, right, answer.family, rec, accepts),
         "expected_entry": expected,
         "right_by_label": by_label,
         "label_family": rec["family"],
@@ -113,6 +114,56 @@ def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
         "right": right,
         "no_answer": top is None and answer.family == "no-error-line",
     }
+
+
+def _kind(top, right: bool, family: str, rec: dict, accepts: dict | None) -> str:
+    """What the top answer was (issue 44): a matched entry, right or wrong; a family answer that points
+    the report's way (judged.json accepts it, else it is the label's family) or the wrong way; a
+    catch-all (explain.GUESSES: it names no cause)."""
+    if top is not None:
+        return "matched-right" if right else "matched-wrong"
+    if family in GENERIC:
+        return "catch-all"
+    judged = (accepts or {}).get(rec["url"])
+    fits = family in judged if judged is not None else family == rec["family"]
+    return "family-right" if fits else "family-wrong"
+
+
+def figures(rows: list[dict]) -> dict:
+    """Issue 44's three figures for a set of rows, with the share of each kind of answer: precision
+    (a named known issue is the cause), misleading (a family answer that points the wrong way, of
+    all reports) and right (the top answer names the cause and fix direction)."""
+    kinds = {k: sum(r["kind"] == k for r in rows) for k in KINDS}
+    matched = kinds["matched-right"] + kinds["matched-wrong"]
+    n = max(1, len(rows))
+    return {
+        "reports": len(rows),
+        "precision": round(kinds["matched-right"] / matched, 3) if matched else None,
+        "misleading": round(kinds["family-wrong"] / n, 3),
+        "right": round(sum(r["right"] for r in rows) / n, 3),
+        "kinds": kinds,
+    }
+
+
+KINDS = ("matched-right", "matched-wrong", "family-right", "family-wrong", "catch-all")
+
+
+def _figure_lines(rows: list[dict]) -> list[str]:
+    """A table of figures(): the whole set, then each part (each draw) on its own."""
+    parts = sorted({r["part"] for r in rows})
+    out = [
+        "| part | reports | precision | misleading | right | " + " | ".join(KINDS) + " |",
+        "|---" * (5 + len(KINDS)) + "|",
+    ]
+    for name, some in [("all", rows)] + [(p, [r for r in rows if r["part"] == p]) for p in parts]:
+        f = figures(some)
+        precision = f"{100 * f['precision']:.0f}%" if f["precision"] is not None else "—"
+        out.append(
+            f"| {name} | {f['reports']} | {precision} | {100 * f['misleading']:.0f}% | {100 * f['right']:.0f}% | "
+            + " | ".join(str(f["kinds"][k]) for k in KINDS)
+            + " |"
+        )
+    return out
 
 
 def timing(repeat: int = 3) -> list[float]:
@@ -163,6 +214,8 @@ def main() -> int:
         "judged": unused is None,
         "no_answer": no_answer,
         "entries": len(base.issues),
+        "figures": figures(rows),
+        "figures_by_part": {p: figures([r for r in rows if r["part"] == p]) for p in sorted({r["part"] for r in rows})},
         "explain_100mb_s": [round(s, 2) for s in seconds],
         "explain_100mb_median_s": round(statistics.median(seconds), 2),
         "python": platform.python_version(),
@@ -185,16 +238,22 @@ def main() -> int:
         f"explain on a 100 MB log: median {statistics.median(seconds):.2f} s "
         f"({', '.join(f'{s:.2f}' for s in seconds)}).",
         "",
-        "| right | part | report | label | top match | family |",
-        "|---|---|---|---|---|---|",
+        "Issue 44's figures: precision (a named known issue is the cause), misleading (a family answer that "
+        "points the wrong way, of all reports), right (the top answer names the cause and fix direction), and "
+        "the kinds of top answer:",
+        "",
+        *_figure_lines(rows),
+        "",
+        "| right | kind | part | report | label | top match | family |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {'yes' if r['right'] else 'no'} | {r['part']} | {r['url']} | "
+        f"| {'yes' if r['right'] else 'no'} | {r['kind']} | {r['part']} | {r['url']} | "
         f"{r['expected_entry'] or r['label_family']} | {r['top_match'] or '—'} | {r['family']} |"
         for r in rows
     ]
     (args.out / "explain_accuracy.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[:7]))
+    print("\n".join(lines[: lines.index("| right | kind | part | report | label | top match | family |")]))
     return 0
 
 
