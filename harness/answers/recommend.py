@@ -833,28 +833,17 @@ def _other_strategy(gpu: GpuModel, devices: int, method: str, backend, data, ev:
                 sources=list(backend.distributed_sources),
             )
         )
-    if strategies.get(strategy).deepspeed and not backend.deepspeed_on(gpu.arch):
+    if not strategies.get(strategy).deepspeed:
+        return strategy
+    says = backend.deepspeed_says
+    if not backend.deepspeed_on(gpu.arch):
         strategy = strategies.for_trainer_fsdp(1).name
-        ev.append(
-            Evidence(
-                "strategy",
-                "predicted",
-                f"DeepSpeed is not validated on {gpu.arch} ({backend.deepspeed_says}): shard with torch's FSDP "
-                "(full shard) through the Trainer instead",
-                rule=f"{backend.key}-deepspeed",
-                sources=list(backend.deepspeed_sources),
-            )
+        says = (
+            f"DeepSpeed is not validated on {gpu.arch} ({says}): shard with torch's FSDP (full shard) through the "
+            "Trainer instead"
         )
-    elif strategies.get(strategy).deepspeed:
-        ev.append(
-            Evidence(
-                "strategy",
-                "predicted",
-                backend.deepspeed_says,
-                rule=f"{backend.key}-deepspeed",
-                sources=list(backend.deepspeed_sources),
-            )
-        )
+    rule, sources = f"{backend.key}-deepspeed", list(backend.deepspeed_sources)
+    ev.append(Evidence("strategy", "predicted", says, rule=rule, sources=sources))
     return strategy
 
 

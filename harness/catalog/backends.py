@@ -19,7 +19,6 @@ from harness.catalog.gpus import BACKENDS
 from harness.errors import MatrixError
 from harness.tomldata import SPECIFIER, TEXT, URL, Key, Table, check, kind, load_data
 
-_LIST = kind(lambda v: isinstance(v, list), "must be a list")
 _TEXTS = kind(lambda v: isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v), "must list text")
 _URLS = kind(lambda v: isinstance(v, list) and v, "must list at least one URL")
 _MAYBE_SPEC = kind(lambda v: v == "" or SPECIFIER.problem(v) is None, '{r} is not a version specifier (or "")')
