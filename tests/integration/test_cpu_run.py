@@ -284,18 +284,19 @@ stack = ["local"]
 precision = ["fp32"]
 quantization = ["none"]
 method = ["full"]
-strategy = ["zero2", "zero3", "zero3_offload"]
+strategy = ["zero2", "zero3_offload"]
 ranks = [1, 2]
 [[exclude]]
-strategy = ["zero2", "zero3"]
+strategy = "zero2"
 ranks = 1
 """
 
 
 def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
-    """ZeRO-2, ZeRO-3 and ZeRO-3 with CPU offload through the Trainer's `deepspeed=` config file,
-    launched with the deepspeed launcher (2 ranks, and 1 for offload): each passes, reports
-    memory per rank, and really ran the stage and offload its config names."""
+    """ZeRO-2 and ZeRO-3 with CPU offload through the Trainer's `deepspeed=` config file, launched
+    with the deepspeed launcher (2 ranks, and 1 for offload): each passes, reports memory per rank,
+    and really ran the stage and offload its config names. ZeRO-3 without offload on 2 ranks is
+    test_presets_run's Qwen2-VL zero3 cell (left out here to keep the suite's time)."""
     pytest.importorskip("deepspeed")
     grid = tmp_path / "ds.toml"
     grid.write_text(DEEPSPEED)
@@ -304,7 +305,6 @@ def test_deepspeed_zero_stages_run_under_the_deepspeed_launcher(tmp_path):
     recs = {r["cell"]: r for r in load(tmp_path / "records.jsonl")}
     expect = {
         "cpu-local-fp32-none-full-zero2-r2": (2, False, 2),
-        "cpu-local-fp32-none-full-zero3-r2": (3, False, 2),
         "cpu-local-fp32-none-full-zero3_offload": (3, True, 1),
         "cpu-local-fp32-none-full-zero3_offload-r2": (3, True, 2),
     }
