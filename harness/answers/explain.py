@@ -688,8 +688,11 @@ ZERO3_STEP = (
     "train with ZeRO-2 (with offload if memory is short)"
 )
 ZERO3_SUSPECT = {"python-exception", "shape-mismatch", "device-mismatch", "project-code", "remote-code"}
-# a dimension of 0: a ZeRO-3 placeholder read outside the gather
-ZERO_SIZE = re.compile(r"torch\.Size\(\[0\]\)|size of tensor [ab] \(0\)")
+# a parameter of torch.Size([0]): a ZeRO-3 placeholder read outside the gather; a tensor of size 0 in an
+# operation is one too where the log shows DeepSpeed (without it, an empty batch or label list gives the same words)
+ZERO_SIZE = re.compile(r"torch\.Size\(\[0\]\)")
+ZERO_OPERAND = re.compile(r"size of tensor [ab] \(0\)")
+DEEPSPEED_SEEN = re.compile(r"(?i)deepspeed")
 
 # merging adapters into a quantized base (issue 44, kind 3): the traceback runs through a merge, and the log
 # shows 4- or 8-bit weights
@@ -732,13 +735,16 @@ def classify(text: str, facts: Facts) -> Answer:
     """The family-level answer for a log (`_classify`); where the model's own code raised the
     error, the answer points at that model's repository, not at the library: a family of its
     own where nothing more specific is known, else the family's step prefixed. Under ZeRO-3 (or
-    with a parameter of torch.Size([0]) in the error), an error that is not a library's version
-    or the data's points at code that touches partitioned parameters."""
+    with a parameter of torch.Size([0]) in the error, or an operand of size 0 in a DeepSpeed log),
+    an error that is not a library's version or the data's points at code that touches partitioned
+    parameters."""
     tail = _tail(text)
     answer = _answer(tail, facts)
     if answer.family in MERGE_SUSPECT and MERGING.search(tail) and QUANTIZED.search(text):
         return dataclasses.replace(answer, family="merge-quantized", cause=MERGE_CAUSE, step=MERGE_STEP)
-    if answer.family in ZERO3_SUSPECT and (facts.strategy == ZERO3 or ZERO_SIZE.search(tail)):
+    if answer.family in ZERO3_SUSPECT and (
+        facts.strategy == ZERO3 or ZERO_SIZE.search(tail) or (ZERO_OPERAND.search(tail) and DEEPSPEED_SEEN.search(text))
+    ):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
     if answer.family == "shape-mismatch":
         return _vocabulary(answer, tail)

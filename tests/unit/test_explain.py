@@ -715,6 +715,7 @@ MADE_UP_44 = [
     # kind 3: shapes whose cause is the context: ZeRO-3's empty placeholders, a merge into 4-bit
     # weights, a vocabulary resized on one side
     (
+        "[INFO] [comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl\n"
         '  File "/work/train.py", line 40, in build\n    head.weight.copy_(w)\nRuntimeError: The size of '
         "tensor a (0) must match the size of tensor b (4096) at non-singleton dimension 1\n",
         "zero3-partitioned",
@@ -790,6 +791,32 @@ NEAR_MISSES_44 = [
         '  File "/env/site-packages/peft/tuners/lora/model.py", line 700, in merge_and_unload\n'
         "AttributeError: 'NoneType' object has no attribute 'weight'\n",
         "merge-quantized",
+    ),
+    # a dimension of 0 in the user's own loss with no DeepSpeed in the log: an empty batch, not ZeRO-3
+    (
+        '  File "/home/u/train.py", line 88, in compute_loss\n    loss = (logits - labels).pow(2).mean()\n'
+        "RuntimeError: The size of tensor a (0) must match the size of tensor b (8) at non-singleton dimension 0\n",
+        "zero3-partitioned",
+    ),
+    # a DataLoader's own timeout, not a collective's
+    ("RuntimeError: DataLoader timed out after 120 seconds\n", "collective-timeout"),
+    # MPI asked of a build without it: a backend choice, on any platform
+    (
+        "RuntimeError: Distributed package doesn't have MPI built in. MPI is only included if you build PyTorch "
+        "from source on a host that has MPI installed.\n",
+        "launcher-platform",
+    ),
+    # no card visible at all, not a card taken
+    (
+        "RuntimeError: CUDA error: no CUDA-capable device is detected\nCUDA kernel errors might be "
+        "asynchronously reported at some other API call\n",
+        "cuda-busy",
+    ),
+    # a folder without a model type in its config.json: not a model through the wrong class
+    (
+        "ValueError: Unrecognized model in ./output/checkpoint-500. Should have a `model_type` key in its "
+        "config.json, or contain one of the following strings in its name: albert, bart, llama\n",
+        "model-class",
     ),
     # a timeout of the hub's download, not of the rendezvous
     (
