@@ -445,7 +445,9 @@ FAMILIES = (
         "rendezvous",
         r"The client socket has timed out after|The server socket (?:on \S{1,100} )?has (?:timed out|failed to "
         r"listen)|Rendezvous\w{0,20}(?:Timeout|Connection|Closed)Error|DistNetworkError|Timed out initializing "
-        r"process group|failed to connect/validate to|EADDRINUSE|address already in use",
+        r"process group|failed to connect/validate to|EADDRINUSE|address already in use|DistStoreError: Socket Timeout"
+        r"|The client socket has failed to connect to any network address|Timed out after \d+ seconds waiting for "
+        r"clients",
         "the ranks could not meet: a rank waited for the rendezvous store at the master's address and port and "
         "never reached it, or could not open it: an address other nodes cannot reach (a hostname they cannot "
         "resolve, an interface without an address, a firewall), a port an earlier run still holds, the other "
@@ -458,7 +460,7 @@ FAMILIES = (
     ),
     _f(
         "launcher-platform",
-        r"use_libuv was requested but PyTorch was build without libuv support|Distributed package doesn't have "
+        r"(?:use_libuv was requested but )?PyTorch was buil[dt] without libuv support|Distributed package doesn't have "
         r"NCCL built in",
         "torch's distributed launcher asks for something this platform's torch build lacks: Windows (and macOS) "
         "wheels have no NCCL, and Windows wheels no libuv, which torch.distributed's store uses by default from "
@@ -548,7 +550,7 @@ FAMILIES = (
         "corrupt-file",
         r"Error while deserializing header: (?:HeaderTooLarge|MetadataIncompleteBuffer|InvalidHeaderDeserialization)"
         r"|PytorchStreamReader failed reading zip archive|invalid load key, '(?P<key>[^']{1,4})'"
-        r"|incomplete metadata, file not fully covered|unable to mmap \d+ bytes from file",
+        r"|incomplete metadata, file not fully covered",
         "a model or checkpoint file is not what it should be: a download cut short, a git-lfs pointer left in "
         "its place (git clone without git-lfs: the file starts with 'version https://git-lfs', which reads as "
         "load key 'v'), an HTML error page saved instead (key '<'), or a checkpoint written while the disk filled "
@@ -905,6 +907,7 @@ DATA_DROPPED = re.compile(
     r"(?:truncated|dropped|skipped|ignored)",
     re.IGNORECASE,
 )
+LONG_TEXT = re.compile(r"Token indices sequence length is longer", re.IGNORECASE)
 DATA_DROPPED_CAUSE = (
     "the log ends in warnings, and one repeats for examples of the data: each is cut or left out of training "
     "(longer than the maximum length, or its response or instruction marker not found after tokenizing), so "
@@ -924,7 +927,8 @@ def _warnings_answer(warned: list[str], facts: Facts) -> Answer:
     counts = collections.Counter(_shape(w) for w in warned)
     lead = max(reversed(warned), key=lambda w: counts[_shape(w)])  # the most repeated, else the last
     times = counts[_shape(lead)]
-    dropped = [w for w in warned if DATA_DROPPED.search(w)]
+    # the tokenizer's notice of one long text is often harmless (it is cut or split later): only repeated
+    dropped = [w for w in warned if DATA_DROPPED.search(w) and (counts[_shape(w)] > 1 or not LONG_TEXT.search(w))]
     if dropped:
         line = max(reversed(dropped), key=lambda w: counts[_shape(w)])
         many = counts[_shape(line)]
