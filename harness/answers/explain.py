@@ -460,7 +460,7 @@ FAMILIES = (
     ),
     _f(
         "launcher-platform",
-        r"(?:use_libuv was requested but )?PyTorch was buil[dt] without libuv support|Distributed package doesn't have "
+        r"PyTorch was buil[dt] without libuv support|Distributed package doesn't have "
         r"NCCL built in",
         "torch's distributed launcher asks for something this platform's torch build lacks: Windows (and macOS) "
         "wheels have no NCCL, and Windows wheels no libuv, which torch.distributed's store uses by default from "
