@@ -64,6 +64,8 @@ def family_texts() -> str:
         ("data-dropped", explain.DATA_DROPPED_CAUSE, explain.DATA_DROPPED_STEP),
         ("merge-quantized", explain.MERGE_CAUSE, explain.MERGE_STEP),
         ("vocab-resized", explain.VOCAB_CAUSE, explain.VOCAB_STEP),
+        ("release-mix", explain.MISMATCH_CAUSE, explain.MISMATCH_STEP),
+        ("model-attribute", explain.MODEL_ATTR_CAUSE, explain.MODEL_ATTR_STEP),
         ("configuration", explain.CONFIG_CAUSE, explain.CONFIG_STEP),
     ]
     return (

@@ -288,6 +288,20 @@ FAMILIES = (
         "and its index URL",
     ),
     _f(
+        "no-gpu-visible",
+        r"can only be used on CUDA|Torch not compiled with CUDA enabled|No CUDA GPUs are available|no CUDA-capable "
+        r"device is detected|Found no NVIDIA driver on your system|CUDA driver version is insufficient for CUDA "
+        r"runtime version|The NVIDIA driver on your system is too old",
+        "torch sees no GPU it can use: a CPU-only torch build (its version ends in +cpu, torch.version.cuda is None), "
+        "a driver older than the CUDA that torch build needs, CUDA_VISIBLE_DEVICES set to none, or a machine, "
+        "container or notebook runtime without a GPU attached; options that need a GPU (fp16/bf16 mixed precision, "
+        "4- and 8-bit loading) are refused then, though they are right for a GPU",
+        'run `python -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"` '
+        "and `nvidia-smi` where the job runs: install a CUDA build of torch that the driver supports (`compat "
+        "recommend --gpu CARD` names one), update the driver, or attach a GPU (a notebook: change the runtime type); "
+        "to train on the CPU, drop the GPU-only options",
+    ),
+    _f(
         "syntax-error",
         r"(?m)^\s*(?P<kind>SyntaxError|IndentationError|TabError): (?P<msg>[^\n]{1,200})$",
         "Python could not parse the source file the traceback names last: the code uses syntax newer than this Python "
@@ -296,7 +310,9 @@ FAMILIES = (
         "look at the file and line shown above the error: if it is HTML or a pointer, download that file again; else "
         "compare your Python (`python --version`) with the one the package or project requires (`Requires-Python` on "
         "PyPI, or its README) and run it with that Python, or reinstall the package the file belongs to ({pkg}) with "
-        "`pip install --force-reinstall --no-cache-dir`, or its release before if the newest is broken",
+        "`pip install --force-reinstall --no-cache-dir`, or its release before if the newest is broken; if the file is "
+        "the project's own code (not under site-packages), update the project to its latest commit: a published file "
+        "that does not parse is fixed there",
     ),
     _f(
         "shadowed-module",
@@ -312,6 +328,16 @@ FAMILIES = (
         'print({module}.__path__)"` run from the same directory): rename your file or folder of that name and delete '
         "its __pycache__, or run from another directory; if it is the installed package, reinstall it (`pip install "
         "--force-reinstall --no-deps {top}`) and check that the libraries it imports load on their own",
+    ),
+    _f(
+        "package-needed",
+        r"(?:You need to have|make sure you have|Please make sure you have) `?(?P<need>[A-Za-z][\w.-]{1,60})`? "
+        r"installed|requires the (?P<need2>[A-Za-z][\w.-]{1,60}) library but it was not found in your environment",
+        "the code needs {need}{need2}, and this environment does not have it (or has it where this Python does not "
+        "look: installed into another environment, or after the process or notebook started)",
+        "install it in the environment that runs the job (`python -m pip install {need}{need2}`), then start the "
+        "process again (in a notebook, restart the runtime: a module imported before the install is not loaded "
+        'again); if it is installed, check that this Python sees it (`python -c "import {need}{need2}"`)',
     ),
     _f(
         "import-name",
@@ -334,11 +360,14 @@ FAMILIES = (
         r"Unrecognized configuration class <class '(?P<cfg>[\w.]{1,200})'> for this kind of AutoModel: "
         r"(?P<auto>\w{1,60})",
         "{auto} cannot build this model: its configuration ({cfg}) is of an architecture that class does not "
-        "map: most often a vision-language or audio model loaded through the text-only class, or a model newer "
-        "than the installed transformers ({v_transformers})",
+        "map: most often a vision-language or audio model loaded through the text-only class, a model newer "
+        "than the installed transformers ({v_transformers}), or a model with its own code (trust_remote_code) whose "
+        "config maps only other Auto classes (its config.json's auto_map lists them: ChatGLM's maps AutoModel)",
         "load it with the class its model card names (AutoModelForImageTextToText or AutoModelForVision2Seq, or "
-        "the model's own class, such as Qwen2VLForConditionalGeneration), and in a training framework choose the "
-        "model's multimodal template or stage; if the card asks for a newer transformers than yours, upgrade it",
+        "the model's own class, such as Qwen2VLForConditionalGeneration, or the Auto class its auto_map lists, with "
+        "trust_remote_code=True), and in a training framework choose the model's multimodal template or stage, or "
+        "the framework release that supports this model; if the card asks for a newer transformers than yours, "
+        "upgrade it",
     ),
     _f(
         "unexpected-kwarg",
@@ -434,12 +463,14 @@ FAMILIES = (
         r"|Timed out waiting \d+ms for (?:recv|send) operation",
         "a collective (an all-reduce, all-gather or barrier) waited longer than the process group's timeout: one "
         "rank did not reach it: it is busy with work the others do not do (rank 0 alone mapping the dataset, "
-        "evaluating or saving), the ranks disagree on how many steps there are (uneven batches), or a rank hung "
-        "or died without the others noticing",
+        "evaluating or saving), the ranks disagree on how many steps there are (uneven batches), a rank hung "
+        "or died without the others noticing, or the transport between cards or nodes hung (InfiniBand, the "
+        "network, P2P): then a longer timeout does not help",
         "find the rank that did not reach the collective (each rank's log, or TORCH_DISTRIBUTED_DEBUG=DETAIL and "
         "NCCL_DEBUG=INFO): run slow one-rank work before the process group starts or on every rank, give every "
         "rank the same number of batches (drop_last), or raise the timeout (the Trainer's ddp_timeout, "
-        "init_process_group(timeout=...)) where the work is only slow",
+        "init_process_group(timeout=...)) where the work is only slow; if even a first small collective hangs, test "
+        "the transport (NCCL_DEBUG=INFO; NCCL_IB_DISABLE=1 or NCCL_P2P_DISABLE=1 for one run tells which)",
     ),
     _f(
         "rendezvous",
@@ -462,12 +493,13 @@ FAMILIES = (
         "launcher-platform",
         r"PyTorch was buil[dt] without libuv support|Distributed package doesn't have "
         r"NCCL built in",
-        "torch's distributed launcher asks for something this platform's torch build lacks: Windows (and macOS) "
-        "wheels have no NCCL, and Windows wheels no libuv, which torch.distributed's store uses by default from "
-        "torch 2.4",
+        "torch's distributed launcher asks for something this torch build lacks: Windows (and macOS) wheels have no "
+        "NCCL, Windows wheels no libuv, which torch.distributed's store uses by default from torch 2.4, and a "
+        "CPU-only torch build (on any system: torch.version.cuda is None) has no NCCL either",
         "on Windows set USE_LIBUV=0 in the environment of the launch; for several GPUs use the gloo backend "
-        "(slow) or train under Linux or WSL2, where NCCL is built in; for one GPU run the script without a "
-        "launcher",
+        "(slow) or train under Linux or WSL2, where NCCL is built in; on Linux, check that torch is a CUDA build "
+        '(`python -c "import torch; print(torch.version.cuda)"`) and install one if not; for one GPU run the '
+        "script without a launcher",
     ),
     _f(
         "nccl-error",
@@ -482,12 +514,13 @@ FAMILIES = (
         "cuda-busy",
         r"all CUDA-capable devices are busy or unavailable|CUDA-capable device\(s\) is/are busy or unavailable",
         "the card is taken: it is in exclusive-process compute mode and another process holds it (an earlier run "
-        "still alive, or two ranks put on one card because each rank is not given its own), or the card is in a "
-        "bad state",
+        "still alive, or two ranks put on one card because each rank is not given its own), or the card or its "
+        "driver is in a bad state (nvidia-smi itself errors or shows no process)",
         "look at `nvidia-smi` for the processes on the card and at its compute mode (`nvidia-smi -q -d "
         "COMPUTE`): end a leftover run, give each rank its own card (torchrun sets LOCAL_RANK; "
         "torch.cuda.set_device(local_rank) before any CUDA work, and no more ranks than visible cards), or set "
-        "the default compute mode (`nvidia-smi -c 0`, as root)",
+        "the default compute mode (`nvidia-smi -c 0`, as root); if nvidia-smi fails or shows the card free, reload "
+        "the driver or reboot the machine",
     ),
     _f(
         "cuda-error",
@@ -554,10 +587,22 @@ FAMILIES = (
         "a model or checkpoint file is not what it should be: a download cut short, a git-lfs pointer left in "
         "its place (git clone without git-lfs: the file starts with 'version https://git-lfs', which reads as "
         "load key 'v'), an HTML error page saved instead (key '<'), or a checkpoint written while the disk filled "
-        "up or the job was killed",
+        "up or the job was killed; less often the file is whole and the installed torch or safetensors is too old "
+        "for its format",
         "look at the file the traceback loads (`ls -l` against the size the hub lists; `head -c 200 FILE` shows "
         "a pointer or HTML): delete it, and its copy in the hub cache, and download it again (`git lfs pull`, or "
-        "huggingface-cli download); a checkpoint of your own: check free disk space and save again",
+        "huggingface-cli download); a checkpoint of your own: check free disk space and save again; if the size and "
+        "the file's start are right, upgrade torch and safetensors to the releases the model card names",
+    ),
+    _f(
+        "native-library",
+        r"(?P<so>[\w+-]{1,80}\.so(?:\.\d{1,4}){0,3}): cannot open shared object file",
+        "a native library that is loaded at run time ({so}) is not installed or not on the dynamic loader's path: "
+        "most often the CUDA, cuDNN or NCCL runtime of the version a package was built for (the number in the name: "
+        "libcudart.so.12 is CUDA 12, libcudnn*.so.8 is cuDNN 8), or a system library (libGL for OpenCV)",
+        "install the runtime of that version (pip: nvidia-cudnn-cu12, nvidia-cuda-runtime-cu12 ...; conda; or the "
+        "system package), or the build of the package made for the CUDA you have; if it is installed, put its lib "
+        "folder on LD_LIBRARY_PATH (`ldconfig -p | grep NAME` shows what the loader finds)",
     ),
     _f(
         "file-missing",
@@ -724,12 +769,45 @@ VOCAB_MISMATCH = re.compile(
 )
 VOCAB_CAUSE = (
     "the vocabulary differs between the checkpoint and the model ({rows}): tokens were added on one side "
-    "(the tokenizer used in training, and resize_token_embeddings) and not on the other"
+    "(the tokenizer used in training, and resize_token_embeddings) and not on the other, or the checkpoint or "
+    "adapter was trained on another variant of the base (a chat, vision or extended-vocabulary variant)"
 )
 VOCAB_STEP = (
     "build the model as in training: load the tokenizer saved with the checkpoint (with its added tokens) and "
     "call model.resize_token_embeddings(len(tokenizer)) before loading the checkpoint or adapter; for adapters, "
-    "save the resized embeddings and output layer with them (modules_to_save)"
+    "save the resized embeddings and output layer with them (modules_to_save); check that the base is the one it was "
+    "trained on (an adapter's adapter_config.json names it: base_model_name_or_path)"
+)
+
+
+# a submodule of one installed package missing where another installed package imports it (issue 44, kind 5)
+MISSING_MODULE = re.compile(r"No module named '(?P<module>[\w.]{1,100})'")
+MISMATCH_CAUSE = (
+    "{pkg} ({v_pkg}) imports {module}, which the installed {top} ({v_top}) does not have: the two releases do not "
+    "go together ({module} was added, moved or removed in another {top} release)"
+)
+MISMATCH_STEP = (
+    "install releases that go together: the {top} that this {pkg} requires (`pip show {pkg}` and its release "
+    "notes name the range; `pip check` lists mismatches), or the {pkg} release made for your {top}; in a project, "
+    "take the pair its requirements pin"
+)
+
+
+# an attribute missing on a model or layer object: torch's Module.__getattr__ raised it, so the object is
+# not the model the code expects; torch's release is not the question
+MODULE_GETATTR = re.compile(r"torch[/\\]nn[/\\]modules[/\\]module\.py\"?, line \d+, in __getattr__")
+OBJECT_ATTR = re.compile(r"'(?P<type>\w{1,100})' object has no attribute '(?P<attr>\w{1,100})'")
+MODEL_ATTR_CAUSE = (
+    "{type} (a model or a layer of it) has no {attr}: the object is not the model the code was written for: a "
+    "wrapper around it (DistributedDataParallel, DeepSpeed's engine, a PeftModel: the model is inside it), another "
+    "model or another library's implementation of it, or another revision of its code (a model's own code, "
+    "trust_remote_code, older or newer than the script that uses it)"
+)
+MODEL_ATTR_STEP = (
+    "print type(model) where the code reads .{attr}: unwrap a wrapper (model.module, "
+    "accelerator.unwrap_model(model), model.get_base_model()); else load the model the script was written for "
+    "(the checkpoint, revision and library its README names), or take the model code's revision the script "
+    "expects"
 )
 
 
@@ -739,7 +817,8 @@ def classify(text: str, facts: Facts) -> Answer:
     own where nothing more specific is known, else the family's step prefixed. Under ZeRO-3 (or
     with a parameter of torch.Size([0]) in the error, or an operand of size 0 in a DeepSpeed log),
     an error that is not a library's version or the data's points at code that touches partitioned
-    parameters."""
+    parameters. A submodule missing where another installed package imports it is a release mix, and
+    an attribute missing on a torch module is the model object, not torch's release."""
     tail = _tail(text)
     answer = _answer(tail, facts)
     if answer.family in MERGE_SUSPECT and MERGING.search(tail) and QUANTIZED.search(text):
@@ -750,7 +829,39 @@ def classify(text: str, facts: Facts) -> Answer:
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
     if answer.family == "shape-mismatch":
         return _vocabulary(answer, tail)
+    if answer.family == "module-missing":
+        return _mismatched(answer, tail, facts)
+    if answer.family == "attribute-missing" and MODULE_GETATTR.search(tail):
+        found = [m.groupdict() for m in OBJECT_ATTR.finditer(tail)]
+        if found:
+            return dataclasses.replace(
+                answer,
+                family="model-attribute",
+                cause=MODEL_ATTR_CAUSE.format(**found[-1]),
+                step=MODEL_ATTR_STEP.format(**found[-1]),
+            )
     return answer
+
+
+def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
+    """`No module named 'a.b'` raised in another installed package's code: `a` is installed (else Python names
+    `a` alone), without the submodule that package's release expects: a release mix; else the answer as it is."""
+    found = [m.group("module") for m in MISSING_MODULE.finditer(tail)]
+    module = found[-1] if found else ""
+    top = module.split(".")[0]
+    importer = facts.package
+    if "." not in module or not importer or LIBRARIES.get(importer, importer) == LIBRARIES.get(top, top):
+        return answer
+    said = _Fields(
+        module=module,
+        top=top,
+        pkg=importer,
+        v_top=facts.versions.get(LIBRARIES.get(top, top), "not in the log"),
+        v_pkg=facts.versions.get(LIBRARIES.get(importer, importer), "not in the log"),
+    )
+    return dataclasses.replace(
+        answer, family="release-mix", cause=MISMATCH_CAUSE.format_map(said), step=MISMATCH_STEP.format_map(said)
+    )
 
 
 def _vocabulary(answer: Answer, tail: str) -> Answer:

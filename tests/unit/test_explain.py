@@ -761,9 +761,77 @@ MADE_UP_44 = [
         "model-class",
         "AutoModelForImageTextToText",
     ),
+    # the second round: a message that names the package to install; a native runtime the loader cannot find; torch
+    # seeing no GPU; one installed package importing a submodule another's release lacks
+    (
+        "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library serialization "
+        "file, (2) a slow tokenizer instance to convert. You need to have sentencepiece installed to convert a slow "
+        "tokenizer to a fast one.\n",
+        "package-needed",
+        "python -m pip install sentencepiece",
+    ),
+    (
+        "OSError: libcudnn_cnn_infer.so.8: cannot open shared object file: No such file or directory\n",
+        "native-library",
+        "libcudnn*.so.8 is cuDNN 8",
+    ),
+    (
+        '  File "/env/site-packages/torch/cuda/__init__.py", line 239, in _lazy_init\n'
+        '    raise AssertionError("Torch not compiled with CUDA enabled")\n'
+        "AssertionError: Torch not compiled with CUDA enabled\n",
+        "no-gpu-visible",
+        "torch.cuda.is_available()",
+    ),
+    (
+        '  File "/env/site-packages/trl/trainer/sft_trainer.py", line 30, in <module>\n'
+        "    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled\n"
+        "ModuleNotFoundError: No module named 'transformers.integrations.deepspeed'\n",
+        "release-mix",
+        "trl (not in the log) imports transformers.integrations.deepspeed",
+    ),
+    (
+        '  File "/home/u/train.py", line 90, in main\n    model.config.use_cache = False\n'
+        '  File "/env/site-packages/torch/nn/modules/module.py", line 1688, in __getattr__\n'
+        "    raise AttributeError(f\"'{type(self).__name__}' object has no attribute '{name}'\")\n"
+        "AttributeError: 'DistributedDataParallel' object has no attribute 'config'\n",
+        "model-attribute",
+        "model.module",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
+    # "pip install" in a message whose usual cause is a card or a bitsandbytes build: not a package to install
+    (
+        "ImportError: Using `load_in_8bit=True` requires Accelerate: `pip install accelerate` and the latest version "
+        "of bitsandbytes: `pip install -i https://pypi.org/simple/ bitsandbytes`\n",
+        "package-needed",
+    ),
+    # a shared object found but built against another torch: not a missing runtime
+    (
+        "ImportError: /env/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+        "_ZN3c104cuda9SetDeviceEi\n",
+        "native-library",
+    ),
+    # a GPU index beyond the cards there are: torch sees GPUs
+    ("RuntimeError: CUDA error: invalid device ordinal\n", "no-gpu-visible"),
+    # a dotted module missing in the project's own script, and in a package's own submodule: not a release mix
+    (
+        '  File "/home/u/LLaMA-Factory/src/train_bash.py", line 1, in <module>\n'
+        "    from llmtuner.tuner import run_exp\nModuleNotFoundError: No module named 'llmtuner.tuner'\n",
+        "release-mix",
+    ),
+    (
+        '  File "/env/site-packages/peft/__init__.py", line 22, in <module>\n'
+        "    from .tuners import LoraConfig\nModuleNotFoundError: No module named 'peft.tuners'\n",
+        "release-mix",
+    ),
+    # an attribute missing on an object that is not a torch module (raised in the project's own code): not the
+    # model's wrapper or revision
+    (
+        '  File "/home/u/train.py", line 484, in run_train\n    train_dataloader.sampler.set_epoch(epoch)\n'
+        "AttributeError: 'DeepSpeedDataLoader' object has no attribute 'sampler'\n",
+        "model-attribute",
+    ),
     # "requires" about a package to install, raised in a framework: not its configuration
     (
         '  File "/env/site-packages/transformers/utils/import_utils.py", line 9, in requires_backends\n'
