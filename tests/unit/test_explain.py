@@ -797,6 +797,12 @@ MADE_UP_44 = [
         "model-attribute",
         "model.module",
     ),
+    (
+        '  File "/home/u/proj/scripts/finetune.py", line 70, in __getitem__\n'
+        "    return json.loads(self.data[index]['dialogue'])\nKeyError: 'dialogue'\n",
+        "data-format",
+        "a field it expects (dialogue)",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -831,6 +837,12 @@ NEAR_MISSES_44 = [
         '  File "/home/u/train.py", line 484, in run_train\n    train_dataloader.sampler.set_epoch(epoch)\n'
         "AttributeError: 'DeepSpeedDataLoader' object has no attribute 'sampler'\n",
         "model-attribute",
+    ),
+    # a KeyError in transformers' model-type mapping's __getitem__: the model type, not a field of the data
+    (
+        '  File "/env/site-packages/transformers/models/auto/configuration_auto.py", line 761, in __getitem__\n'
+        "    raise KeyError(key)\nKeyError: 'qwen2'\n",
+        "data-format",
     ),
     # "requires" about a package to install, raised in a framework: not its configuration
     (
