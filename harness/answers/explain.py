@@ -608,9 +608,12 @@ FAMILIES = (
         "file-missing",
         r"FileNotFoundError|No such file or directory|does not appear to have a file named|Can't load tokenizer|is "
         r"not a local folder and is not a valid model identifier",
-        "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository",
+        "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository; "
+        "where the path is one the job writes itself (a checkpoint or output folder), more than one process wrote or "
+        "moved it at once, or the library's saving changed in its installed release",
         "check the path or model id the message names, and, offline, that the files are in the cache (HF_HUB_OFFLINE=1 "
-        "needs them there)",
+        "needs them there); for a path under your output folder, check that one process saves (or that every rank "
+        "sees the same shared folder), and try the release before of the library that saves it",
     ),
     _f(
         "network-hub",
