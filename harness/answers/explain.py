@@ -958,7 +958,9 @@ def _classify(tail: str, facts: Facts) -> Answer:
             + "; that line names the failure",
             facts,
         )
-    warned = [m.group(0).strip() for m in WARNING_LINE.finditer(tail)]
+    warned = [m.group(0).strip() for m in WARNING_LINE.finditer(tail)] or [
+        line.strip() for line in tail.splitlines() if DATA_DROPPED.search(line)
+    ]  # a framework's own notice of masked labels, printed without "warning"
     if warned:
         return _warnings_answer(warned, facts)
     return Answer(
@@ -1049,20 +1051,23 @@ DATA_DROPPED = re.compile(
     r"Token indices sequence length is longer than the specified maximum sequence length|will be ignored in loss "
     r"calculation|Could not find (?:response|instruction) key|Dropped invalid example|(?:Skipping|Dropping|Dropped) "
     r"(?:\d+ )?(?:examples?|samples?|sequences?)\b|(?:example|sample|sequence)s? (?:was|were|is|are|will be) "
-    r"(?:truncated|dropped|skipped|ignored)",
+    r"(?:truncated|dropped|skipped|ignored)|tokenization mismatch: \d+ vs\. \d+|labels in your dataset are -100",
     re.IGNORECASE,
 )
 LONG_TEXT = re.compile(r"Token indices sequence length is longer", re.IGNORECASE)
 DATA_DROPPED_CAUSE = (
     "the log ends in warnings, and one repeats for examples of the data: each is cut or left out of training "
-    "(longer than the maximum length, or its response or instruction marker not found after tokenizing), so "
-    "the run trains on less, or less of each example, than you gave it"
+    "(longer than the maximum length, its response or instruction marker not found after tokenizing, or a "
+    "conversation template other than the model's, which masks every label of the example), so the run trains on "
+    "less, or less of each example, than you gave it (a loss of 0 where it masks them all)"
 )
 DATA_DROPPED_STEP = (
     "count how often it repeats against the dataset's size; raise the maximum sequence length (cutoff_len, "
     "max_seq_length) or filter long examples before training, and check that the template's response marker "
     "tokenizes to the same ids inside an example as alone (a tokenizer that merges it with the text before it "
-    "hides it: give the marker with the newline or space before it, or as token ids)"
+    "hides it: give the marker with the newline or space before it, or as token ids); check that the conversation "
+    "template or version you pass is the one made for this model (LLaVA-style scripts' --version, a framework's "
+    "template)"
 )
 
 

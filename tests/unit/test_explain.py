@@ -838,6 +838,8 @@ NEAR_MISSES_44 = [
         "AttributeError: 'DeepSpeedDataLoader' object has no attribute 'sampler'\n",
         "model-attribute",
     ),
+    # a loss of 0 logged with no notice of dropped or masked examples: not data-dropped on the loss alone
+    ("{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 2e-05, 'epoch': 0.1}\n", "data-dropped"),
     # a KeyError in transformers' model-type mapping's __getitem__: the model type, not a field of the data
     (
         '  File "/env/site-packages/transformers/models/auto/configuration_auto.py", line 761, in __getitem__\n'
@@ -1095,6 +1097,39 @@ REAL_44 = [
         ),
         "corrupt-file",
         "git-lfs pointer",
+    ),
+    # TEST INPUT: https://github.com/yandex-research/DeDLOC/issues/3 (a Colab runtime without a GPU: transformers
+    # refuses --fp16 because torch sees no GPU)
+    (
+        (
+            "ValueError: Mixed precision training with AMP or APEX (`--fp16`) and FP16 evaluation can o"
+            "nly be used on CUDA devices."
+        ),
+        "no-gpu-visible",
+        "torch sees no GPU",
+    ),
+    # TEST INPUT: https://github.com/Victorwz/LLaVA-Llama-3/issues/1 (the wrong conversation version for the
+    # model: fixed with --version v3)
+    (
+        (
+            "WARNING: tokenization mismatch: 55 vs. 54. (ignored)\n"
+            "WARNING: tokenization mismatch: 60 vs. 59. (ignored)\n"
+            "WARNING: tokenization mismatch: 62 vs. 61. (ignored)\n"
+            "WARNING: tokenization mismatch: 64 vs. 63. (ignored)\n"
+        ),
+        "data-dropped",
+        "--version",
+    ),
+    # TEST INPUT: https://github.com/unslothai/unsloth/issues/1290 (train_on_responses_only's markers not found
+    # for Mistral's template: every label masked)
+    (
+        (
+            "Unsloth: Most labels in your dataset are -100. Training losses will be all 0.\n"
+            "For example, are you sure you used `train_on_responses_only` correctly?\n"
+            "Or did you mask our tokens incorrectly? Maybe this is intended?\n"
+        ),
+        "data-dropped",
+        "masks every label",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
