@@ -373,9 +373,11 @@ FAMILIES = (
         "unexpected-kwarg",
         r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
         "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
-        "added after it",
+        "added after it; or {callee} is overridden in your code or in a model's own code (trust_remote_code) written "
+        "for an older release that did not pass {arg}",
         "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
-        "your code or config was written for; rename or drop {arg}, or install that version",
+        "your code or config was written for; rename or drop {arg}, or install that version; if a model's own code "
+        "defines {callee}, take the model repository's latest revision or the transformers version it names",
     ),
     _f(
         "none-value",
@@ -505,10 +507,12 @@ FAMILIES = (
         "nccl-error",
         r"NCCL error|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|ProcessGroupNCCL"
         r"|nccl\w{0,30} failed: unhandled (?:cuda|system) error",
-        "a collective between ranks failed: another rank died first, the ranks disagree on the work, or the "
-        "transport (shared memory, P2P, InfiniBand, network) failed",
+        "a collective between ranks failed: another rank died first, the ranks disagree on the work, the "
+        "transport (shared memory, P2P, InfiniBand, network) failed, or the NCCL library loaded does not fit the "
+        "CUDA or driver in use (a system NCCL built for another CUDA)",
         "find the first rank that failed and its own error (higher up in the log); rerun with NCCL_DEBUG=INFO to see "
-        "the transport; in containers give /dev/shm room (--ipc=host)",
+        "the transport and the NCCL version (it must be built for the CUDA that torch uses); in containers give "
+        "/dev/shm room (--ipc=host)",
     ),
     _f(
         "cuda-busy",
