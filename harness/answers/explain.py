@@ -350,10 +350,12 @@ FAMILIES = (
     _f(
         "module-missing",
         r"No module named '(?P<module>[\w.]{1,100})'",
-        "a package the code imports is not installed in this environment (or a submodule moved in a newer release)",
+        "a package the code imports is not installed in this environment (or a submodule moved in a newer release); "
+        "where {top} is a module of the project itself, not a package, the project's commit and the script disagree "
+        "(the module was renamed or not yet added) or the script runs from another folder than the project's",
         "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is "
-        "installed, "
-        "check whether {module} moved between its versions",
+        "installed, check whether {module} moved between its versions; if {top} belongs to the project you run, run "
+        "from the project's root (or `pip install -e .` there) and update the project to its latest commit",
     ),
     _f(
         "model-class",
