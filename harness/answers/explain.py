@@ -865,8 +865,8 @@ def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
         module=module,
         top=top,
         pkg=importer,
-        v_top=facts.versions.get(LIBRARIES.get(top, top), "not in the log"),
-        v_pkg=facts.versions.get(LIBRARIES.get(importer, importer), "not in the log"),
+        v_top=facts.versions.get(LIBRARIES.get(top, top), "version not in the log"),
+        v_pkg=facts.versions.get(LIBRARIES.get(importer, importer), "version not in the log"),
     )
     return dataclasses.replace(
         answer, family="release-mix", cause=MISMATCH_CAUSE.format_map(said), step=MISMATCH_STEP.format_map(said)

@@ -787,7 +787,7 @@ MADE_UP_44 = [
         "    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled\n"
         "ModuleNotFoundError: No module named 'transformers.integrations.deepspeed'\n",
         "release-mix",
-        "trl (not in the log) imports transformers.integrations.deepspeed",
+        "trl (version not in the log) imports transformers.integrations.deepspeed",
     ),
     (
         '  File "/home/u/train.py", line 90, in main\n    model.config.use_cache = False\n'
