@@ -1131,6 +1131,37 @@ REAL_44 = [
         "data-dropped",
         "masks every label",
     ),
+    # TEST INPUT: https://github.com/ultralytics/yolov5/issues/90 (the model wrapped in DistributedDataParallel:
+    # model.module.model is the fix given)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 400, in <module>\n'
+            "    train(hyp)\n"
+            '  File "train.py", line 203, in train\n'
+            "    check_best_possible_recall(dataset, anchors=model.model[-1].anchor_grid, thr=hyp['anchor_t'])\n"
+            '  File "/home/aixin/anaconda3/envs/pytorch/lib/python3.6/site-packages/torch/nn/modules/module.py", li'
+            "ne 539, in __getattr__\n"
+            "    type(self).__name__, name))\n"
+            "AttributeError: 'DistributedDataParallel' object has no attribute 'model'"
+        ),
+        "model-attribute",
+        "model.module",
+    ),
+    # TEST INPUT: https://github.com/segmind/distill-sd/issues/10 (unet wrapped in DistributedDataParallel: the
+    # answer given was unet.module.down_blocks)
+    (
+        (
+            '  File "/home/user/sdm-kd/distill_training.py", line 992, in cast_hook\n'
+            "    unet.down_blocks[i].register_forward_hook(getActivation(dicts,'d'+str(i),True))\n"
+            '  File "/home/user/anaconda3/envs/uvit/lib/python3.9/site-packages/torch/nn/modules/module.py", line 12'
+            "65, in __getattr__\n"
+            "    raise AttributeError(\"'{}' object has no attribute '{}'\".format(\n"
+            "AttributeError: 'DistributedDataParallel' object has no attribute 'down_blocks'"
+        ),
+        "model-attribute",
+        "unwrap a wrapper",
+    ),
 ]
 REAL_NEAR_MISSES_44 = [
     # TEST INPUT: https://github.com/yandex-research/DeDLOC/issues/3 (transformers refusing --fp16 where
