@@ -1162,6 +1162,77 @@ REAL_44 = [
         "model-attribute",
         "unwrap a wrapper",
     ),
+    # TEST INPUT: https://github.com/Ephemeral182/PosterCraft/issues/14 (protobuf missing from the requirements:
+    # installing it was the fix)
+    (
+        (
+            '  File "/xxx/.venv/lib/python3.11/site-packages/transformers/convert_slow_tokenizer.py", line 546, in '
+            "__init__\n"
+            '    requires_backends(self, "protobuf")\n'
+            '  File "/xxx/.venv/lib/python3.11/site-packages/transformers/utils/import_utils.py", line 1828, in requir'
+            "es_backends\n"
+            '    raise ImportError("".join(failed))\n'
+            "ImportError: \n"
+            "T5Converter requires the protobuf library but it was not found in your environment. Checkout the instru"
+            "ctions on the\n"
+            "installation page of its repo: https://github.com/protocolbuffers/protobuf/tree/master/python#installat"
+            "ion and follow the ones\n"
+            "that match your environment. Please note that you may need to restart your runtime after installation."
+        ),
+        "package-needed",
+        "python -m pip install protobuf",
+    ),
+    # TEST INPUT: https://github.com/city96/ComfyUI_ExtraModels/issues/74 (installing protobuf resolved it)
+    (
+        "T5Converter requires the protobuf library but it was not found in your environment [...]",
+        "package-needed",
+        "protobuf",
+    ),
+    # TEST INPUT: https://github.com/SYSTRAN/faster-whisper/issues/885 (cuDNN 9 installed; CTranslate2 needs cuDNN 8)
+    (
+        (
+            "Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared obj"
+            "ect file: No such file or directory\n"
+            "Aborted (core dumped)"
+        ),
+        "native-library",
+        "libcudnn*.so.8 is cuDNN 8",
+    ),
+    # TEST INPUT: https://github.com/daswer123/xtts-finetune-webui/issues/31 (fixed by installing cuDNN's package)
+    (
+        (
+            "Loading Whisper Model!\n"
+            "Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared obj"
+            "ect file: No such file or directory\n"
+            "Aborted (core dumped)"
+        ),
+        "native-library",
+        "libcudnn_ops_infer.so.8",
+    ),
+    # TEST INPUT: https://github.com/rmihaylov/falcontune/issues/21 (a DeepSpeed release that imports torch._six,
+    # which torch 2 removed)
+    (
+        (
+            '  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/engine.py", line 25, in <module>\n'
+            "    from deepspeed.runtime.utils import see_memory_usage, get_ma_status, DummyOptim\n"
+            '  File "/opt/conda/lib/python3.9/site-packages/deepspeed/runtime/utils.py", line 18, in <module>\n'
+            "    from torch._six import inf\n"
+            "ModuleNotFoundError: No module named 'torch._six'"
+        ),
+        "release-mix",
+        "deepspeed (version not in the log) imports torch._six",
+    ),
+    # TEST INPUT: https://github.com/QwenLM/Qwen/issues/624 (DeepSpeed 0.3.16 on Windows with torch 2: the same)
+    (
+        (
+            '  File "E:\\wrl\\PythonCode\\Qwen\\venv\\lib\\site-packages\\deepspeed\\runtime\\utils.py", line 18, in <m'
+            "odule>\n"
+            "    from torch._six import inf\n"
+            "ModuleNotFoundError: No module named 'torch._six'"
+        ),
+        "release-mix",
+        "install releases that go together",
+    ),
 ]
 REAL_NEAR_MISSES_44 = [
     # TEST INPUT: https://github.com/yandex-research/DeDLOC/issues/3 (transformers refusing --fp16 where
