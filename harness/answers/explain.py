@@ -934,11 +934,7 @@ def _classify(tail: str, facts: Facts) -> Answer:
             )
     raised = facts.exception or _bare_exception(tail)
     if raised:
-        return (
-            _configuration_answer(*raised, facts)
-            or _data_key_answer(*raised, tail, facts)
-            or _exception_answer(*raised, facts)
-        )
+        return _configuration_answer(*raised, facts) or _exception_answer(*raised, facts)
     flagged = ERROR_LINE.search(tail)
     if flagged:
         line = [m.group(0) for m in ERROR_LINE.finditer(tail)][-1].strip()
@@ -1006,33 +1002,6 @@ def _configuration_answer(kind: str, message: str, facts: Facts) -> Answer | Non
     return Answer(
         "configuration", f"{kind}: {message}"[:200], CONFIG_CAUSE.format(**said), CONFIG_STEP.format(**said), facts
     )
-
-
-# a KeyError of a field name raised where a dataset's examples are read or prepared (the raising frame's function),
-# not in transformers' model-type mapping (whose KeyError is the model type)
-LAST_FRAME_FUNCTION = re.compile(r'File "(?P<path>[^"\n]{1,400})", line \d+, in (?P<func>[\w<>]{1,100})')
-DATA_FUNCTION = re.compile(
-    r"__getitem__|\w*(?:preprocess|tokeniz|collat|format|example|sample|dataset|conversation|prompt|annotation)\w*",
-    re.I,
-)
-FIELD_KEY = re.compile(r"'(?P<key>[A-Za-z_]\w{0,60})'")
-MODEL_MAPPING = re.compile(r"transformers[/\\]models[/\\]auto[/\\]")
-
-
-def _data_key_answer(kind: str, message: str, tail: str, facts: Facts) -> Answer | None:
-    """`KeyError: 'field'` raised in the function that reads or prepares the examples (a dataset's
-    __getitem__, a preprocess, tokenize, format or collate function): a field the data does not have under that
-    name (issue 44, kind 4); None where it is not one."""
-    key = FIELD_KEY.fullmatch(message.strip())
-    frames = list(LAST_FRAME_FUNCTION.finditer(tail))
-    if kind.rsplit(".", 1)[-1] != "KeyError" or not key or not frames:
-        return None
-    last = frames[-1]
-    if not DATA_FUNCTION.fullmatch(last.group("func")) or MODEL_MAPPING.search(last.group("path")):
-        return None
-    fam = next(f for f in FAMILIES if f.name == "data-format")
-    said = _Fields(column=key.group("key"))
-    return Answer(fam.name, f"{kind}: {message}"[:200], fam.cause.format_map(said), fam.step.format_map(said), facts)
 
 
 def _exception_answer(kind: str, message: str, facts: Facts) -> Answer:
