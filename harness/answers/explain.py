@@ -265,6 +265,10 @@ class Family:
     step: str  # the next step; {name} fields come from the pattern's groups and the facts
 
 
+# the module-missing family's pattern, read again for the module where another installed package imports it
+MISSING_MODULE = re.compile(r"No module named '(?P<module>[\w.]{1,100})'")
+
+
 def _f(name, pattern, cause, step) -> Family:
     return Family(name, known_issues.Signature(pattern), cause, step)
 
@@ -349,7 +353,7 @@ FAMILIES = (
     ),
     _f(
         "module-missing",
-        r"No module named '(?P<module>[\w.]{1,100})'",
+        MISSING_MODULE.pattern,
         "a package the code imports is not installed in this environment (or a submodule moved in a newer release); "
         "where {top} is a module of the project itself, not a package, the project's commit and the script disagree "
         "(the module was renamed or not yet added) or the script runs from another folder than the project's",
@@ -790,7 +794,6 @@ VOCAB_STEP = (
 
 
 # a submodule of one installed package missing where another installed package imports it (issue 44, kind 5)
-MISSING_MODULE = re.compile(r"No module named '(?P<module>[\w.]{1,100})'")
 MISMATCH_CAUSE = (
     "{pkg} ({v_pkg}) imports {module}, which the installed {top} ({v_top}) does not have: the two releases do not "
     "go together ({module} was added, moved or removed in another {top} release)"
@@ -865,8 +868,8 @@ def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
         module=module,
         top=top,
         pkg=importer,
-        v_top=facts.versions.get(LIBRARIES.get(top, top), "version not in the log"),
-        v_pkg=facts.versions.get(LIBRARIES.get(importer, importer), "version not in the log"),
+        v_top=_version(facts, top, "version not in the log"),
+        v_pkg=_version(facts, importer, "version not in the log"),
     )
     return dataclasses.replace(
         answer, family="release-mix", cause=MISMATCH_CAUSE.format_map(said), step=MISMATCH_STEP.format_map(said)
@@ -1082,6 +1085,11 @@ def _fields(m, facts: Facts) -> dict:
     fields = _Fields(groups, top=top, pkg=pkg, gpu=", ".join(facts.gpus) or "this card")
     for name, version in facts.versions.items():
         fields[f"v_{name.replace('-', '_')}"] = version
-    fields["v_top"] = facts.versions.get(LIBRARIES.get(top, top), "not in the log")
-    fields["v_pkg"] = facts.versions.get(LIBRARIES.get(pkg, pkg), "not in the log")
+    fields["v_top"] = _version(facts, top)
+    fields["v_pkg"] = _version(facts, pkg)
     return fields  # a group the pattern did not fill reads "" (_Fields.__missing__)
+
+
+def _version(facts: Facts, name: str, missing: str = "not in the log") -> str:
+    """The version the log shows for a package (or an import name LIBRARIES maps to one), else `missing`."""
+    return facts.versions.get(LIBRARIES.get(name, name), missing)
