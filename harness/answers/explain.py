@@ -206,19 +206,7 @@ def read(text: str, gpu_db=None) -> Facts:
     for m in VERSION.finditer(text, lowered):
         name = LIBRARIES[m.group("name").lower()]
         facts.versions.setdefault(name, m.group("version"))  # the first mention: the env report comes first
-    raised = facts.exception or _bare_exception(_tail(text))
-    if raised:
-        at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
-        frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000) : at if at > 0 else len(text)])]
-        last = frames[-1].replace("\\", "/") if frames else ""
-        remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
-        facts.framework = next(reversed(FRAMEWORK_DIR.findall(last)), None) if not remote else None
-        if remote:
-            facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
-        elif installed:
-            facts.package = installed.group(1)
-        elif last and not PYTHON_OWN.search(last):
-            facts.project_file = last.rsplit("/", 1)[-1]
+    raised = _where_raised(text, facts)
     for m in GPU_NAME.finditer(text, lowered):
         name = _card(m.group("name").strip(), gpu_db)
         if name not in facts.gpus:
@@ -240,6 +228,25 @@ def read(text: str, gpu_db=None) -> Facts:
         known = [g for g in gpu_db.gpus if g.name in facts.gpus]
         facts.cc = (known[0].cc_text or None) if known else None  # a non-CUDA card has none
     return facts
+
+
+def _where_raised(text: str, facts: Facts) -> tuple[str, str] | None:
+    """The exception the log ends with, and (into facts) whose code raised it: a hub model's own code, an
+    installed package, or the project's own file, and the training framework among them."""
+    raised = facts.exception or _bare_exception(_tail(text))
+    if raised:
+        at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
+        frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000) : at if at > 0 else len(text)])]
+        last = frames[-1].replace("\\", "/") if frames else ""
+        remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
+        facts.framework = next(reversed(FRAMEWORK_DIR.findall(last)), None) if not remote else None
+        if remote:
+            facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
+        elif installed:
+            facts.package = installed.group(1)
+        elif last and not PYTHON_OWN.search(last):
+            facts.project_file = last.rsplit("/", 1)[-1]
+    return raised
 
 
 def _card(name: str, gpu_db) -> str:
@@ -344,12 +351,28 @@ FAMILIES = (
         'again); if it is installed, check that this Python sees it (`python -c "import {need}{need2}"`)',
     ),
     _f(
+        "hub-access",
+        r"(?:401|403) Client Error[^\n]{0,200}huggingface\.co|GatedRepoError|Cannot access gated repo|You are trying "
+        r"to access a gated repo|Invalid user token|Invalid token passed",
+        "the Hugging Face hub refused the request: no token was given (not logged in where the job runs), the token "
+        "lacks the right (a read token used to create or push a repository), or the model is gated and its terms were "
+        "not accepted with this account",
+        "log in where the job runs (`huggingface-cli login`, or HF_TOKEN in its environment) with a token that has "
+        "write access if the job pushes (push_to_hub, hub_model_id), or turn pushing off; for a gated model accept its "
+        "terms on the model's page with the same account",
+    ),
+    _f(
         "import-name",
-        r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'",
+        r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})'"
+        r"|(?m:from (?P<module2>[\w.]{1,100}) import [^\n]{0,300}\n\s{0,20}ImportError: cannot import name "
+        r"'?(?P<name2>\w{1,100})'?\s*$)",
         "the installed {module} has no {name}: it was removed or renamed in a newer {module}, or added after the "
-        "installed one",
-        "compare your {top} version ({v_top}) with the one your training code was written for: "
-        "upgrade {top} if the code is newer, or pin the version the code names",
+        "installed one (an example script from the library's main branch run against a released version), or "
+        "{module} exports it only when an optional package it needs is installed (scikit-learn for transformers' "
+        "metrics)",
+        "compare your {top} version ({v_top}) with the one your training code was written for: upgrade {top} if the "
+        "code is newer (for a script from its main branch, install it from source, or take the script from your "
+        "release's tag), or pin the version the code names; if {name} needs an optional package, install that",
     ),
     _f(
         "module-missing",
@@ -363,7 +386,8 @@ FAMILIES = (
     ),
     _f(
         "model-class",
-        r"Unrecognized configuration class <class '(?P<cfg>[\w.]{1,200})'> for this kind of AutoModel: "
+        r"Unrecognized configuration class\s{1,4}<class\s{1,4}'(?P<cfg>[\w.]{1,200})'>\s{1,4}for this kind of "
+        r"AutoModel:\s{1,4}"
         r"(?P<auto>\w{1,60})",
         "{auto} cannot build this model: its configuration ({cfg}) is of an architecture that class does not "
         "map: most often a vision-language or audio model loaded through the text-only class, a model newer "
@@ -374,6 +398,17 @@ FAMILIES = (
         "trust_remote_code=True), and in a training framework choose the model's multimodal template or stage, or "
         "the framework release that supports this model; if the card asks for a newer transformers than yours, "
         "upgrade it",
+    ),
+    _f(
+        "registry-missing",
+        r"(?P<name>[\w.]{1,100}) is not in the (?P<registry>[\w.:]{1,100}) registry",
+        "{name} is not registered in the {registry} registry: the module that defines and registers it was not "
+        "imported before the config was built (a class of your own, or of a plugin, needs its import or the config's "
+        "custom_imports), or the installed release of the package has no {name} (added in a later release, or it "
+        "exists only in a modified copy of the package that the project ships)",
+        "install the versions the project names (mmcv, mmdet, mmengine and the like go in matching sets) or the copy "
+        "of the package the project ships (`pip install -e .` in its folder); for a class of your own, import its "
+        "module or list it in custom_imports; check the type's spelling in the config",
     ),
     _f(
         "unexpected-kwarg",
@@ -438,7 +473,7 @@ FAMILIES = (
     _f(
         "version-requirement",
         r"(?i)(?P<req>[\w-]{1,60}(?:>=|==|<=|>|<)[\d.]{1,20}) is required|requires? (?P<req2>[\w-]{1,60} "
-        r"?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)",
+        r"?(?:>=|==)[\d.]{1,20})|version (?:mismatch|conflict)|(?:an )?incompatible version of (?P<req3>[\w-]{1,60})",
         "a library checks the version of another at import or start and refuses the one installed",
         "install the version of the library that the message names, in the environment that runs the job",
     ),
@@ -479,6 +514,18 @@ FAMILIES = (
         "rank the same number of batches (drop_last), or raise the timeout (the Trainer's ddp_timeout, "
         "init_process_group(timeout=...)) where the work is only slow; if even a first small collective hangs, test "
         "the transport (NCCL_DEBUG=INFO; NCCL_IB_DISABLE=1 or NCCL_P2P_DISABLE=1 for one run tells which)",
+    ),
+    _f(
+        "launcher-env",
+        r"(?m)KeyError: '(?P<var>MASTER_ADDR|MASTER_PORT|LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE)(?:'|$)"
+        r"|environment variable (?P<var2>MASTER_ADDR|MASTER_PORT|RANK|WORLD_SIZE) expected, but not set"
+        r"|_env_error\(\"(?P<var3>MASTER_ADDR|MASTER_PORT|RANK|WORLD_SIZE)\"\)",
+        "the code reads {var}{var2}{var3}, which a distributed launcher sets for each process it starts (torchrun, "
+        "deepspeed, accelerate launch): the script was started with plain python, or by a launcher that sets other "
+        "variables (mpirun sets OMPI_COMM_WORLD_*)",
+        "start it as the project's README or launch script does: `torchrun --nproc_per_node=N script.py ...` (N=1 "
+        "for one GPU), deepspeed or accelerate launch; for one process without a launcher set them yourself (RANK=0 "
+        "LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=localhost MASTER_PORT=29500); under mpirun map its variables to these",
     ),
     _f(
         "rendezvous",
@@ -548,8 +595,12 @@ FAMILIES = (
         "two tensors of one operation live on different devices: a batch or label tensor not moved to the model's "
         "device, part of the model on the CPU or another card (device_map='auto', CPU offload of ZeRO/FSDP), or a "
         "tensor "
-        "that custom code creates on the default device",
-        "move every batch tensor to the model's device (model.device, or let accelerate / the Trainer do it); do not "
+        "that custom code creates on the default device; two cards named (cuda:0 and cuda:1) in a run started "
+        "without a launcher on a machine with several GPUs: the Trainer spread the model with DataParallel, which "
+        "some training code does not support",
+        "for several GPUs start one process per card (`torchrun --nproc_per_node=N`), or expose one card "
+        "(CUDA_VISIBLE_DEVICES=0); move every batch tensor to the model's device (model.device, or let accelerate / "
+        "the Trainer do it); do not "
         "combine device_map='auto' with a multi-process launcher or ZeRO/FSDP; if it began with an upgrade of {pkg} "
         "({v_pkg}), compare with the release before: offload code paths regress between releases",
     ),
@@ -571,6 +622,16 @@ FAMILIES = (
         "the model by hand; on a card without bf16 ({gpu}) use fp16 or fp32",
     ),
     _f(
+        "negative-dimension",
+        r"Trying to create tensor with negative dimension (?P<dim>-\d{1,12})",
+        "a size the model or data code computed is negative ({dim}): a config field left at its placeholder (-1: "
+        "vocab_size set from a tokenizer that did not load, a size not given), or a size computed from others that do "
+        "not fit (a maximum length shorter than the prompt, a division of dimensions)",
+        "print the config the model is built from where it fails: fill the field that is -1 (load the tokenizer from "
+        "the path the config names, so vocab_size is set, or give the sizes), and check the lengths the data code "
+        "computes",
+    ),
+    _f(
         "data-format",
         r"num_samples should be a positive integer value, but got num_samples=0"
         r"|KeyError: '(?P<column>text|input_ids|labels|attention_mask|messages|conversations|instruction|input|output"
@@ -583,11 +644,25 @@ FAMILIES = (
         "that length filtering leaves examples",
     ),
     _f(
+        "json-invalid",
+        r"JSONDecodeError|Expecting (?:value|property name enclosed in double quotes|',' delimiter): line \d+ column "
+        r"\d+|Extra data: line \d+ column \d+",
+        "a JSON file (or a response) the code reads is not valid JSON where the message says (line, column): a data "
+        "file in another layout than the loader expects (JSON lines, one object per line, read as one JSON document, "
+        "or the reverse), a hand-edited file (a trailing comma, single quotes), a file cut short or empty, or an "
+        "HTML error page saved in its place",
+        "open the file the traceback reads at that line and column (`python -m json.tool FILE` checks a JSON "
+        "document; JSON lines need one object on each line): convert the data to the layout of the project's example "
+        "data or the loader's docs, or download the file again if it is cut short or HTML",
+    ),
+    _f(
         "nan-loss",
-        r"(?i)'loss': nan|loss(?: is|=) ?nan|Loss scale already at minimum|inf checks",
-        "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data",
+        r"(?i)'loss': nan|loss(?: is|=) ?nan|\bloss: nan\b|Loss scale already at minimum|inf checks",
+        "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data; where an "
+        "unchanged official recipe diverges in its first steps, a bug of the training code's release",
         "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
-        "for empty or masked-out examples",
+        "for empty or masked-out examples; if the project's own recipe diverges unchanged, update the project to its "
+        "latest release or commit and search its issues",
     ),
     _f(
         "corrupt-file",
@@ -605,6 +680,17 @@ FAMILIES = (
         "the file's start are right, upgrade torch and safetensors to the releases the model card names",
     ),
     _f(
+        "build-header",
+        r"fatal error: (?P<header>[\w./+-]{1,200}): No such file or directory",
+        "compiling a native extension failed: the header {header} is not in the toolchain it builds with: a CUDA "
+        "toolkit older than the package's kernels need (cuda/ headers come with the toolkit), Python's development "
+        "headers (Python.h) or another library's -dev package not installed, or the build found another CUDA than "
+        "torch's",
+        "install a prebuilt wheel of the package for your torch and CUDA, or its release before, which still builds "
+        "with your toolkit; else install what provides the header: the CUDA toolkit version the package asks for "
+        "(`nvcc --version` shows the one used, CUDA_HOME selects it), python3-dev, or the library's -dev package",
+    ),
+    _f(
         "native-library",
         r"(?P<so>[\w+-]{1,80}\.so(?:\.\d{1,4}){0,3}): cannot open shared object file",
         "a native library that is loaded at run time ({so}) is not installed or not on the dynamic loader's path: "
@@ -613,6 +699,16 @@ FAMILIES = (
         "install the runtime of that version (pip: nvidia-cudnn-cu12, nvidia-cuda-runtime-cu12 ...; conda; or the "
         "system package), or the build of the package made for the CUDA you have; if it is installed, put its lib "
         "folder on LD_LIBRARY_PATH (`ldconfig -p | grep NAME` shows what the loader finds)",
+    ),
+    _f(
+        "command-missing",
+        r"(?m)(?P<cmd>[\w.+-]{1,60}): command not found$|sh: \d+: (?P<cmd2>[\w.+-]{1,60}): not found$|'(?P<cmd3>[\w.+-]"
+        r"{1,60})' is not recognized as an internal or external command",
+        "a program the job runs is not installed, or not on the PATH of the shell that runs it: {cmd}{cmd2}{cmd3} (a "
+        "command-line tool a script calls, or the launcher itself where the environment is not activated)",
+        "install what provides {cmd}{cmd2}{cmd3} (pip, conda or the system's package manager; some tools are built "
+        "from source, as the project's README says) in the environment that runs the job, or activate that "
+        "environment; `which {cmd}{cmd2}{cmd3}` shows what the shell finds",
     ),
     _f(
         "file-missing",
@@ -747,7 +843,14 @@ ZERO3_STEP = (
     "deepspeed.initialize or inside zero.Init, or take the project's release that supports ZeRO-3; else "
     "train with ZeRO-2 (with offload if memory is short)"
 )
-ZERO3_SUSPECT = {"python-exception", "shape-mismatch", "device-mismatch", "project-code", "remote-code"}
+ZERO3_SUSPECT = {
+    "python-exception",
+    "library-raised",
+    "shape-mismatch",
+    "device-mismatch",
+    "project-code",
+    "remote-code",
+}
 # a parameter of torch.Size([0]): a ZeRO-3 placeholder read outside the gather; a tensor of size 0 in an
 # operation is one too where the log shows DeepSpeed (without it, an empty batch or label list gives the same words)
 ZERO_SIZE = re.compile(r"torch\.Size\(\[0\]\)")
@@ -813,14 +916,61 @@ MODEL_ATTR_CAUSE = (
     "{type} (a model or a layer of it) has no {attr}: the object is not the model the code was written for: a "
     "wrapper around it (DistributedDataParallel, DeepSpeed's engine, a PeftModel: the model is inside it), another "
     "model or another library's implementation of it, or another revision of its code (a model's own code, "
-    "trust_remote_code, older or newer than the script that uses it)"
+    "trust_remote_code, older or newer than the script that uses it); where {type} is a library's own class "
+    "(SentenceTransformer, peft's LoraModel), the installed release of that library has no {attr} (added later, or "
+    "removed)"
 )
 MODEL_ATTR_STEP = (
     "print type(model) where the code reads .{attr}: unwrap a wrapper (model.module, "
     "accelerator.unwrap_model(model), model.get_base_model()); else load the model the script was written for "
     "(the checkpoint, revision and library its README names), or take the model code's revision the script "
-    "expects"
+    "expects; for a library's own class, install the release of that library the script was written for (its "
+    "requirements)"
 )
+
+
+# an exception raised in an installed library's code that no family reads (issue 44, kind 5): the library and its
+# version, the code that called it, and the two usual causes in a fine-tuning stack; an error in torch's, numpy's or
+# a dataframe library's own code is about the values passed to it, not about its release, and stays a guess
+LIBRARY_CAUSE = (
+    "{kind} raised inside {pkg} ({v_pkg}), called from {caller}, with a message no family compat knows: in a "
+    "fine-tuning stack this is most often code written for another {pkg} release than the one installed (an "
+    "argument, default, return value or config key changed between releases), or a value, option, file or config "
+    "that the caller passes and this release of {pkg} does not accept"
+)
+LIBRARY_STEP = (
+    "install the {pkg} release that the project you run pins (its requirements file or README) in a clean "
+    "environment, or the project's release made for your {pkg}; if it pins none, try the {pkg} release before yours "
+    "(where a compat cell reproduces the failure, `compat bisect CELL --package {pkg}` finds the first bad release); "
+    "if the pinned release fails the same way, the message names what {pkg} refused: fix that value in your config, "
+    "data or call"
+)
+VALUE_LIBRARIES = {"torch", "numpy", "pandas", "pyarrow", "scipy", "packaging"}
+
+# a KeyError raised where a dataset returns an example (a __getitem__ of the project's own code, not of Python's or an
+# installed package's mappings, or a DataLoader worker): the example lacks the field the code reads: data-format
+DATASET_ITEM = re.compile(
+    r'File "(?P<path>[^"\n]{1,400})", line \d+, in __getitem__|Caught KeyError in DataLoader worker process'
+)
+
+# a file of an installed package itself missing (the path is inside its folder under site-packages)
+PACKAGE_FILE = re.compile(
+    r"No such file or directory: '(?P<path>[^'\n]{0,400}?(?:site|dist)-packages[/\\](?P<pkg>\w{1,100})[/\\]"
+    r"[^'\n]{1,300})'"
+)
+PACKAGE_FILE_CAUSE = (
+    "the installed {pkg} lacks a file of its own ({path}): its install is incomplete (interrupted, or a release or git "
+    "install that did not ship that file: a packaging bug of that release)"
+)
+PACKAGE_FILE_STEP = (
+    "reinstall it (`pip install --force-reinstall --no-deps {pkg}`); if the file is still missing, install a release "
+    "that ships it (the fixed one its issues name, or the release before)"
+)
+
+# an exception raised while handling another (Python's "During handling of the above exception"): a NameError or
+# UnboundLocalError there is the cleanup code tripping over what the first failure left undone: the first one is read
+FOLLOW_ON = "During handling of the above exception, another exception occurred"
+FOLLOW_ON_KINDS = ("NameError", "UnboundLocalError")
 
 
 def classify(text: str, facts: Facts) -> Answer:
@@ -830,7 +980,13 @@ def classify(text: str, facts: Facts) -> Answer:
     with a parameter of torch.Size([0]) in the error, or an operand of size 0 in a DeepSpeed log),
     an error that is not a library's version or the data's points at code that touches partitioned
     parameters. A submodule missing where another installed package imports it is a release mix, and
-    an attribute missing on a torch module is the model object, not torch's release."""
+    an attribute missing on a torch module is the model object, not torch's release. A NameError raised while
+    handling an earlier exception is answered by the earlier one."""
+    first = _first_failure(text, _tail(text), facts)
+    return _classify_log(*first) if first is not None else _classify_log(text, facts)
+
+
+def _classify_log(text: str, facts: Facts) -> Answer:
     tail = _tail(text)
     answer = _answer(tail, facts)
     if answer.family in MERGE_SUSPECT and MERGING.search(tail) and QUANTIZED.search(text):
@@ -843,6 +999,8 @@ def classify(text: str, facts: Facts) -> Answer:
         return _vocabulary(answer, tail)
     if answer.family == "module-missing":
         return _mismatched(answer, tail, facts)
+    if answer.family == "file-missing":
+        return _package_file(answer, tail)
     if answer.family == "attribute-missing" and MODULE_GETATTR.search(tail):
         found = [m.groupdict() for m in OBJECT_ATTR.finditer(tail)]
         if found:
@@ -853,6 +1011,78 @@ def classify(text: str, facts: Facts) -> Answer:
                 step=MODEL_ATTR_STEP.format(**found[-1]),
             )
     return answer
+
+
+def _first_failure(text: str, tail: str, facts: Facts) -> tuple[str, Facts] | None:
+    """The log up to the first exception, and its facts, where the last one (a NameError, an UnboundLocalError)
+    was raised while handling it; else None."""
+    raised = facts.exception or _bare_exception(tail)
+    cut = text.rfind(FOLLOW_ON)
+    if not raised or raised[0].rsplit(".", 1)[-1] not in FOLLOW_ON_KINDS or cut < 0:
+        return None
+    before = text[:cut]
+    earlier = dataclasses.replace(
+        facts,
+        exception=outcome.raised_in_log(before),
+        package=None,
+        remote_model=None,
+        project_file=None,
+        framework=None,
+    )
+    _where_raised(before, earlier)
+    return before, earlier
+
+
+def _package_file(answer: Answer, tail: str) -> Answer:
+    """A file missing inside an installed package's own folder: that install is incomplete; else the answer as it is."""
+    found = list(PACKAGE_FILE.finditer(tail))
+    if not found:
+        return answer
+    said = found[-1].groupdict()
+    return dataclasses.replace(
+        answer, family="package-file", cause=PACKAGE_FILE_CAUSE.format(**said), step=PACKAGE_FILE_STEP.format(**said)
+    )
+
+
+def _data_field(answer: Answer, tail: str) -> Answer:
+    """A KeyError raised where a dataset returns an example: the data-format family, naming the key; else the
+    answer as it is."""
+    kind, _, key = answer.matched.partition(": ")
+    if answer.family != "python-exception" or kind.rsplit(".", 1)[-1] != "KeyError":
+        return answer
+    own = [m.group("path") for m in DATASET_ITEM.finditer(tail)]
+    if not any(p is None or not (PYTHON_OWN.search(p) or PACKAGE_DIR.search(p.replace("\\", "/"))) for p in own):
+        return answer
+    family = next(f for f in FAMILIES if f.name == "data-format")
+    said = _Fields(column=key.strip().strip("'\""))
+    return dataclasses.replace(
+        answer, family="data-format", cause=family.cause.format_map(said), step=family.step.format_map(said)
+    )
+
+
+def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
+    """An exception in an installed library's code that no family reads (not torch's or numpy's, whose errors are
+    about the values passed): that library, its version and its caller, with the two usual causes."""
+    pkg = facts.package
+    if answer.family != "python-exception" or not pkg or pkg in VALUE_LIBRARIES:
+        return answer
+    caller = "code the log does not show"
+    for m in reversed(list(FRAME.finditer(tail))):
+        path = frame_path(m).replace("\\", "/")
+        installed = PACKAGE_DIR.search(path)
+        if (installed and installed.group(1) == pkg) or PYTHON_OWN.search(path):
+            continue
+        caller = installed.group(1) if installed else path.rsplit("/", 1)[-1]
+        break
+    said = _Fields(
+        kind=answer.matched.split(":", 1)[0].rsplit(".", 1)[-1],
+        pkg=pkg,
+        v_pkg=_version(facts, pkg, "version not in the log"),
+        caller=caller,
+    )
+    return dataclasses.replace(
+        answer, family="library-raised", cause=LIBRARY_CAUSE.format_map(said), step=LIBRARY_STEP.format_map(said)
+    )
 
 
 def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
@@ -887,7 +1117,7 @@ def _vocabulary(answer: Answer, tail: str) -> Answer:
 
 
 def _answer(tail: str, facts: Facts) -> Answer:
-    answer = _classify(tail, facts)
+    answer = _data_field(_classify(tail, facts), tail)
     if facts.remote_model and answer.family == "python-exception":
         return dataclasses.replace(
             answer,
@@ -902,6 +1132,7 @@ def _answer(tail: str, facts: Facts) -> Answer:
             cause=PROJECT_CODE_CAUSE.format(file=facts.project_file),
             step=PROJECT_CODE_STEP,
         )
+    answer = _library_raised(answer, tail, facts)
     if facts.remote_model:
         step = (
             f"the error is raised in {facts.remote_model}'s own modeling code (loaded with trust_remote_code): look at "
@@ -1079,6 +1310,9 @@ class _Fields(dict):
 
 def _fields(m, facts: Facts) -> dict:
     groups = {k: v for k, v in m.groupdict().items() if v}
+    for key in ("module", "name"):  # a pattern's second wording names its groups module2, name2
+        if key not in groups and f"{key}2" in groups:
+            groups[key] = groups[f"{key}2"]
     module = groups.get("module", "")
     top = module.split(".")[0] if module else (facts.package or "the library")
     pkg = facts.package or top
