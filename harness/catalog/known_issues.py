@@ -267,7 +267,7 @@ class KnownIssues:
         """Every issue whose signature is in the text, best first. With the versions, compute
         capability and strategy the log (or an env report) shows: entries whose conditions those
         contradict go last, and those whose conditions they confirm go first."""
-        text = RANK_PREFIX.sub("", clean(text))
+        text = CODE_LINE.sub(r"\1", RANK_PREFIX.sub("", clean(text)))
         lowered = text.lower()
         found = [Match(i, h, i.verdict(packages, cc, axes)) for i in self.issues if (h := i.hits(text, lowered))]
         return sorted(found, key=lambda m: (VERDICT_RANK[m.verdict], m.score), reverse=True)
@@ -324,6 +324,14 @@ def compile_signature(pattern: str):
 
 
 MAX_LINE = 4096  # characters of a line that are matched: an error line is shorter; a longer one is data
+
+
+# a traceback's frame line and, under it, a source line that prints or logs a message: the message's text there is
+# code, not output (a warning inside the call that would print it is not that warning printed): signatures skip it
+CODE_LINE = re.compile(
+    r'(?m)^([^\n]{0,400}\.pyc?"?, line \d+, in [^\n]{0,200}\n)[ \t]+(?!File ")[^\n]{0,400}?'
+    r"\b(?:print|warn|warning|info|debug|error|log|add_log_entry)\([^\n]*\n"
+)
 
 
 def clean(text: str) -> str:

@@ -149,12 +149,15 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
     """`tox -e cpu-matrix`'s largest grid, matrix/cpu.toml: 4 pinned stacks from 2023 on and the
     canary, the Llama model and five more model families; a family a stack's transformers does not
     have is `unsupported`, saying so, and everything else passes. To keep the suite's time, this
-    runs 43 of its 90 cells: not the 20 with gradient checkpointing (test_cpu_run runs them on the
+    runs 37 of its 90 cells: not the 20 with gradient checkpointing (test_cpu_run runs them on the
     local stack), nor the pinned stacks' 8 bf16 Llama cells (the quick grid above runs bf16 LoRA on
     each), nor the canary's 10 cells of the other families (hf2026's run them on transformers 5.x),
     nor 9 LoRA cells of the other families on hf2024 and hf2025 (their full fine-tunes build the
     same models; hf2023's and hf2026's LoRA cells run them, and hf2024's Qwen2 LoRA is held to
-    hf2026's below); `tox -e cpu-matrix` runs all 90, and their records are in results/. Each
+    hf2026's below), nor hf2025's full fine-tunes of four other families (hf2024's and hf2026's
+    build them; its Llama and Qwen2 cells show its Trainer's loss), nor hf2026's Mistral and Gemma
+    LoRA (their full fine-tunes run, and LoRA runs on its Qwen2, GLM-4 and Qwen2-VL); `tox -e
+    cpu-matrix` runs all 90, and their records are in results/. Each
     record that trained is held to hf2026's (agreement.py): transformers 4.51.3's Trainer
     over-counts num_items_in_batch, so its losses part at step 1; 4.33.0's and 4.40.2's Llama cells
     agree."""
@@ -176,11 +179,15 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
         "cpu-hf2025-*-lora-*-m_*",
         "--skip",
         "cpu-hf2024-*-lora-*-m_{mistral,gemma,glm4,qwen2_vl}",
+        "--skip",
+        "cpu-hf2025-*-full-*-m_{mistral,gemma,glm4,qwen2_vl}",
+        "--skip",
+        "cpu-hf2026-*-lora-*-m_{mistral,gemma}",
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = load(tmp_path / "records.jsonl")
     stacks = tomllib.loads((ROOT / "matrix" / "stacks.toml").read_text())
-    assert len(recs) == 43
+    assert len(recs) == 37
     assert sum(r["axes"]["precision"] == "bf16" for r in recs) == 2  # the canary's
     assert {r["axes"]["stack"] for r in recs} == {"hf2023", "hf2024", "hf2025", "hf2026", "canary"}
     # of these families, transformers 4.33.0 has only llama; 4.40.2 has neither glm4 nor qwen2_vl
@@ -210,7 +217,7 @@ def test_default_grid_runs_every_stack_with_its_own_versions(tmp_path, stack_env
     verdicts = {r["cell"]: r["agreement"] for r in recs if r["outcome"] == "pass"}
     assert all(a["status"] == "reference" for c, a in verdicts.items() if c.startswith("cpu-hf2026-"))
     hf2025 = {c: a for c, a in verdicts.items() if c.startswith("cpu-hf2025-") and not c.endswith("m_qwen2_vl")}
-    assert len(hf2025) == 6 and all((a["status"], a["parted_at_step"]) == ("differs", 1) for a in hf2025.values()), (
+    assert len(hf2025) == 3 and all((a["status"], a["parted_at_step"]) == ("differs", 1) for a in hf2025.values()), (
         hf2025
     )
     for cell in (

@@ -455,3 +455,23 @@ def test_no_report_of_the_accuracy_set_was_used_to_write_the_base():
         if line.strip()
     }
     assert len(measured) >= 60 and measured & cited == set() and measured & read == set()
+
+
+def test_a_warning_in_the_source_line_of_a_traceback_is_not_that_warning_printed():
+    """A traceback prints, under each frame, the source line it ran; where that line is the call that would
+    log a warning, the warning's words are code, not output, and no entry is matched on them. The real
+    log (TEST INPUT: https://github.com/tloen/llama-int8/issues/15, a NameError inside bitsandbytes' own
+    setup code) once matched the pre-Turing int8 entry; the warning printed (the entry's own example) still
+    matches it."""
+    real = (
+        '$MYPATH/python3.10/site-packages/bitsandbytes/cuda_setup/main.py", line 153, in is_cublasLt_compatible\n'
+        '    cuda_setup.add_log_entry("WARNING: Compute capability < 7.5 detected! Only slow 8-bit matmul is '
+        'supported for your GPU!", is_warning=True)\n\n'
+        "NameError: name 'cuda_setup' is not defined. Did you mean: 'CUDASetup'?\n"
+    )
+    entry = "bnb-int8-slow-fallback-nan-pre-turing"
+    assert entry not in [m.issue.id for m in BASE.explain(real)]
+    assert entry in [m.issue.id for m in BASE.explain(BASE.get(entry).example)]
+    # TEST INPUT, made up: the same line printed by the logger is output, and matches
+    printed = "main.py:145: UserWarning: WARNING: Compute capability < 7.5 detected! Only slow 8-bit matmul is "
+    assert entry in [m.issue.id for m in BASE.explain(printed + "supported for your GPU!\n")]
