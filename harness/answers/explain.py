@@ -713,7 +713,8 @@ FAMILIES = (
     _f(
         "file-missing",
         r"FileNotFoundError|No such file or directory|does not appear to have a file named|Can't load tokenizer|is "
-        r"not a local folder and is not a valid model identifier",
+        r"not a local folder and is not a valid model identifier|(?i:\b(?:path|file|directory|folder)\b[^\n]{0,300}?"
+        r"\b(?:not found|does not exist)\b)",
         "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository; "
         "where the path is one the job writes itself (a checkpoint or output folder), more than one process wrote or "
         "moved it at once, or the library's saving changed in its installed release",
@@ -818,6 +819,10 @@ REMOTE_CODE_STEP = (
 )
 
 
+# families about two packages' releases that, raised in the project's own code, are most often that code's own bug
+# or code written for another model or data: a call between its own functions with other arguments than they take,
+# or an attribute read on a plain Python value (a function, a bool, a str) that the code expected to be an object
+OWN_CODE_TYPES = {"function", "method", "bool", "int", "float", "str", "list", "dict", "tuple", "set", "bytes"}
 PROJECT_CODE_CAUSE = (
     "the error is raised in the training project's own code ({file}), not in an installed library: "
     "that code was written for particular versions of its libraries and a particular model and data "
@@ -1125,7 +1130,7 @@ def _answer(tail: str, facts: Facts) -> Answer:
             cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
             step=REMOTE_CODE_STEP,
         )
-    if facts.project_file and answer.family == "python-exception":
+    if facts.project_file and (answer.family == "python-exception" or _own_code(answer, tail)):
         return dataclasses.replace(
             answer,
             family="project-code",
@@ -1140,6 +1145,14 @@ def _answer(tail: str, facts: Facts) -> Answer:
         )
         answer = dataclasses.replace(answer, step=step)
     return answer
+
+
+def _own_code(answer: Answer, tail: str) -> bool:
+    """A signature mismatch, or an attribute missing on a plain Python value, raised in the project's own code."""
+    if answer.family == "signature-mismatch":
+        return True
+    found = [m.group("type") for m in OBJECT_ATTR.finditer(tail)]
+    return answer.family == "attribute-missing" and bool(found) and found[-1] in OWN_CODE_TYPES
 
 
 def _tail(text: str) -> str:

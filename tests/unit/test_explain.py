@@ -868,6 +868,22 @@ MADE_UP_44 = [
         "install the version",
     ),
     ("{'epoch': 0.2, 'step': 10, 'lr': 0.0001, 'loss: nan'}\nTrain: [ 10/500] loss: nan\n", "nan-loss", "bf16"),
+    # issue 44 (TEST INPUTS, made up): raised in the project's own code, a call between its own functions and an
+    # attribute read on a plain value
+    (
+        '  File "/home/u/proj/train.py", line 40, in main\n    batch = collate(items, pad_id)\n'
+        "TypeError: collate() takes 1 positional argument but 2 were given\n",
+        "project-code",
+        "update the project to its latest commit",
+    ),
+    (
+        '  File "/home/u/proj/data.py", line 12, in load\n    rows = cfg.items()\n'
+        "AttributeError: 'str' object has no attribute 'items'\n",
+        "project-code",
+        "the training project's own code (data.py)",
+    ),
+    ("ValueError: Path ./models/ckpt-final not found\n", "file-missing", "check the path"),
+    ("OSError: adapter file not found: out/adapters.npz\n", "file-missing", "check the path"),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -995,6 +1011,14 @@ NEAR_MISSES_44 = [
     ),
     # a NameError of its own, not raised while handling another exception
     ("NameError: name 'trainer' is not defined\n", "file-missing"),
+    # issue 44 (TEST INPUTS, made up): the same words raised in an installed library's code are about releases
+    (
+        '  File "/env/lib/python3.10/site-packages/lib/api.py", line 9, in run\n'
+        "TypeError: step() takes 1 positional argument but 2 were given\n",
+        "project-code",
+    ),
+    # a key "not found" is not a path
+    ("KeyError: 'token not found in vocabulary'\n", "file-missing"),
 ]
 
 
@@ -1636,6 +1660,58 @@ REAL_44 = [
         "model-attribute",
         "install the release of that library",
     ),
+    # TEST INPUT: https://github.com/thunlp/OpenPrompt/issues/35 (a call between the project's own modules with
+    # other arguments than the callee takes)
+    (
+        (
+            '  File "./openprompt/trainer.py", line 428, in training_step\n'
+            "    logits = self.model(batch)\n"
+            '  File "/mnt/yanghao/anaconda3/lib/python3.7/site-packages/torch/nn/modules/module.py", li'
+            "ne 1051, in _call_impl\n"
+            "    return forward_call(*input, **kwargs)\n"
+            '  File "./openprompt/pipeline_base.py", line 245, in forward\n'
+            "    outputs = self.verbalizer.gather_outputs(outputs)\n"
+            "TypeError: gather_outputs() takes 1 positional argument but 2 were given"
+        ),
+        "project-code",
+        "update the project to its latest commit",
+    ),
+    # TEST INPUT: https://github.com/zjunlp/EasyEdit/issues/230 (the project's own code handing a function where
+    # it expects a dict)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/workspace/editing/edit-evaluation/edit.py", line 146, in <module>\n'
+            "    main()\n"
+            '  File "/workspace/editing/edit-evaluation/edit.py", line 130, in main\n'
+            "    metrics, edited_model, _ = editor.edit_dataset(\n"
+            '  File "/workspace/editingedit-evaluation/easyeditor/editors/editor.py", line 499, in edit'
+            "_dataset\n"
+            "    for k, v in weights_copy.items():\n"
+            "AttributeError: 'function' object has no attribute 'items'"
+        ),
+        "project-code",
+        "the training project's own code (editor.py)",
+    ),
+    # TEST INPUT: https://github.com/sem2vec/sem2vec-SE/issues/1 (a local model folder that was never trained)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "./build_nx_graphs.py", line 3, in <module>\n'
+            "    from nx_graphs.prepare_data import dump_bin_tracelets_graphs, dump_bin_tracelets_inlin"
+            "ed_graphs\n"
+            '  File "/home2/kyhe/workspace/sem2vec-SE/nx_graphs/prepare_data.py", line 13, in <module>\n'
+            "    from bert.encoding_formulas import tracelet_to_encoding\n"
+            '  File "/home2/kyhe/workspace/sem2vec-SE/bert/encoding_formulas.py", line 18, in <module>\n'
+            '    model = SentenceTransformer("./bert/FoBERT2-SS")\n'
+            '  File "/home2/kyhe/anaconda3/envs/sem2vec/lib/python3.8/site-packages/sentence_transforme'
+            'rs/SentenceTransformer.py", line 77, in __init__\n'
+            '    raise ValueError("Path {} not found".format(model_name_or_path))\n'
+            "ValueError: Path ./bert/FoBERT2-SS not found"
+        ),
+        "file-missing",
+        "check the path or model id the message names",
+    ),
 ]
 REAL_NEAR_MISSES_44 = [
     # TEST INPUT: https://github.com/yandex-research/DeDLOC/issues/3 (transformers refusing --fp16 where
@@ -1747,6 +1823,25 @@ REAL_NEAR_MISSES_44 = [
             "RuntimeError: 'weight' must be 2-D"
         ),
         "library-raised",
+    ),
+    # TEST INPUT: https://github.com/Lightning-AI/lit-llama/issues/78 (a library's module without an attribute,
+    # read in the project's script: the library's release, not the project's code)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "generate.py", line 148, in <module>\n'
+            "    CLI(main)\n"
+            '  File "/axp/aida/data/platformds/aiservices/conda/envs/llama/lib/python3.7/site-packages/'
+            'jsonargparse/cli.py", line 82, in CLI\n'
+            "    return _run_component(component, cfg_init)\n"
+            '  File "/axp/aida/data/platformds/aiservices/conda/envs/llama/lib/python3.7/site-packages/'
+            'jsonargparse/cli.py", line 138, in _run_component\n'
+            "    return component(**cfg)\n"
+            '  File "generate.py", line 104, in main\n'
+            "    fabric = L.Fabric(accelerator=accelerator, devices=1)\n"
+            "AttributeError: module 'lightning' has no attribute 'Fabric'"
+        ),
+        "project-code",
     ),
 ]
 
