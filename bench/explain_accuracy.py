@@ -66,7 +66,6 @@ def family_texts() -> str:
         ("vocab-resized", explain.VOCAB_CAUSE, explain.VOCAB_STEP),
         ("release-mix", explain.MISMATCH_CAUSE, explain.MISMATCH_STEP),
         ("model-attribute", explain.MODEL_ATTR_CAUSE, explain.MODEL_ATTR_STEP),
-        ("library-raised", explain.LIBRARY_CAUSE, explain.LIBRARY_STEP),
         ("package-file", explain.PACKAGE_FILE_CAUSE, explain.PACKAGE_FILE_STEP),
         ("configuration", explain.CONFIG_CAUSE, explain.CONFIG_STEP),
     ]
