@@ -1067,7 +1067,7 @@ def _data_field(answer: Answer, tail: str) -> Answer:
 
 def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
     """An exception in an installed library's code that no family reads (not torch's or numpy's, whose errors are
-    about the values passed): that library, its version and its caller, with the two usual causes."""
+    about the values passed): a guess naming that library, its version and its caller, and what to check."""
     pkg = facts.package
     if answer.family != "python-exception" or not pkg or pkg in VALUE_LIBRARIES:
         return answer
