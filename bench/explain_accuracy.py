@@ -51,7 +51,7 @@ def family_texts() -> str:
     """The family answers' texts as the judge reads them (judged-families.md): every family, the
     answers for an error raised in a hub model's own code or in the project's own code or by code
     that touches ZeRO-3's partitioned parameters, and the one for a log of warnings."""
-    rows = [(f.name, f.cause, f.step) for f in explain.FAMILIES]
+    rows = [(f.name, f.cause, f.step) for f in explain.FAMILIES if f.name not in GENERIC]  # a guess is never right
     rows += [
         ("remote-code", explain.REMOTE_CODE_CAUSE, explain.REMOTE_CODE_STEP),
         ("project-code", explain.PROJECT_CODE_CAUSE, explain.PROJECT_CODE_STEP),
