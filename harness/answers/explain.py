@@ -312,6 +312,20 @@ FAMILIES = (
         "recommend --gpu CARD` names one), update the driver, or attach a GPU (a notebook: change the runtime type); "
         "to train on the CPU, drop the GPU-only options",
     ),
+    # built-in generics in annotations (dict[str, str]) need Python 3.9 (PEP 585) and `X | None` needs 3.10 (PEP 604):
+    # an older Python evaluates them when the module or function is defined, so the TypeError comes at import time
+    _f(
+        "python-too-old",
+        r"in <module>\n(?:[^\n]{0,300}\n){0,2}?(?P<line>(?:\w{1,30}\.)?TypeError: '(?:type|ABCMeta)' object is not "
+        r"subscriptable)"
+        r"|TypeError: unsupported operand type\(s\) for \|: '(?:type|ABCMeta|NoneType)' and "
+        r"'(?:type|ABCMeta|NoneType)'",
+        "the code uses typing newer than this Python: built-in generics in annotations (dict[str, str], list[int]) "
+        "need Python 3.9 and `X | None` needs 3.10; an older Python evaluates them when the module is imported",
+        "run the job with the Python the project requires (its README, setup.py's python_requires or pyproject.toml): "
+        "a new environment with Python 3.10 or newer; or, to keep this Python, add `from __future__ import "
+        "annotations` at the top of the file the traceback names",
+    ),
     _f(
         "syntax-error",
         r"(?m)^\s*(?P<kind>SyntaxError|IndentationError|TabError): (?P<msg>[^\n]{1,200})$",
@@ -1182,7 +1196,9 @@ def _classify(tail: str, facts: Facts) -> Answer:
         m = fam.pattern.search(tail, lowered)
         if m:
             fields = _fields(m, facts)
-            line = tail[tail.rfind("\n", 0, m.start()) + 1 :].split("\n", 1)[0]  # the whole line it is on
+            read = m.groupdict().get("line")  # a pattern that reads context first names its error line
+            at = m.start() + m.group(0).rfind(read) if read else m.start()
+            line = tail[tail.rfind("\n", 0, at) + 1 :].split("\n", 1)[0]  # the whole line it is on
             return Answer(
                 fam.name, line.strip()[:200], fam.cause.format_map(fields), fam.step.format_map(fields), facts
             )

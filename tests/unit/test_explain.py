@@ -909,6 +909,12 @@ MADE_UP_44 = [
         "name-not-defined",
         "an assignment inside if/elif",
     ),
+    (
+        '  File "/home/u/proj/model.py", line 12, in <module>\n    def pad(ids: list[int] | None = None):\n'
+        "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'\n",
+        "python-too-old",
+        "needs 3.10",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1048,6 +1054,13 @@ NEAR_MISSES_44 = [
     ("AttributeError: module 'torch._C' has no attribute '_jit_pass_inline'\n", "no-gpu-visible"),
     # a card that "does not support" a dtype, raised outside any training framework, is not an option check
     ('  File "run.py", line 3, in <module>\nValueError: this GPU does not support bfloat16\n', "configuration"),
+    # a class subscripted inside a function at run time is the code's bug, not an annotation an old Python evaluates
+    (
+        '  File "collate.py", line 5, in collate\n    batch = Batch[0]\n'
+        "TypeError: 'type' object is not subscriptable\n",
+        "python-too-old",
+    ),
+    ("TypeError: unsupported operand type(s) for |: 'int' and 'str'\n", "python-too-old"),
     # a CUDA build's no-kernel error keeps its family: the guess is for a CUDA error that names no cause
     ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n", "cuda-error"),
 ]
@@ -1802,6 +1815,19 @@ REAL_44 = [
         ),
         "name-not-defined",
         "sets use_flash_attention only in some branches",
+    ),
+    # TEST INPUT: https://github.com/tatsu-lab/stanford_alpaca/issues/72 (utils.py's dict[str, str] hints on Python 3.8)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 25, in <module>\n'
+            "    import utils\n"
+            '  File "/home/yewang/stanford_alpaca/utils.py", line 47, in <module>\n'
+            "    return_text=False,\n"
+            "TypeError: 'type' object is not subscriptable"
+        ),
+        "python-too-old",
+        "built-in generics in annotations",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
