@@ -475,3 +475,33 @@ def test_a_warning_in_the_source_line_of_a_traceback_is_not_that_warning_printed
     # TEST INPUT, made up: the same line printed by the logger is output, and matches
     printed = "main.py:145: UserWarning: WARNING: Compute capability < 7.5 detected! Only slow 8-bit matmul is "
     assert entry in [m.issue.id for m in BASE.explain(printed + "supported for your GPU!\n")]
+
+
+def test_pips_summary_of_a_setup_py_that_cannot_import_torch_is_the_build_isolation_entry():
+    """Where setup.py catches the ImportError and prints its own words, pip's summary ("Getting requirements to
+    build wheel did not run successfully" ... "No module named 'torch'") is still build isolation's missing torch;
+    another module missing from the build (not torch) is not."""
+    entry = "pip-build-isolation-setup-py-no-torch"
+    # TEST INPUT: https://github.com/hiyouga/LlamaFactory/issues/8097 (auto-gptq 0.7.1's sdist under isolation)
+    real = (
+        "  Getting requirements to build wheel ... error\n"
+        "  error: subprocess-exited-with-error\n\n"
+        "  × Getting requirements to build wheel did not run successfully.\n"
+        "  │ exit code: 1\n"
+        "  ╰─> [1 lines of output]\n"
+        "      Building cuda extension requires PyTorch (>=1.13.0) being installed, please install PyTorch first: "
+        "No module named 'torch'\n"
+        "      [end of output]\n"
+    )
+    # TEST INPUTS, made up: another package's own words; and a build that lacks another module
+    made_up = (
+        "  × Getting requirements to build wheel did not run successfully.\n  │ exit code: 1\n"
+        "      RuntimeError: mamba_ssm needs torch to build its kernels (No module named 'torch')\n"
+    )
+    near_miss = (
+        "  × Getting requirements to build wheel did not run successfully.\n  │ exit code: 1\n"
+        "      ModuleNotFoundError: No module named 'setuptools_scm'\n"
+    )
+    assert BASE.explain(real)[0].issue.id == entry
+    assert BASE.explain(made_up)[0].issue.id == entry
+    assert entry not in [m.issue.id for m in BASE.explain(near_miss)]
