@@ -720,6 +720,17 @@ FAMILIES = (
         "system package), or the build of the package made for the CUDA you have; if it is installed, put its lib "
         "folder on LD_LIBRARY_PATH (`ldconfig -p | grep NAME` shows what the loader finds)",
     ),
+    # bash names the line it ran as a command: an option (--x) there is the rest of a command whose line above lost
+    # its trailing backslash (or has a space or a Windows \r after it)
+    _f(
+        "shell-continuation",
+        r"(?m): line \d{1,6}: (?P<opt>--?[A-Za-z][\w.-]{0,60}): command not found\r?$",
+        "the shell ran a line that starts with an option ({opt}) as a command of its own: the multi-line command "
+        "above it lost its line continuation (the trailing `\\` is missing, or a space or a Windows line ending "
+        "follows it), so that command ran without the options below the break",
+        "end every line of the command except the last with `\\` and nothing after it, and save the script with Unix "
+        "line endings (`dos2unix script.sh`, or your editor's LF setting); then run it again",
+    ),
     _f(
         "command-missing",
         r"(?m)(?P<cmd>[\w.+-]{1,60}): command not found$|sh: \d+: (?P<cmd2>[\w.+-]{1,60}): not found$|'(?P<cmd3>[\w.+-]"

@@ -915,6 +915,7 @@ MADE_UP_44 = [
         "python-too-old",
         "needs 3.10",
     ),
+    ("train.sh: line 12: --per_device_train_batch_size: command not found\n", "shell-continuation", "dos2unix"),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1061,6 +1062,8 @@ NEAR_MISSES_44 = [
         "python-too-old",
     ),
     ("TypeError: unsupported operand type(s) for |: 'int' and 'str'\n", "python-too-old"),
+    # a program missing from PATH, not an option line: command-missing's
+    ("train.sh: line 3: deepspeed: command not found\n", "shell-continuation"),
     # a CUDA build's no-kernel error keeps its family: the guess is for a CUDA error that names no cause
     ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n", "cuda-error"),
 ]
@@ -1828,6 +1831,18 @@ REAL_44 = [
         ),
         "python-too-old",
         "built-in generics in annotations",
+    ),
+    # TEST INPUT: https://github.com/modelscope/ms-swift/issues/4513 (merge.sh's swift export lines without `\`)
+    (
+        (
+            "ValueError: Please set --model <model_id_or_path>`, model: None\n"
+            "/group/40174/Zywoou/mm_math_reasoning/merge.sh: line 2: --model: command not found\n"
+            "/group/40174/Zywoou/mm_math_reasoning/merge.sh: line 3: --lora_model_path: command not found\n"
+            "/group/40174/Zywoou/mm_math_reasoning/merge.sh: line 4: --merge_lora: command not found\n"
+            "/group/40174/Zywoou/mm_math_reasoning/merge.sh: line 5: --output_dir: command not found"
+        ),
+        "shell-continuation",
+        "lost its line continuation",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
