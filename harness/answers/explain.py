@@ -450,9 +450,12 @@ FAMILIES = (
         "attribute-missing",
         r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no "
         r"attribute '(?P<attr>\w{1,100})'",
-        "code expects an attribute the installed library does not have: an API that changed between versions",
-        "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was "
-        "written for",
+        "code expects an attribute the installed library does not have: an API that changed between versions; or "
+        "the calling code (often a project's example or training script) reads an attribute its own package or "
+        "object never had",
+        "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written "
+        "for (the project's requirements) and install that one; if they already agree, the calling code has the bug: "
+        "update the project to its latest commit and search its issues for this attribute",
     ),
     _f(
         "signature-mismatch",
