@@ -134,7 +134,8 @@ CONFIG_WORDS = re.compile(
 )
 NOT_CONFIG = re.compile(
     r"pip install|please install|is not installed|No module named|No such file|does not exist|not found|out of "
-    r"memory|CUDA error|version|(?:setup|GPU|device|card|hardware|platform|system) does(?: not|n't) support",
+    r"memory|CUDA error|version|(?:setup|GPU|device|card|hardware|platform|system) does(?: not|n't) support|"
+    r"must be (?:an? )?(?:str|string|int|integer|float|bool|list|dict|tuple|tensor)\b",
     re.IGNORECASE,
 )
 CONFIG_EXCEPTIONS = ("ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError")
@@ -713,6 +714,18 @@ FAMILIES = (
         "with your toolkit; else install what provides the header: the CUDA toolkit version the package asks for "
         "(`nvcc --version` shows the one used, CUDA_HOME selects it), python3-dev, or the library's -dev package",
     ),
+    # torch's own libraries (libtorch_cuda_cpp.so, libc10_cuda.so ...) differ between its releases and builds: an
+    # extension that asks for one this torch lacks was built for another torch
+    _f(
+        "torch-library-missing",
+        r"(?P<so>(?:libtorch|libc10)\w{0,40}\.so(?:\.\d{1,4}){0,3}): cannot open shared object file",
+        "a compiled extension was built for another torch: it links to {so}, a library of the torch it was built "
+        "against, which the installed torch does not ship (torch renamed or merged its libraries between releases, "
+        "and a CPU-only build has no CUDA ones)",
+        "reinstall the extension for the torch you have (a prebuilt wheel for torch's major.minor and CUDA, or a "
+        "source build against it: `pip install --no-build-isolation ...`), or install the torch it was built for; "
+        '`python -c "import torch; print(torch.__version__, torch.version.cuda)"` shows what you have',
+    ),
     _f(
         "native-library",
         r"(?P<so>[\w+-]{1,80}\.so(?:\.\d{1,4}){0,3}): cannot open shared object file",
@@ -861,13 +874,16 @@ REMOTE_CODE_STEP = (
 OWN_CODE_TYPES = {"function", "method", "bool", "int", "float", "str", "list", "dict", "tuple", "set", "bytes"}
 PROJECT_CODE_CAUSE = (
     "the error is raised in the training project's own code ({file}), not in an installed library: "
-    "that code was written for particular versions of its libraries and a particular model and data "
-    "layout, and a later commit of the project often fixes what it raised"
+    "that code expects its input in a particular layout (a data or metadata file with its fields and "
+    "columns, a model, arguments as its README gives them) and particular versions of its libraries; "
+    "either the input differs from that, or the code has a bug that a later commit of the project fixes"
 )
 PROJECT_CODE_STEP = (
-    "install the versions the project pins (its requirements file or README) in a clean environment, "
-    "update the project to its latest commit or release, use the script and arguments its README gives "
-    "for this model and data, and search the project's own issues for this exception"
+    "look at what the failing line in {file} reads: check your data files, model and arguments against "
+    "the format and usage the project's README documents (a line with fewer fields, a dataset of another "
+    "kind, another model); if they match, install the versions the project pins (its requirements file) in "
+    "a clean environment, update the project to its latest commit or release, and search the project's own "
+    "issues for this exception"
 )
 
 
@@ -1170,7 +1186,7 @@ def _answer(tail: str, facts: Facts) -> Answer:
             answer,
             family="project-code",
             cause=PROJECT_CODE_CAUSE.format(file=facts.project_file),
-            step=PROJECT_CODE_STEP,
+            step=PROJECT_CODE_STEP.format(file=facts.project_file),
         )
     answer = _library_raised(answer, tail, facts)
     if facts.remote_model:

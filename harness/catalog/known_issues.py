@@ -67,6 +67,8 @@ PACKAGES = TRACKED  # harness/catalog/packages.py
 CONDITION_AXES = ("precision", "quantization", "method", "strategy")
 ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# markdown bold around a pasted log (`**Traceback ...` ... `...: message**`): the marks are not the log's
+MARKDOWN_BOLD = re.compile(r"(?m)^\*\*(?=[^*\s])|(?<=[^*\s])\*\*[ \t]*$")
 # what launchers put before each line of a worker's output: torchrun's "[rank3]:" (or "[default0]:"
 # with --tee), Ray's "(WorkerActor pid=6490, ip=10.0.0.2)"; signatures read the lines without it
 RANK_PREFIX = re.compile(
@@ -335,10 +337,12 @@ CODE_LINE = re.compile(
 
 
 def clean(text: str) -> str:
-    """A log as a person would read it: no colour codes, progress-bar redraws as new lines, and
+    """A log as a person would read it: no colour codes or markdown bold marks, progress-bar redraws as new lines, and
     every line cut to its first MAX_LINE characters (a megabyte-long line of progress output or a
     tensor dump is not where an error message is, and would cost every signature a pass)."""
     text = ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    if "**" in text:
+        text = MARKDOWN_BOLD.sub("", text)
     if len(text) > MAX_LINE and any(len(line) > MAX_LINE for line in text.split("\n")):
         text = "\n".join(line[:MAX_LINE] for line in text.split("\n"))
     return text

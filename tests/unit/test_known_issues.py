@@ -505,3 +505,15 @@ def test_pips_summary_of_a_setup_py_that_cannot_import_torch_is_the_build_isolat
     assert BASE.explain(real)[0].issue.id == entry
     assert BASE.explain(made_up)[0].issue.id == entry
     assert entry not in [m.issue.id for m in BASE.explain(near_miss)]
+
+
+def test_markdown_bold_around_a_pasted_log_is_not_the_logs():
+    """TEST INPUT, made up in the way reports paste logs: `**` opening the first line and closing the last are
+    markdown, not the log's (the exception line then reads as Python printed it); a row of asterisks that a
+    program prints as a rule, and `**kwargs` inside a line, stay."""
+    log = (
+        "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\nImportError: cannot import name 'x'"
+    )
+    assert known_issues.clean("**" + log + "**\n") == log + "\n"
+    kept = "********************\n    return f(*args, **kwargs)\n"
+    assert known_issues.clean(kept) == kept
