@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -46,6 +47,30 @@ def _read(path_text: str, what: str) -> tuple[str, str]:
         raise UsageError(f"{what}{path}: cannot be read: {exc.strerror}") from None
 
 
+NOT_TEXT = 0.3  # a log whose first and last 64 KiB are more than this share undecodable bytes or control characters
+NON_TEXT = re.compile("[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\ufffd]")
+
+
+def _refuse_empty(text: str, name: str, what: str) -> str:
+    if not text.strip():
+        fill = "pipe the job's output in" if name == "stdin" else "save the job's output (stdout and stderr) to it"
+        raise UsageError(f"{what}{name}: is empty: {fill}")
+    return text
+
+
+def _refuse_not_text(text: str, name: str, what: str) -> None:
+    """A UsageError naming the log where its bytes are not text (an archive, an image, a binary saved under a .log
+    name). Called where nothing in it was recognised: junk around a real error is still answered."""
+    sample = text[: 64 * 1024] + text[-64 * 1024 :] if len(text) > 128 * 1024 else text
+    bad = len(NON_TEXT.findall(sample))
+    if bad > NOT_TEXT * len(sample):
+        raise UsageError(
+            f"{what}{name}: is not text ({100 * bad // len(sample)}% of the {len(sample)} characters read are "
+            "undecodable bytes or control characters, and no error line was found): give the training job's log, "
+            "not an archive, image or binary"
+        )
+
+
 def handle(args) -> int:
     from harness.answers import explain
     from harness.catalog import gpus
@@ -56,13 +81,17 @@ def handle(args) -> int:
     if args.log == "-" and args.env == "-":
         raise UsageError("--env -: the log already reads stdin; give the env report as a file")
     text, name = _read(args.log, "")
-    text = known_issues.clean(text)
+    text = known_issues.clean(_refuse_empty(text, name, ""))
     facts = explain.read(text, gpu_db)
     if args.env:
-        env_text, _ = _read(args.env, "--env ")
-        facts.merge(explain.read(known_issues.clean(env_text), gpu_db))
+        env_text, env_name = _read(args.env, "--env ")
+        env_text = known_issues.clean(_refuse_empty(env_text, env_name, "--env "))
+        _refuse_not_text(env_text, env_name, "--env ")
+        facts.merge(explain.read(env_text, gpu_db))
     matches = data.explain(text, facts.packages(), facts.cc, facts.axes())
     answer = explain.classify(text, facts)
+    if not matches and answer.family == "no-error-line":
+        _refuse_not_text(text, name, "")
     also = data.set_to_fail(text, facts.packages(), facts.cc, facts.axes(), {m.issue.id for m in matches if m.answers})
     signature = known_issues.error_signature(text)
     if args.format == "json":

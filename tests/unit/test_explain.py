@@ -302,9 +302,28 @@ def test_explain_without_a_match_gives_a_family_answer_and_the_entries_the_versi
     )
 
 
-def test_any_bytes_get_an_answer(tmp_path):
+def test_a_log_that_is_not_text_or_is_empty_is_refused_by_name(tmp_path):
+    """Bytes that are not text (an archive or a binary saved as a log) in which nothing is recognised, and an empty
+    file, are bad input: exit 2 and a line naming the file and what to give, no traceback; so is such an --env
+    report. Junk around a real error is still answered (test_explain_reads_stdin_and_any_bytes)."""
+    binary = tmp_path / "garbage.log"
+    binary.write_bytes(bytes(range(256)) * 8)
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"\n  \n")
+    (tmp_path / "ok.log").write_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    for args, says in (
+        ((str(binary),), "garbage.log: is not text"),
+        ((str(empty),), "empty.log: is empty"),
+        (("-",), "stdin: is empty: pipe the job's output in"),
+        ((str(binary.with_name("ok.log")), "--env", str(binary)), f"--env {binary}: is not text"),
+    ):
+        proc = call_compat("explain", *args, input="")
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+
+
+def test_a_text_log_with_a_few_stray_bytes_gets_an_answer(tmp_path):
     log = tmp_path / "garbage.log"
-    log.write_bytes(b"\x00\xff\xfe random bytes \x80\n\n")
+    log.write_bytes(b"\x00\xff\xfe random bytes \x80 in a log of text lines, step 1 of 10\n\n")
     proc = call_compat("explain", str(log))
     assert (
         proc.returncode == 0 and "No family compat knows fits either; what the log shows (no-error-line)" in proc.stdout
