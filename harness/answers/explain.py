@@ -473,8 +473,8 @@ FAMILIES = (
     _f(
         "signature-mismatch",
         r"(?P<callee>[\w.]{1,100})\(\)(?: takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ "
-        r"(?:was|were) given| missing \d+ required (?:positional|keyword-only) arguments?|: incompatible function "
-        r"arguments)",
+        r"(?:positional arguments? )?(?:\(and \d+ keyword-only arguments?\) )?(?:was|were) given| missing \d+ "
+        r"required (?:positional|keyword-only) arguments?|: incompatible function arguments)",
         "{callee} is called with other arguments than it takes: the caller and the definition it reaches come from "
         "different releases (a library now passes one more argument to a method that your code, or a library that "
         "patches it, overrides with the old signature; or the reverse)",
@@ -1239,11 +1239,26 @@ def _answer(tail: str, facts: Facts) -> Answer:
 
 
 def _own_code(answer: Answer, tail: str) -> bool:
-    """A signature mismatch, or an attribute missing on a plain Python value, raised in the project's own code."""
+    """A signature mismatch, or an attribute missing on a plain Python value, raised in the project's own code. A
+    signature mismatch is the project's own where the source line above it calls the function bare or through the
+    project's own objects (`self.x.f(`); called through a module (`librosa.resample(`, `util.f(`), `super()` or a
+    line the log does not show, it is between the project and a library's release: signature-mismatch's answer."""
     if answer.family == "signature-mismatch":
-        return True
+        return _called_within(answer.matched, tail)
     found = [m.group("type") for m in OBJECT_ATTR.finditer(tail)]
     return answer.family == "attribute-missing" and bool(found) and found[-1] in OWN_CODE_TYPES
+
+
+def _called_within(matched: str, tail: str) -> bool:
+    """Whether the source line printed above the error `matched` calls its function bare or through `self`."""
+    callee = re.match(r"[\w.]*?(\w+)\(\)", matched.split(": ", 1)[-1])
+    at = tail.rfind(matched)
+    if not callee or at < 0:
+        return False
+    above = [line for line in tail[:at].splitlines() if line.strip()]
+    if not above or re.search(r', line \d+, in |^\s*File "', above[-1]):
+        return False
+    return bool(re.search(r"(?<![\w.])(?:self(?:\.\w+)*\.)?" + re.escape(callee.group(1)) + r"\s*\(", above[-1]))
 
 
 def _tail(text: str) -> str:

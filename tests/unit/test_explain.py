@@ -951,6 +951,12 @@ MADE_UP_44 = [
         "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION",
     ),
     (
+        '  File "/home/u/proj/data.py", line 12, in load\n    wave = soundlib.resample(wave, sr, 16000)\n'
+        "TypeError: resample() takes 1 positional argument but 3 were given\n",
+        "signature-mismatch",
+        "resample is called with other arguments",
+    ),
+    (
         "TypeError: fwd(): incompatible function arguments. The following argument types are supported:\n",
         "signature-mismatch",
         "fwd is called with other arguments",
@@ -1126,6 +1132,12 @@ NEAR_MISSES_44 = [
         "signature-mismatch",
     ),
     ("RuntimeError: Distributed package doesn't have NCCL built in\n", "audio-backend"),
+    # a call through the project's own objects (self.x.f) with other arguments is the project's code, not a release
+    (
+        '  File "/home/u/proj/train.py", line 40, in step\n    out = self.head.score(batch, mask)\n'
+        "TypeError: score() takes 2 positional arguments but 3 were given\n",
+        "signature-mismatch",
+    ),
     # the CUDA runtime missing is native-library's, not torch's own library
     (
         "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n",
@@ -2004,6 +2016,44 @@ REAL_44 = [
         ),
         "audio-backend",
         "pip install soundfile",
+    ),  # TEST INPUT: https://github.com/yl4579/StyleTTS/pull/34 (librosa 0.10's keyword-only resample, called
+    # through the module from the project's code)
+    (
+        (
+            "Original Traceback (most recent call last):\n"
+            '  File "C:\\Python310\\lib\\site-packages\\torch\\utils\\data\\_utils\\worker.py", line 308, in _w'
+            "orker_loop\n"
+            "    data = fetcher.fetch(index)\n"
+            '  File "C:\\Python310\\lib\\site-packages\\torch\\utils\\data\\_utils\\fetch.py", line 51, in fetc'
+            "h\n"
+            "    data = [self.dataset[idx] for idx in possibly_batched_index]\n"
+            '  File "C:\\Python310\\lib\\site-packages\\torch\\utils\\data\\_utils\\fetch.py", line 51, in <lis'
+            "tcomp>\n"
+            "    data = [self.dataset[idx] for idx in possibly_batched_index]\n"
+            '  File "E:\\Work\\StyleTTS\\meldataset.py", line 101, in __getitem__\n'
+            "    wave, text_tensor, speaker_id = self._load_tensor(data)\n"
+            '  File "E:\\Work\\StyleTTS\\meldataset.py", line 119, in _load_tensor\n'
+            "    wave = librosa.resample(wave, sr, 24000)\n"
+            "TypeError: resample() takes 1 positional argument but 3 were given"
+        ),
+        "signature-mismatch",
+        "resample is called with other arguments",
+    ),
+    # TEST INPUT: https://github.com/tsurumeso/vocal-remover/pull/99 (librosa 0.9's keyword-only load: Python's
+    # wording with keyword-only arguments)
+    (
+        (
+            "loading model... done\n"
+            "loading wave source... Traceback (most recent call last):\n"
+            '  File "/home/cruisibesares/Downloads/vocal-remover/inference.py", line 172, in <module>\n'
+            "    main()\n"
+            '  File "/home/cruisibesares/Downloads/vocal-remover/inference.py", line 133, in main\n'
+            "    X, sr = librosa.load(\n"
+            "TypeError: load() takes 1 positional argument but 3 positional arguments (and 2 keyword-on"
+            "ly arguments) were given"
+        ),
+        "signature-mismatch",
+        "load is called with other arguments",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
