@@ -63,6 +63,19 @@ CAPABILITY = known_issues.Signature(
     r"(?i)(?:CUDA capability sm_|compute capability[: ]{1,3}(?:\(CC\) )?)(?P<cc>\d{1,2}\.?\d)"
 )
 ZERO3 = strategies.for_deepspeed(3, False).name
+# the mixed precision a log's command line, arguments or config shows (a flag at the end of a line or before another
+# option, or set true); where it shows both, neither is taken
+PRECISION = tuple(
+    (
+        name,
+        known_issues.Signature(
+            rf"--{name}(?:[ =](?:True|true|1)\b|[ \t]*$|[ \t]+--)|\b{name}\s*[=:]\s*(?:True|true|1)\b|"
+            rf'"{name}":\s*\{{\s*"enabled":\s*true|mixed_precision\s*[=:]\s*[\'"]?{name}\b|'
+            rf"torch_dtype\s*[=:]\s*(?:torch\.)?{dtype}\b"
+        ),
+    )
+    for name, dtype in (("fp16", "float16"), ("bf16", "bfloat16"))
+)
 # the strategy a log shows, most specific first: a ZeRO stage, FSDP, else several ranks (DDP)
 STRATEGY = (
     (ZERO3, known_issues.Signature(r'(?i)zero[_ -]?(?:stage[_ -]?)?3\b|"stage":\s*3|stage3_|zero_stage\s*[:=]\s*3')),
@@ -163,6 +176,7 @@ class Facts:
         None  # a ZeRO stage, FSDP, or data parallel where several ranks show (STRATEGY); None: not shown
     )
     strategy_why: str = ""  # where the strategy was inferred, not printed: from what
+    precision: str | None = None  # fp16 or bf16 where the log's arguments or config show one (PRECISION)
     versions: dict = dataclasses.field(default_factory=dict)  # package -> version as printed
     gpus: list = dataclasses.field(default_factory=list)  # card names, as the database names them where it knows them
     cc: str | None = None  # compute capability "X.Y": printed, or the database's for the card
@@ -174,10 +188,12 @@ class Facts:
         self.gpus += [g for g in other.gpus if g not in self.gpus]
         self.cc = self.cc or other.cc
         self.strategy = self.strategy or other.strategy
+        self.precision = self.precision or other.precision
 
     def axes(self) -> dict[str, str]:
         """The cell axes the log shows, for a known issue's conditions."""
-        return {"strategy": self.strategy} if self.strategy else {}
+        shown = {"strategy": self.strategy, "precision": self.precision}
+        return {k: v for k, v in shown.items() if v}
 
     def packages(self) -> dict[str, str]:
         """The versions of the packages a known issue's conditions name, without local tags."""
@@ -191,6 +207,8 @@ class Facts:
             out.append(
                 f"strategy the log shows: {self.strategy}" + (f" ({self.strategy_why})" if self.strategy_why else "")
             )
+        if self.precision:
+            out.append(f"mixed precision the log shows: {self.precision}")
         if self.gpus or self.cc:
             out.append(
                 "GPU: "
@@ -217,6 +235,8 @@ def read(text: str, gpu_db=None) -> Facts:
     if raised and len(raised[1]) > 20 and raised[1] in text:
         scan, scan_lowered = text.replace(raised[1], ""), lowered.replace(raised[1].lower(), "")
     facts.strategy = next((name for name, pattern in STRATEGY if pattern.search(scan, scan_lowered)), None)
+    precisions = [name for name, pattern in PRECISION if pattern.search(scan, scan_lowered)]
+    facts.precision = precisions[0] if len(precisions) == 1 else None
     if facts.strategy is None and len({m.group("card") for m in CUDA_OOM_ON.finditer(text, lowered)}) == 1:
         if not SEVERAL.search(text, lowered) and len(facts.gpus) <= 1:
             facts.strategy = strategies.one_process().name

@@ -2238,3 +2238,26 @@ def test_the_near_misses_of_issue_44s_families_are_not_claimed(log, family):
     log = known_issues.clean(log)
     answer = explain.classify(log, explain.read(log, GPUS))
     assert answer.family != family, answer
+
+
+@pytest.mark.parametrize(
+    "text,precision",
+    [
+        # TEST INPUTS, made up in the forms command lines, Trainer argument dumps and configs print
+        ("torchrun --nproc_per_node 2 train.py --fp16 --learning_rate 1e-4\n", "fp16"),
+        ("fp16=True,\nfp16_backend=auto,\n", "fp16"),
+        ('"fp16": {"enabled": true, "loss_scale": 0}\n', "fp16"),
+        ("mixed_precision: bf16\n", "bf16"),
+        ("model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.bfloat16)\n", "bf16"),
+        ("python train.py --bf16\n", "bf16"),
+        ("--fp16 False --bf16 False\n", None),  # turned off
+        ("--bf16 True --fp16 True\n", None),  # both: neither is taken
+        ("fp16_opt_level=O1\n", None),
+    ],
+)
+def test_the_mixed_precision_a_log_shows(text, precision):
+    """A known issue's `precision` condition is read from what the log's command line, arguments or config show;
+    what it does not show stays unknown."""
+    facts = explain.read(text, GPUS)
+    assert facts.precision == precision
+    assert facts.axes().get("precision") == precision

@@ -517,3 +517,35 @@ def test_markdown_bold_around_a_pasted_log_is_not_the_logs():
     assert known_issues.clean("**" + log + "**\n") == log + "\n"
     kept = "********************\n    return f(*args, **kwargs)\n"
     assert known_issues.clean(kept) == kept
+
+
+def test_a_symptom_with_many_causes_is_not_matched_as_one_of_them():
+    """A NaN loss alone is the nan-loss family: the fp16-overflow entry answers only where the log shows fp16
+    (`shown`); NCCL's bare "unhandled system error" is the nccl-error family, and the shared-memory entry answers on
+    its shared-memory lines."""
+    nan_entry, shm_entry = "fp16-overflow-nan-loss", "nccl-unhandled-system-error-shm"
+    # TEST INPUT: https://github.com/hiyouga/LlamaFactory/issues/5627 (a DeepSpeed bug on Ascend NPUs, not fp16)
+    npu = (
+        "{'loss': 1.4596, 'grad_norm': nan, 'learning_rate': 4.552255167404752e-06, 'epoch': 0.66}\n"
+        "接着就都是\n"
+        "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.549912997495027e-06, 'epoch': 0.66}\n"
+    )
+    found = {m.issue.id: m for m in BASE.explain(npu)}
+    assert not found[nan_entry].answers
+    # TEST INPUT, made up: the same NaN where the log shows fp16 (a Trainer's arguments) answers
+    shown = "fp16=True,\n" + npu
+    from harness.answers import explain
+
+    facts = explain.read(shown, None)
+    assert {m.issue.id: m for m in BASE.explain(shown, facts.packages(), facts.cc, facts.axes())}[nan_entry].answers
+    # TEST INPUT: https://github.com/deepinsight/insightface/issues/1444 (two nodes in containers on a bridge
+    # network: a socket failure, not shared memory)
+    bridge = (
+        '  File "/opt/conda/lib/python3.6/site-packages/torch/distributed/distributed_c10d.py", line 842, in '
+        "broadcast\n"
+        "    work = _default_pg.broadcast([tensor], opts)\n"
+        "RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:518, unhandled system error, "
+        "NCCL version 2.4.8\n"
+    )
+    assert shm_entry not in [m.issue.id for m in BASE.explain(bridge)]
+    assert shm_entry in [m.issue.id for m in BASE.explain(BASE.get(shm_entry).example)]
