@@ -470,7 +470,9 @@ FAMILIES = (
     _f(
         "none-value",
         r"'NoneType' object (?:has no attribute '(?P<attr>\w{1,100})'|is not (?:subscriptable|callable|iterable))"
-        r"|cannot unpack non-iterable NoneType object",
+        r"|cannot unpack non-iterable NoneType object|argument of type 'NoneType' is not iterable|object of type "
+        r"'NoneType' has no len\(\)|(?m:TypeError: [^\n]{1,200}, not 'NoneType'$)|unsupported operand type\(s\) "
+        r"for [^:|\n]{1,5}: (?:'\w{1,30}' and 'NoneType'|'NoneType' and '\w{1,30}')",
         "a value the code uses is None where it expected an object: something that should have been loaded or set was "
         "not: a part that failed to load earlier in the log (a compiled library, a tokenizer, a vision tower, a "
         "checkpoint or its optimizer state that was not found), a config field this model or version lacks, or a "
@@ -580,6 +582,18 @@ FAMILIES = (
         "start it as the project's README or launch script does: `torchrun --nproc_per_node=N script.py ...` (N=1 "
         "for one GPU), deepspeed or accelerate launch; for one process without a launcher set them yourself (RANK=0 "
         "LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=localhost MASTER_PORT=29500); under mpirun map its variables to these",
+    ),
+    # os.environ[...] of a variable not set: os.py's __getitem__ raises KeyError(key) (Python's own frame shows it)
+    _f(
+        "env-var-missing",
+        r"os\.py\"?, line \d{1,5}, in __getitem__\n(?:[^\n]{0,200}\n){0,3}?[^\n]{0,40}(?P<line>KeyError: "
+        r"'(?P<env>[\w.-]{1,100})')",
+        "the code reads the environment variable {env}, which is not set where the job runs: the project's launch "
+        "script, README or .env file sets it, or a launcher or scheduler (torchrun, accelerate, SLURM, a notebook "
+        "service) that this run was started without",
+        "find where the project sets {env} (grep its scripts and README) and set it before the command (`export "
+        "{env}=...`, or `{env}=... python ...`), or start the job the way the README does; the frame above os.py "
+        "is the line that reads it",
     ),
     _f(
         "rendezvous",

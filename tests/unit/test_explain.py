@@ -936,6 +936,13 @@ MADE_UP_44 = [
     ),
     ("train.sh: line 12: --per_device_train_batch_size: command not found\n", "shell-continuation", "dos2unix"),
     (
+        '    token = os.environ["HF_TOKEN"]\n  File "/usr/lib/python3.10/os.py", line 680, in __getitem__\n'
+        "    raise KeyError(key) from None\nKeyError: 'HF_TOKEN'\n",
+        "env-var-missing",
+        "export HF_TOKEN=",
+    ),
+    ("TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'\n", "none-value", "is None"),
+    (
         "ERROR: Could not build wheels for flash-attn, which is required to install pyproject.toml-based projects\n",
         "wheel-build-failed",
         "pip install flash-attn --no-build-isolation",
@@ -1132,6 +1139,9 @@ NEAR_MISSES_44 = [
         "signature-mismatch",
     ),
     ("RuntimeError: Distributed package doesn't have NCCL built in\n", "audio-backend"),
+    # a KeyError from the project's own dict, not os.environ; a TypeError about another type than None
+    ('  File "train.py", line 9, in main\n    lr = cfg["HF_LR"]\nKeyError: \'HF_LR\'\n', "env-var-missing"),
+    ("TypeError: expected str, bytes or os.PathLike object, not int\n", "none-value"),
     # a call through the project's own objects (self.x.f) with other arguments is the project's code, not a release
     (
         '  File "/home/u/proj/train.py", line 40, in step\n    out = self.head.score(batch, mask)\n'
@@ -2054,6 +2064,58 @@ REAL_44 = [
         ),
         "signature-mismatch",
         "load is called with other arguments",
+    ),  # TEST INPUT: https://github.com/Blealtan/RWKV-LM-LoRA/issues/21 (the chat script run without the RWKV_JIT_ON
+    # its README sets)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/home/ubuntu/Lora/RWKV-v4neo/chat22.py", line 6, in <module>\n'
+            "    from src.model_run import RWKV_RNN\n"
+            '  File "/home/ubuntu/Lora/RWKV-v4neo/src/model_run.py", line 23, in <module>\n'
+            "    if os.environ[\"RWKV_JIT_ON\"] == '1':\n"
+            '  File "/home/ubuntu/anaconda3/envs/pytorch_p39/lib/python3.9/os.py", line 679, in __getit'
+            "em__\n"
+            "    raise KeyError(key) from None\n"
+            "KeyError: 'RWKV_JIT_ON'"
+        ),
+        "env-var-missing",
+        "export RWKV_JIT_ON=",
+    ),
+    # TEST INPUT: https://github.com/modelscope/ms-swift/issues/7156 (ms-swift passing fsdp=None into transformers'
+    # TrainingArguments)
+    (
+        (
+            'ms-swift/.venv/lib/python3.11/site-packages/transformers/training_args.py", line 1887, in '
+            "__post_init__\n"
+            "    elif FSDPOption.FULL_SHARD in self.fsdp and FSDPOption.SHARD_GRAD_OP in self.fsdp:\n"
+            "         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            "TypeError: argument of type 'NoneType' is not iterable"
+        ),
+        "none-value",
+        "is None where it expected an object",
+    ),
+    # TEST INPUT: https://github.com/ssbuild/qwen_finetuning/issues/6 (a tokenizer update left eos_token None, the
+    # padding value)
+    (
+        (
+            'File "/checkpoint/binary/train_package/src/mdl/qwen/data_processer.py", line 63, in proces'
+            "s\n"
+            "d = TokenIdsFinal.process(input_ids,labels,max_seq_length,tokenizer)\n"
+            'File "/checkpoint/binary/train_package/src/mdl/qwen/data_processer.py", line 27, in proces'
+            "s\n"
+            "input_ids = np.pad(input_ids, (0, pad_len), 'constant', constant_values=(pad_val, pad_val)"
+            ")\n"
+            'File "<__array_function__ internals>", line 180, in pad\n'
+            'File "/root/.local/lib/python3.8/site-packages/numpy/lib/arraypad.py", line 803, in pad\n'
+            "_set_pad_area(roi, axis, width_pair, value_pair)\n"
+            'File "/root/.local/lib/python3.8/site-packages/numpy/lib/arraypad.py", line 147, in _set_p'
+            "ad_area\n"
+            "padded[left_slice] = value_pair[0]\n"
+            "TypeError: int() argument must be a string, a bytes-like object or a number, not 'NoneType"
+            "'"
+        ),
+        "none-value",
+        "a config field this model or version lacks",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
