@@ -429,7 +429,8 @@ FAMILIES = (
         "(the module was renamed or not yet added) or the script runs from another folder than the project's",
         "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is "
         "installed, check whether {module} moved between its versions; if {top} belongs to the project you run, run "
-        "from the project's root (or `pip install -e .` there) and update the project to its latest commit",
+        "from the project's root (or `pip install -e .` there), update the project to its latest commit, or use the "
+        "script its README names for this model (an old example may import what the project no longer has)",
     ),
     _f(
         "model-class",
