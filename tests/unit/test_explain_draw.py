@@ -1,0 +1,55 @@
+"""bench/explain_draw.py: the steps of a draw of the explain accuracy set flag what the briefs exclude, and never
+write judged.json from judgements that do not cover the set or name families the readers were not given."""
+
+import json
+import sys
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+import explain_draw  # noqa: E402
+
+
+def _report(url: str, log: str = 'Traceback (most recent call last):\n  File "a.py", line 1\nValueError: x\n'):
+    return {
+        "url": url,
+        "project": "o/r",
+        "log": log,
+        "cause": "c",
+        "fix_direction": "f",
+        "family": "other",
+        "expected_entry": None,
+    }
+
+
+def test_check_flags_an_excluded_thread_a_thread_of_two_parts_a_short_log_and_a_bad_line(tmp_path):
+    """TEST INPUTS, made up, around one real URL of the set (a thread an earlier part has: excluded)."""
+    earlier = explain_draw.reports()[0]["url"]
+    fresh = "https://github.com/example-org/example-repo/issues/1"
+    (tmp_path / "zz1.jsonl").write_text(
+        json.dumps(_report(earlier + "/")) + "\n" + json.dumps(_report(fresh)) + "\n" + "{not json\n"
+    )
+    (tmp_path / "zz2.jsonl").write_text(
+        json.dumps(_report(fresh.replace("example-org", "Example-Org")))  # the same thread, in other case
+        + "\n"
+        + json.dumps(_report("https://github.com/example-org/example-repo/issues/2", "one line\n"))
+        + "\n"
+    )
+    flagged = explain_draw.check(tmp_path, ["zz1", "zz2"])
+    assert any(line.startswith("zz1:1 ") and "excluded" in line for line in flagged)
+    assert any(line.startswith("zz1:3 not JSON") for line in flagged)
+    assert any(line.startswith("zz2:1 ") and "also in part zz1" in line for line in flagged)
+    assert any(line.startswith("zz2:2 ") and "a log of 1 non-blank line(s)" in line for line in flagged)
+    assert not any(line.startswith("zz1:2 ") for line in flagged)  # the fresh thread, once, with a full log
+
+
+def test_merge_writes_nothing_from_judgements_that_do_not_cover_the_set(tmp_path):
+    before = explain_draw.explain_accuracy.JUDGED.read_bytes()
+    (tmp_path / "judged-families.md").write_text(explain_draw.explain_accuracy.family_texts())
+    one = explain_draw.reports()[0]["url"]
+    (tmp_path / "p1-judged.json").write_text(json.dumps({one: {"accepts": ["no-such-family"], "why": "w"}}))
+    problems = explain_draw.merge(tmp_path)
+    assert any("no-such-family not among the families judged" in p for p in problems)
+    assert any(p.endswith(": no judgement") for p in problems)
+    assert explain_draw.explain_accuracy.JUDGED.read_bytes() == before
