@@ -1291,7 +1291,7 @@ def _called_within(matched: str, tail: str) -> bool:
     if not callee or at < 0:
         return False
     above = [line for line in tail[:at].splitlines() if line.strip()]
-    if not above or re.search(r', line \d+, in |^\s*File "', above[-1]):
+    if not above or FRAME.search(above[-1], above[-1].lower()):  # a frame line: the log shows no source line
         return False
     return bool(re.search(r"(?<![\w.])(?:self(?:\.\w+)*\.)?" + re.escape(callee.group(1)) + r"\s*\(", above[-1]))
 
