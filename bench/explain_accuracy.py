@@ -84,6 +84,12 @@ def acceptances() -> tuple[dict, str | None]:
     return {url: set(v["accepts"]) for url, v in json.loads(JUDGED.read_text()).items()}, None
 
 
+def reports(parts: list[str] | None = None) -> list[tuple[str, dict]]:
+    """The set's reports, each with its part (the file's name): every part, or those named."""
+    files = sorted(SET.glob("*.jsonl")) if not parts else [SET / f"{p}.jsonl" for p in parts]
+    return [(f.stem, json.loads(x)) for f in files for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
 def score(rec: dict, base, gpu_db, accepts: dict | None = None) -> dict:
     text = known_issues.clean(rec["log"])
     facts = explain.read(text, gpu_db)
@@ -199,12 +205,7 @@ def main() -> int:
     accepts, unused = acceptances()
     if unused:
         print(f"note: {unused}", file=sys.stderr)
-    rows = [
-        dict(score(json.loads(line), base, gpu_db, accepts), part=f.stem)
-        for f in sorted(SET.glob("*.jsonl"))
-        for line in f.read_text().splitlines()
-        if line.strip()
-    ]
+    rows = [dict(score(rec, base, gpu_db, accepts), part=part) for part, rec in reports()]
     right = sum(r["right"] for r in rows)
     by_label = sum(r["right_by_label"] for r in rows)
     no_answer = sum(r["no_answer"] for r in rows)

@@ -92,8 +92,7 @@ def add(drafts: Path, parts: list[str], drop: set[str]) -> dict[str, int]:
 
 
 def reports(parts: list[str] | None = None) -> list[dict]:
-    files = sorted(SET.glob("*.jsonl")) if not parts else [SET / f"{p}.jsonl" for p in parts]
-    return [json.loads(x) for f in files for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return [rec for _, rec in explain_accuracy.reports(parts)]
 
 
 def split(out: Path, readers: int, parts: list[str] | None, seed: int) -> list[int]:
