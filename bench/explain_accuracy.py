@@ -55,6 +55,7 @@ def family_texts() -> str:
     rows += [
         ("remote-code", explain.REMOTE_CODE_CAUSE, explain.REMOTE_CODE_STEP),
         ("project-code", explain.PROJECT_CODE_CAUSE, explain.PROJECT_CODE_STEP),
+        ("project-call", explain.PROJECT_CALL_CAUSE, explain.PROJECT_CALL_STEP),
         ("zero3-partitioned", explain.ZERO3_CAUSE, explain.ZERO3_STEP),
         (
             "warnings-only",

@@ -311,6 +311,20 @@ FAMILIES = (
         "rebuild or reinstall {lib} for the torch you have (torch {v_torch}): a prebuilt wheel must match torch's "
         "major.minor, CUDA major and C++ ABI; or install the torch it was built for",
     ),
+    # a compiled module checks NumPy's C API version when it loads: built against a newer NumPy than the one
+    # installed, it refuses ("module compiled against API version 0x10 but this version of numpy is 0xe"); built
+    # against another one, its array structs differ in size ("numpy.dtype size changed")
+    _f(
+        "numpy-abi",
+        r"module compiled against (?:ABI|API) version 0x[0-9a-fA-F]{1,8} but this version of numpy is "
+        r"0x[0-9a-fA-F]{1,8}|numpy\.(?:dtype|ndarray) size changed, may indicate binary incompatibility",
+        "a compiled module (a package's C extension) was built against another NumPy than the one installed now: "
+        "installing or pinning one package moved numpy to an older or newer release than the one the others' wheels "
+        "were built for",
+        'install the numpy those wheels were built for: most often the newer one (`pip install -U "numpy<2"`, or the '
+        "version a package's requirements pin), or reinstall the package that fails to load against the numpy you "
+        'have; `pip check` and `python -c "import numpy; print(numpy.__version__)"` show what is installed',
+    ),
     _f(
         "no-kernel-image",
         r"no kernel image is available for execution on the device|is not compatible with the current PyTorch "
@@ -332,6 +346,21 @@ FAMILIES = (
         "and `nvidia-smi` where the job runs: install a CUDA build of torch that the driver supports (`compat "
         "recommend --gpu CARD` names one), update the driver, or attach a GPU (a notebook: change the runtime type); "
         "to train on the CPU, drop the GPU-only options",
+    ),
+    # a device type the installed build was not made for: torch without XPU or MPS support (or a release older than
+    # autocast on that device), a framework's CPU build asked for a GPU; torch's own "Torch not compiled with CUDA
+    # enabled" is no-gpu-visible's, above
+    _f(
+        "device-not-built",
+        r"is not linked with support for (?P<dev>\w{1,20}) devices|unsupported autocast device_type "
+        r"'(?P<dev2>\w{1,20})'|\b[Nn]ot compiled with (?P<dev3>CUDA|ROCm|XPU|NPU|MPS|cuDNN)\b",
+        "the code asks for a device ({dev}{dev2}{dev3}) that the installed framework build has no support for: a build "
+        "made for another device (a CPU-only or CUDA build of torch has no Intel XPU; a CPU build of Paddle has no "
+        "CUDA), or a release older than that device's support (autocast on Apple's MPS needs torch 2.5 or newer)",
+        "set the script's device (its --device option or the device it hard-codes) to one this build has, or install "
+        "the build made for {dev}{dev2}{dev3} (torch's own index for XPU or CUDA builds, the framework's GPU package, "
+        "a newer torch for MPS autocast) in a clean environment; where the code calls autocast itself, skip it on "
+        "that device",
     ),
     # built-in generics in annotations (dict[str, str]) need Python 3.9 (PEP 585) and `X | None` needs 3.10 (PEP 604):
     # an older Python evaluates them when the module or function is defined, so the TypeError comes at import time
@@ -420,6 +449,20 @@ FAMILIES = (
         "compare your {top} version ({v_top}) with the one your training code was written for: upgrade {top} if the "
         "code is newer (for a script from its main branch, install it from source, or take the script from your "
         "release's tag), or pin the version the code names; if {name} needs an optional package, install that",
+    ),
+    # a package's compiled part (quant_cuda, exllamav2_ext, amp_C, mmcv._ext, a repo's ops._C): the package or
+    # repository is there, its C++/CUDA extension was not built
+    _f(
+        "extension-not-built",
+        r"No module named '(?P<ext>(?:[\w.]{1,100}\.)?(?:_C|_ext|[A-Za-z]\w{0,60}_(?:cuda|ext|C|cpp|kernels?)))'",
+        "{ext} is the compiled (C++/CUDA) part of a package or repository, and it was not built or not installed: "
+        "a source install that skipped or failed its extension build (no CUDA toolkit or GPU seen at install time, "
+        "the build option not given), a pure-Python wheel, or a build left in another folder than the one imported",
+        "reinstall that package with its extension built, in the environment that runs the job: a prebuilt wheel made "
+        "for your torch, CUDA and Python, or a source build with nvcc and CUDA_HOME of torch's CUDA (`pip install "
+        "--no-build-isolation ...`, with the build option its README names, such as apex's --cuda_ext or "
+        "MMCV_WITH_OPS=1; a repository's own ops: its `python setup.py develop` or `build_ext --inplace` step); "
+        'read the build output for its first error; then `python -c "import {ext}"` must pass',
     ),
     _f(
         "module-missing",
@@ -785,6 +828,22 @@ FAMILIES = (
         "source build against it: `pip install --no-build-isolation ...`), or install the torch it was built for; "
         '`python -c "import torch; print(torch.__version__, torch.version.cuda)"` shows what you have',
     ),
+    # a library checks the cuDNN it loads against the one it was compiled with (XLA: "Loaded runtime CuDNN library:
+    # 8.4.1 but source was compiled with: 8.6.0"; torch: "PyTorch was compiled against (8, 9, 2) but found runtime
+    # version (8, 5, 0)")
+    _f(
+        "cudnn-version",
+        r"Loaded runtime CuDNN library: (?P<have>[\d.]{1,12}) but source was compiled with: (?P<built>[\d.]{1,12})|"
+        r"cuDNN version incompatibility: PyTorch was compiled\s{1,4}against (?P<built2>\([\d, ]{1,20}\)) but found "
+        r"runtime version (?P<have2>\([\d, ]{1,20}\))",
+        "the library was built against cuDNN {built}{built2}, and the cuDNN it loads at run time is {have}{have2}: "
+        "another cuDNN (a system one, a conda one or another pip wheel's) comes first on the loader's path, or the "
+        "wheel installed is the build for another cuDNN",
+        "install the build of the package made for the cuDNN you have (jax[cudaXX_cudnnYY], torch's index for your "
+        "CUDA), or a cuDNN of the same major and at least that minor (pip: nvidia-cudnn-cu11 or -cu12), and take "
+        "the older one off LD_LIBRARY_PATH; `ldconfig -p | grep cudnn` and `pip list | grep cudnn` show which are "
+        "installed",
+    ),
     _f(
         "native-library",
         r"(?P<so>[\w+-]{1,80}\.so(?:\.\d{1,4}){0,3}): cannot open shared object file",
@@ -860,6 +919,20 @@ FAMILIES = (
         "install the versions that go together: move the pin the message names to the one the other package depends on "
         "(xformers, torchvision and torchaudio each need one exact torch), or take the set the project tested, in a "
         "fresh environment; forcing past it leaves a package that breaks at import",
+    ),
+    # conda's solver: a pin with a build string or a version the channels no longer carry for this platform, or two
+    # pins whose dependencies do not overlap
+    _f(
+        "conda-unsolvable",
+        r"ResolvePackageNotFound:|PackagesNotFoundError:|UnsatisfiableError:|LibMambaUnsatisfiableError|Package "
+        r"(?P<cpkg>[\w.-]{1,80}) conflicts for:|Could not solve for environment specs",
+        "conda cannot make the environment the file or command asks for: a package pinned with a build string "
+        "(`numpy==1.14.3=py36h14a74c5_0`: builds are removed from channels and exist for one platform only) or a "
+        "version no channel given has for this platform, or two pins whose dependencies do not overlap (the lines "
+        "after `conflicts for:` name them: a torch release needs its own cudatoolkit range)",
+        "drop the build strings from the environment file (keep `name==version`; `conda env export --no-builds` writes "
+        "one without them), relax the pin the message names or set it to the version the other package needs, add "
+        "the channel that carries it (pytorch, nvidia, conda-forge), and create the environment again",
     ),
     # pip's summary of a source build that failed (the cause is in the build output above it, which a shorter paste
     # leaves out): CUDA-extension packages (flash-attn, mamba-ssm, causal-conv1d, ...) ship few prebuilt wheels
@@ -959,6 +1032,22 @@ PROJECT_CODE_STEP = (
     "kind, another model); if they match, install the versions the project pins (its requirements file) in "
     "a clean environment, update the project to its latest commit or release, and search the project's own "
     "issues for this exception"
+)
+
+
+# a signature mismatch at a call in the project's code, to a function named bare or through self: defined in the
+# project, or imported into it from a package or a repository cloned beside it (the log does not say which)
+PROJECT_CALL_CAUSE = (
+    "{callee} is called in the project's own code ({file}) with other arguments than its definition takes: the call "
+    "and the definition come from different revisions: of a package or a repository cloned beside the project that "
+    "{file} imports {callee} from (installed at another release than the project was written for), or of the project "
+    "itself (one side of a change its commit made)"
+)
+PROJECT_CALL_STEP = (
+    "find where {callee} comes from (the import at the top of {file}): if from a package or another repository, "
+    "install the release or commit of it that the project's README or requirements name, or update both to their "
+    "latest together; if it is the project's own, update the project to its latest commit and search its issues "
+    "for this TypeError"
 )
 
 
@@ -1257,6 +1346,14 @@ def _answer(tail: str, facts: Facts) -> Answer:
             step=REMOTE_CODE_STEP,
         )
     if facts.project_file and (answer.family == "python-exception" or _own_code(answer, tail)):
+        if answer.family == "signature-mismatch":  # called bare or through self, in the project's code
+            said = _Fields(file=facts.project_file, callee=_callee(answer.matched))
+            return dataclasses.replace(
+                answer,
+                family="project-call",
+                cause=PROJECT_CALL_CAUSE.format_map(said),
+                step=PROJECT_CALL_STEP.format_map(said),
+            )
         return dataclasses.replace(
             answer,
             family="project-code",
@@ -1284,16 +1381,23 @@ def _own_code(answer: Answer, tail: str) -> bool:
     return answer.family == "attribute-missing" and bool(found) and found[-1] in OWN_CODE_TYPES
 
 
+def _callee(matched: str) -> str:
+    """The function a signature mismatch `matched` names (`load_quant` of "TypeError: load_quant() takes ..."),
+    or ""."""
+    callee = re.match(r"[\w.]*?(\w+)\(\)", matched.split(": ", 1)[-1])
+    return callee.group(1) if callee else ""
+
+
 def _called_within(matched: str, tail: str) -> bool:
     """Whether the source line printed above the error `matched` calls its function bare or through `self`."""
-    callee = re.match(r"[\w.]*?(\w+)\(\)", matched.split(": ", 1)[-1])
+    callee = _callee(matched)
     at = tail.rfind(matched)
     if not callee or at < 0:
         return False
     above = [line for line in tail[:at].splitlines() if line.strip()]
     if not above or FRAME.search(above[-1], above[-1].lower()):  # a frame line: the log shows no source line
         return False
-    return bool(re.search(r"(?<![\w.])(?:self(?:\.\w+)*\.)?" + re.escape(callee.group(1)) + r"\s*\(", above[-1]))
+    return bool(re.search(r"(?<![\w.])(?:self(?:\.\w+)*\.)?" + re.escape(callee) + r"\s*\(", above[-1]))
 
 
 def _tail(text: str) -> str:

@@ -891,12 +891,12 @@ MADE_UP_44 = [
         "install the version",
     ),
     ("{'epoch': 0.2, 'step': 10, 'lr': 0.0001, 'loss: nan'}\nTrain: [ 10/500] loss: nan\n", "nan-loss", "bf16"),
-    # issue 44 (TEST INPUTS, made up): raised in the project's own code, a call between its own functions and an
-    # attribute read on a plain value
+    # issue 44 (TEST INPUTS, made up): raised in the project's own code, a call between its own functions (or one it
+    # imports: project-call) and an attribute read on a plain value
     (
         '  File "/home/u/proj/train.py", line 40, in main\n    batch = collate(items, pad_id)\n'
         "TypeError: collate() takes 1 positional argument but 2 were given\n",
-        "project-code",
+        "project-call",
         "update the project to its latest commit",
     ),
     (
@@ -982,6 +982,44 @@ MADE_UP_44 = [
         "ValueError: not enough values to unpack (expected 3, got 2)\n",
         "project-code",
         "a line with fewer fields",
+    ),
+    # after the fifth draw (development): a package's extension not built, conda's solver, NumPy's C API, cuDNN's
+    # version check, a device the build lacks, a signature mismatch at a bare call in the project's code
+    (
+        '  File "/env/lib/python3.10/site-packages/apex/normalization/fused_layer_norm.py", line 9, in __init__\n'
+        "ModuleNotFoundError: No module named 'fused_layer_norm_cuda'\n",
+        "extension-not-built",
+        "--cuda_ext",
+    ),
+    ("ModuleNotFoundError: No module named 'mmcv._ext'\n", "extension-not-built", "MMCV_WITH_OPS=1"),
+    (
+        "PackagesNotFoundError: The following packages are not available from current channels:\n",
+        "conda-unsolvable",
+        "conda env export --no-builds",
+    ),
+    (
+        "RuntimeError: module compiled against API version 0x10 but this version of numpy is 0xd\n",
+        "numpy-abi",
+        "pip check",
+    ),
+    (
+        "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, "
+        "got 88\n",
+        "numpy-abi",
+        "reinstall the package",
+    ),
+    (
+        "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime "
+        "version (8, 5, 0).\n",
+        "cudnn-version",
+        "the cuDNN it loads at run time is (8, 5, 0)",
+    ),
+    ("RuntimeError: User specified an unsupported autocast device_type 'mps'\n", "device-not-built", "MPS autocast"),
+    (
+        '  File "/home/u/proj/train.py", line 40, in main\n    model = load_model(path, bits, group)\n'
+        "TypeError: load_model() takes 2 positional arguments but 3 were given\n",
+        "project-call",
+        "find where load_model comes from",
     ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
@@ -1161,6 +1199,19 @@ NEAR_MISSES_44 = [
     ),
     # a CUDA build's no-kernel error keeps its family: the guess is for a CUDA error that names no cause
     ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n", "cuda-error"),
+    # after the fifth draw: a module whose name only contains cuda; conda that solved; NumPy's import error with no
+    # version check; a cuDNN status error; torch's own CPU build (no-gpu-visible's)
+    ("ModuleNotFoundError: No module named 'torch_cuda_utils'\n", "extension-not-built"),
+    ("ModuleNotFoundError: No module named 'pycuda'\n", "extension-not-built"),
+    ("Solving environment: done\nImportError: cannot import name 'x' from 'y'\n", "conda-unsolvable"),
+    ("ImportError: numpy.core.multiarray failed to import\n", "numpy-abi"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n", "cudnn-version"),
+    ("AssertionError: Torch not compiled with CUDA enabled\n", "device-not-built"),
+    (
+        '  File "/home/u/proj/train.py", line 40, in main\n    model = loader.load_model(path, bits, group)\n'
+        "TypeError: load_model() takes 2 positional arguments but 3 were given\n",
+        "project-call",
+    ),
 ]
 
 
@@ -1815,7 +1866,7 @@ REAL_44 = [
             "    outputs = self.verbalizer.gather_outputs(outputs)\n"
             "TypeError: gather_outputs() takes 1 positional argument but 2 were given"
         ),
-        "project-code",
+        "project-call",
         "update the project to its latest commit",
     ),
     # TEST INPUT: https://github.com/zjunlp/EasyEdit/issues/230 (the project's own code handing a function where
@@ -2116,6 +2167,147 @@ REAL_44 = [
         ),
         "none-value",
         "a config field this model or version lacks",
+    ),
+    # after the fifth draw (bg–bn; its misses, development since)
+    # TEST INPUT: https://github.com/henrywoo/pyllama/issues/41 (gptq installed without its CUDA extension)
+    (
+        (
+            "    from gptq import (\n"
+            '  File "C:\\Users\\ASUS\\.conda\\envs\\PyLlama\\lib\\site-packages\\gptq\\__init__.py", line 9, in '
+            "<module>\n"
+            "    from .gptq import GPTQ\n"
+            '  File "C:\\Users\\ASUS\\.conda\\envs\\PyLlama\\lib\\site-packages\\gptq\\gptq.py", line 5, in <mod'
+            "ule>\n"
+            "    from .quant import quantize\n"
+            '  File "C:\\Users\\ASUS\\.conda\\envs\\PyLlama\\lib\\site-packages\\gptq\\quant.py", line 4, in <mo'
+            "dule>\n"
+            "    from quant_cuda import matvmul2, matvmul3, matvmul4, matvmul8, matvmul16\n"
+            "ModuleNotFoundError: No module named 'quant_cuda'"
+        ),
+        "extension-not-built",
+        "quant_cuda is the compiled (C++/CUDA) part",
+    ),
+    # TEST INPUT: https://github.com/pcyin/tranX/issues/10 (an environment file pinning a build string)
+    (
+        (
+            "$ conda env create -f data/env/py3torch3cuda9.yml\n"
+            "Collecting package metadata (repodata.json): done\n"
+            "Solving environment: failed\n"
+            "\n"
+            "ResolvePackageNotFound: \n"
+            "  - numpy==1.14.3=py36h14a74c5_0"
+        ),
+        "conda-unsolvable",
+        "drop the build strings",
+    ),
+    # TEST INPUT: https://github.com/facebookresearch/demucs/issues/10 (pytorch 1.3.1 and a cudatoolkit pin apart)
+    (
+        (
+            "(base) ###\\demucs-master\\demucs-master>conda env update -f environment-cuda.yml\n"
+            "Collecting package metadata (repodata.json): done\n"
+            "Solving environment: |\n"
+            "Found conflicts! Looking for incompatible packages.\n"
+            "This can take several minutes.  Press CTRL-C to abort.\n"
+            "failed\n"
+            "\n"
+            "UnsatisfiableError: The following specifications were found to be incompatible with each o"
+            "ther:\n"
+            "\n"
+            "\n"
+            "\n"
+            "Package cudatoolkit conflicts for:\n"
+            "pytorch=1.3.1 -> cudatoolkit[version='>=10.1,<10.2']\n"
+            "cudatoolkit=10.0"
+        ),
+        "conda-unsolvable",
+        "relax the pin",
+    ),
+    # TEST INPUT: https://github.com/huggingface/optimum-neuron/pull/353 (numpy off the release it was built for)
+    (
+        (
+            "RuntimeError: Failed compilation with ['neuronx-cc', '--target=trn1', 'compile', '--framew"
+            "ork', 'XLA', \n"
+            "'/tmp/ubuntu/neuroncc_compile_workdir/ba410759-09ac-4a06-b2f6-f991003d4cf0/model.MODULE_17"
+            "340000842283803951+abb26765.hlo.pb',\n"
+            "'--output',  '/tmp/ubuntu/neuroncc_compile_workdir/ba410759-09ac-4a06-b2f6-f991003d4cf0/mo"
+            "del.MODULE_17340000842283803951+abb26765.neff',\n"
+            " '--model-type=transformer', '--verbose=35']: \n"
+            "RuntimeError: module compiled against API version 0xf but this version of numpy is 0xe"
+        ),
+        "numpy-abi",
+        "install the numpy those wheels were built for",
+    ),
+    # TEST INPUT: https://github.com/marin-community/levanter/issues/103 (a jaxlib built for cuDNN 8.6 loading 8.4.1)
+    (
+        (
+            "After the hang\n"
+            "Error’d out with CuDNN error:\n"
+            "\n"
+            "2023-03-12 21:47:12.489017: E external/org_tensorflow/tensorflow/compiler/xla/stream_execu"
+            "tor/cuda/cuda_dnn.cc:417] Loaded runtime CuDNN library: 8.4.1 but source was compiled with"
+            ": 8.6.0.  CuDNN library needs to have matching major version and equal or higher minor ver"
+            "sion. If using a binary install, upgrade your CuDNN library.  If building from sources, ma"
+            "ke sure the library loaded at runtime is compatible with the version specified during comp"
+            "ile configuration."
+        ),
+        "cudnn-version",
+        "built against cuDNN 8.6.0",
+    ),
+    # TEST INPUT: https://github.com/luosiallen/latent-consistency-model/issues/71 (xpu under a torch without XPU)
+    (
+        (
+            'File "D:\\software\\python\\anaconda3\\envs\\lcm\\lib\\site-packages\\torch\\nn\\modules\\module.py",'
+            " line 797, in _apply\n"
+            "    module._apply(fn)\n"
+            '  File "D:\\software\\python\\anaconda3\\envs\\lcm\\lib\\site-packages\\torch\\nn\\modules\\module.py'
+            '", line 820, in _apply\n'
+            "    param_applied = fn(param)\n"
+            '  File "D:\\software\\python\\anaconda3\\envs\\lcm\\lib\\site-packages\\torch\\nn\\modules\\module.py'
+            '", line 1143, in convert\n'
+            "    return t.to(device, dtype if t.is_floating_point() or t.is_complex() else None, non_bl"
+            "ocking)\n"
+            "RuntimeError: PyTorch is not linked with support for xpu devices"
+        ),
+        "device-not-built",
+        "set the script's device",
+    ),
+    # TEST INPUT: https://github.com/PaddlePaddle/PaddleClas/issues/3170 (Paddle's CPU build imported)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "tools/train.py", line 32, in <module>\n'
+            '    engine = Engine(config, mode="train")\n'
+            '  File "/mnt/project/PaddleClas/ppcls/engine/engine.py", line 99, in __init__\n'
+            '    self.device = paddle.set_device(self.config["Global"]["device"])\n'
+            '  File "/usr/local/lib/python3.7/dist-packages/paddle/device/__init__.py", line 266, in se'
+            "t_device\n"
+            "    place = _convert_to_place(device)\n"
+            '  File "/usr/local/lib/python3.7/dist-packages/paddle/device/__init__.py", line 181, in _c'
+            "onvert_to_place\n"
+            "    \"The device should not be 'gpu', \"\n"
+            "ValueError: The device should not be 'gpu', since PaddlePaddle is not compiled with CUDA"
+        ),
+        "device-not-built",
+        "asks for a device (CUDA)",
+    ),
+    # TEST INPUT: https://github.com/oobabooga/textgen/issues/584 (the webui newer than the cloned GPTQ-for-LLaMa it
+    # imports load_quant from)
+    (
+        (
+            "Loading alpaca-30b-lora-int4...\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/ultra/text-generation-webui/server.py", line 234, in <module>\n'
+            "    shared.model, shared.tokenizer = load_model(shared.model_name)\n"
+            '  File "/home/ultra/text-generation-webui/modules/models.py", line 101, in load_model\n'
+            "    model = load_quantized(model_name)\n"
+            '  File "/home/ultra/text-generation-webui/modules/GPTQ_loader.py", line 78, in load_quanti'
+            "zed\n"
+            "    model = load_quant(str(path_to_model), str(pt_path), shared.args.wbits, shared.args.gr"
+            "oupsize)\n"
+            "TypeError: load_quant() takes 3 positional arguments but 4 were given"
+        ),
+        "project-call",
+        "install the release or commit of it",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
