@@ -511,6 +511,18 @@ FAMILIES = (
         "your code or config was written for; rename or drop {arg}, or install that version; if a model's own code "
         "defines {callee}, take the model repository's latest revision or the transformers version it names",
     ),
+    # IPython's traceback printer (ultratb) failing while it shows the error of the code: its own TypeError hides the
+    # real one; a guess (GUESSES): it names no cause
+    _f(
+        "traceback-hidden",
+        r"is_recursion_error\(etype, value, records\)|IPython[\\/]core[\\/]ultratb\.py",
+        "the last error was raised by IPython's own traceback printer (ultratb) while it printed the error of your "
+        "code, so it is not the failure: that is the first exception above it, where the log shows one (before "
+        "`During handling of the above exception`), else it is hidden",
+        "read the log's first exception; where it is not shown, run the failing code again where IPython does not "
+        "print the traceback (`python script.py`, or the cell's code in a plain `python` shell), or upgrade IPython, "
+        "to see it; then explain that log",
+    ),
     _f(
         "none-value",
         r"'NoneType' object (?:has no attribute '(?P<attr>\w{1,100})'|is not (?:subscriptable|callable|iterable))"
@@ -531,10 +543,13 @@ FAMILIES = (
         r"attribute '(?P<attr>\w{1,100})'",
         "code expects an attribute the installed library does not have: an API that changed between versions; or "
         "the calling code (often a project's example or training script) reads an attribute its own package or "
-        "object never had",
+        "object never had; for a module: another package of the same name imported in its place, or a submodule "
+        "the package does not import by itself",
         "compare the version of the library that defines it ({pkg} {v_pkg}) with the one the calling code was written "
         "for (the project's requirements) and install that one; if they already agree, the calling code has the bug: "
-        "update the project to its latest commit and search its issues for this attribute",
+        "update the project to its latest commit and search its issues for this attribute; for a module, "
+        '`python -c "import M; print(M.__file__)"` shows which package is imported (uninstall a same-named one), '
+        "and a submodule may need its own `import M.sub`",
     ),
     _f(
         "signature-mismatch",
@@ -981,7 +996,15 @@ def _bare_exception(tail: str) -> tuple[str, str] | None:
 # did), a CUDA error (judged right on none of the 5 reports of the measuring set that it answered), the last error
 # line, a cut traceback, no error at all; they say what the log shows and where to look,
 # never a cause
-GUESSES = ("python-exception", "library-raised", "cuda-error", "error-line", "traceback-cut", "no-error-line")
+GUESSES = (
+    "python-exception",
+    "library-raised",
+    "cuda-error",
+    "traceback-hidden",
+    "error-line",
+    "traceback-cut",
+    "no-error-line",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1106,14 +1129,16 @@ VOCAB_MISMATCH = re.compile(
 )
 VOCAB_CAUSE = (
     "the vocabulary differs between the checkpoint and the model ({rows}): tokens were added on one side "
-    "(the tokenizer used in training, and resize_token_embeddings) and not on the other, or the checkpoint or "
-    "adapter was trained on another variant of the base (a chat, vision or extended-vocabulary variant)"
+    "(the tokenizer used in training, and resize_token_embeddings) and not on the other, the checkpoint or "
+    "adapter was trained on another variant of the base (a chat, vision or extended-vocabulary variant), or "
+    "vocab_size in config.json was edited to the tokenizer's length where the checkpoint's rows are padded past it"
 )
 VOCAB_STEP = (
     "build the model as in training: load the tokenizer saved with the checkpoint (with its added tokens) and "
     "call model.resize_token_embeddings(len(tokenizer)) before loading the checkpoint or adapter; for adapters, "
     "save the resized embeddings and output layer with them (modules_to_save); check that the base is the one it was "
-    "trained on (an adapter's adapter_config.json names it: base_model_name_or_path)"
+    "trained on (an adapter's adapter_config.json names it: base_model_name_or_path); a vocab_size you edited in "
+    "config.json goes back to the checkpoint's row count (padded rows the tokenizer never emits are harmless)"
 )
 
 

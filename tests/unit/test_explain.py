@@ -1021,6 +1021,12 @@ MADE_UP_44 = [
         "project-call",
         "find where load_model comes from",
     ),
+    (
+        '  File "/env/lib/python3.8/site-packages/IPython/core/ultratb.py", line 1101, in get_records\n'
+        "TypeError: object of type 'NoneType' has no len()\n",
+        "traceback-hidden",
+        "python script.py",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1212,6 +1218,8 @@ NEAR_MISSES_44 = [
         "TypeError: load_model() takes 2 positional arguments but 3 were given\n",
         "project-call",
     ),
+    # a None in the code's own values, with no IPython printer in the log: none-value's, not a hidden traceback
+    ("TypeError: object of type 'NoneType' has no len()\n", "traceback-hidden"),
 ]
 
 
@@ -2308,6 +2316,64 @@ REAL_44 = [
         ),
         "project-call",
         "install the release or commit of it",
+    ),
+    # TEST INPUT: https://github.com/karim23657/Persian-tts-coqui/issues/12 (IPython's printer hiding an assertion)
+    (
+        (
+            "AssertionError: 24000 vs 22050\n"
+            "\n"
+            "During handling of the above exception, another exception occurred:\n"
+            "\n"
+            "SystemExit                                Traceback (most recent call last)\n"
+            "    [... skipping hidden 1 frame]\n"
+            "\n"
+            "SystemExit: 1\n"
+            "\n"
+            "During handling of the above exception, another exception occurred:\n"
+            "\n"
+            "TypeError                                 Traceback (most recent call last)\n"
+            "    [... skipping hidden 1 frame]\n"
+            "\n"
+            "[/usr/local/lib/python3.10/dist-packages/IPython/core/ultratb.py](https://localhost:8080/#"
+            ") in find_recursion(etype, value, records)\n"
+            "    380     # first frame (from in to out) that looks different.\n"
+            "    381     if not is_recursion_error(etype, value, records):\n"
+            "--> 382         return len(records), 0\n"
+            "    383 \n"
+            "    384     # Select filename, lineno, func_name to track frames with\n"
+            "\n"
+            "TypeError: object of type 'NoneType' has no len()"
+        ),
+        "traceback-hidden",
+        "IPython's own traceback printer",
+    ),
+    # TEST INPUT: https://github.com/RUC-GSAI/YuLan-Chat/issues/8 (config.json's vocab_size edited)
+    (
+        (
+            "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n"
+            "\tsize mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([51200"
+            ", 5120]) from checkpoint, the shape in current model is torch.Size([51190, 5120]).\n"
+            "\tsize mismatch for lm_head.weight: copying a param with shape torch.Size([51200, 5120]) fr"
+            "om checkpoint, the shape in current model is torch.Size([51190, 5120])."
+        ),
+        "vocab-resized",
+        "vocab_size in config.json",
+    ),
+    # TEST INPUT: https://github.com/mave5/podalize/issues/14 (PyPI's whisper installed in place of openai-whisper)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/root/anaconda3/envs/podalize/lib/python3.9/site-packages/streamlit/runtime/script'
+            'runner/script_runner.py", line 563, in _run_script\n'
+            "    exec(code, module.__dict__)\n"
+            '  File "/root/podalize/podalize_app.py", line 68, in <module>\n'
+            "    result = get_transcript(model_size=model_size,\n"
+            '  File "/root/podalize/myutils.py", line 127, in get_transcript\n'
+            "    model = whisper.load_model(model_size)\n"
+            "AttributeError: module 'whisper' has no attribute 'load_model'"
+        ),
+        "attribute-missing",
+        "print(M.__file__)",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
