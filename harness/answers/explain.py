@@ -294,7 +294,8 @@ class Family:
 
 
 # the module-missing family's pattern, read again for the module where another installed package imports it
-MISSING_MODULE = re.compile(r"No module named '(?P<module>[\w.]{1,100})'")
+# Python 3 quotes the name; Python 2 does not ("ImportError: No module named functions.ctc")
+MISSING_MODULE = re.compile(r"(?m)No module named (?:'(?P<module>[\w.]{1,100})'|(?P<module2>[\w.]{0,99}\w)\r?$)")
 
 
 def _f(name, pattern, cause, step) -> Family:
@@ -1333,7 +1334,7 @@ def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
 def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
     """`No module named 'a.b'` raised in another installed package's code: `a` is installed (else Python names
     `a` alone), without the submodule that package's release expects: a release mix; else the answer as it is."""
-    found = [m.group("module") for m in MISSING_MODULE.finditer(tail)]
+    found = [m.group("module") or m.group("module2") for m in MISSING_MODULE.finditer(tail)]
     module = found[-1] if found else ""
     top = module.split(".")[0]
     importer = facts.package

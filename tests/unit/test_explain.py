@@ -1027,6 +1027,7 @@ MADE_UP_44 = [
         "traceback-hidden",
         "python script.py",
     ),
+    ("ImportError: No module named apex.optimizers\n", "module-missing", "python -m pip install apex"),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1220,6 +1221,8 @@ NEAR_MISSES_44 = [
     ),
     # a None in the code's own values, with no IPython printer in the log: none-value's, not a hidden traceback
     ("TypeError: object of type 'NoneType' has no len()\n", "traceback-hidden"),
+    # Python 2's wording ends the line with the name; a sentence that goes on after it names no module
+    ("RuntimeError: No module named in this config can be loaded twice\n", "module-missing"),
 ]
 
 
@@ -2374,6 +2377,20 @@ REAL_44 = [
         ),
         "attribute-missing",
         "print(M.__file__)",
+    ),
+    # TEST INPUT: https://github.com/awni/speech/issues/23 (Python 2's unquoted module name)
+    (
+        (
+            '  File "train.py", line 16, in <module>\n'
+            "    import speech.models as models\n"
+            '  File "/imatge/sroca/speech/models/__init__.py", line 4, in <module>\n'
+            "    from speech.models.ctc_model import CTC\n"
+            '  File "/imatge/sroca/speech/models/ctc_model.py", line 9, in <module>\n'
+            "    import functions.ctc as ctc\n"
+            "ImportError: No module named functions.ctc"
+        ),
+        "module-missing",
+        "functions",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
