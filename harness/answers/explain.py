@@ -419,8 +419,9 @@ FAMILIES = (
     ),
     _f(
         "package-needed",
-        r"(?:You need to have|make sure you have|Please make sure you have) `?(?P<need>[A-Za-z][\w.-]{1,60})`? "
-        r"installed|requires the (?P<need2>[A-Za-z][\w.-]{1,60}) library but it was not found in your environment",
+        r"(?:You need to have|make sure you have|Please make sure you have|Could not import) `?(?P<need>[A-Za-z][\w.-]"
+        r"{1,60})`? (?:installed|python package)|requires the (?P<need2>[A-Za-z][\w.-]{1,60}) library but it was not "
+        r"found in your environment",
         "the code needs {need}{need2}, and this environment does not have it (or has it where this Python does not "
         "look: installed into another environment, or after the process or notebook started)",
         "install it in the environment that runs the job (`python -m pip install {need}{need2}`), then start the "
@@ -941,7 +942,8 @@ FAMILIES = (
     _f(
         "conda-unsolvable",
         r"ResolvePackageNotFound:|PackagesNotFoundError:|UnsatisfiableError:|LibMambaUnsatisfiableError|Package "
-        r"(?P<cpkg>[\w.-]{1,80}) conflicts for:|Could not solve for environment specs",
+        r"(?P<cpkg>[\w.-]{1,80}) conflicts for:|Could not solve for environment specs|Found conflicts! Looking for "
+        r"incompatible packages",
         "conda cannot make the environment the file or command asks for: a package pinned with a build string "
         "(`numpy==1.14.3=py36h14a74c5_0`: builds are removed from channels and exist for one platform only) or a "
         "version no channel given has for this platform, or two pins whose dependencies do not overlap (the lines "

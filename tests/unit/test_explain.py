@@ -1028,6 +1028,11 @@ MADE_UP_44 = [
         "python script.py",
     ),
     ("ImportError: No module named apex.optimizers\n", "module-missing", "python -m pip install apex"),
+    (
+        "ImportError: Could not import faiss python package. Please install it with `pip install faiss-cpu`.\n",
+        "package-needed",
+        "faiss",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1223,6 +1228,9 @@ NEAR_MISSES_44 = [
     ("TypeError: object of type 'NoneType' has no len()\n", "traceback-hidden"),
     # Python 2's wording ends the line with the name; a sentence that goes on after it names no module
     ("RuntimeError: No module named in this config can be loaded twice\n", "module-missing"),
+    # conda that found no conflict; an import that failed with its own error, not a package to install
+    ("Solving environment: done\n\n## Package Plan ##\n", "conda-unsolvable"),
+    ("ImportError: Could not import module 'x' from the config: unknown key\n", "package-needed"),
 ]
 
 
@@ -2391,6 +2399,32 @@ REAL_44 = [
         ),
         "module-missing",
         "functions",
+    ),
+    # TEST INPUT: https://github.com/EryiXie/PlaneRecNet/issues/11 (conda's conflict search, its list not pasted)
+    (
+        (
+            "$ conda env create -f environment.yml\n"
+            "Collecting package metadata (repodata.json): done\n"
+            "Solving environment: /\n"
+            "Found conflicts! Looking for incompatible packages.\n"
+            "This can take several minutes.  Press CTRL-C to abort."
+        ),
+        "conda-unsolvable",
+        "relax the pin",
+    ),
+    # TEST INPUT: https://github.com/zylon-ai/private-gpt/issues/283 (langchain's own import check)
+    (
+        (
+            '  File "/home/dan/lab/ai/privateGPT/ingest.py", line 88, in main\n'
+            "    embeddings = HuggingFaceEmbeddings(model_name=embeddings_model_name)\n"
+            '  File "/home/dan/.local/lib/python3.10/site-packages/langchain/embeddings/huggingface.py"'
+            ", line 49, in __init__\n"
+            "    raise ValueError(\n"
+            "ValueError: Could not import sentence_transformers python package. Please install it with "
+            "`pip install sentence_transformers`."
+        ),
+        "package-needed",
+        "sentence_transformers",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
