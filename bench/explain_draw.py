@@ -125,8 +125,9 @@ def merge(out: Path) -> list[str]:
                 problems.append(f"{url}: {', '.join(unknown)} not among the families judged ({f.name})")
             judged[url] = v
     urls = [r["url"] for r in reports()]
+    in_set = set(urls)
     problems += [f"{u}: no judgement" for u in urls if u not in judged]
-    problems += [f"{u}: judged but not in the set" for u in judged if u not in set(urls)]
+    problems += [f"{u}: judged but not in the set" for u in judged if u not in in_set]
     if texts != explain_accuracy.family_texts():
         problems.append("the family texts judged are not explain's texts now (judge again on the current texts)")
     if not problems:
