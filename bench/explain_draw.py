@@ -12,9 +12,10 @@ set excludes (bench/explain-threads/, the set's own parts and threads lists, the
 lists in DIR/../issue44*/), against the other parts, and for a log of fewer than 3 non-blank lines and missing
 fields; exit 1 where any report is flagged (drop it with add --drop). add: the kept reports and the threads lists
 into bench/explain-accuracy/. split: the reports (url, log, cause, fix_direction only) shuffled into N files for N
-readers, with JUDGE.md and the family texts (judged-families.md as bench/explain_accuracy.py writes them). merge:
-OUTDIR/*-judged.json into judged.json, once every report of the set has exactly one judgement naming only
-families of those texts; else exit 1 and nothing is written.
+readers, with JUDGE.md and the family texts (judged-families.md as bench/explain_accuracy.py writes them); with
+--parts, the earlier judgements that still hold (the family texts unchanged since judged.json) as
+OUTDIR/earlier-judged.json. merge: OUTDIR/*-judged.json into judged.json, once every report of the set has
+exactly one judgement naming only families of those texts; else exit 1 and nothing is written.
 """
 
 from __future__ import annotations
@@ -95,11 +96,28 @@ def reports(parts: list[str] | None = None) -> list[dict]:
     return [rec for _, rec in explain_accuracy.reports(parts)]
 
 
+def keep_earlier(out: Path, parts: list[str]) -> int:
+    """Where the family texts have not changed since judged.json was written, its judgements of the reports outside
+    PARTS go into OUTDIR/earlier-judged.json, for merge to keep; how many (0 where the texts changed)."""
+    if not explain_accuracy.JUDGED.exists() or not explain_accuracy.JUDGED_FAMILIES.exists():
+        return 0
+    if explain_accuracy.JUDGED_FAMILIES.read_text(encoding="utf-8") != explain_accuracy.family_texts():
+        return 0
+    new = {r["url"] for r in reports(parts)}
+    judged = json.loads(explain_accuracy.JUDGED.read_text(encoding="utf-8"))
+    earlier = {u: v for u, v in judged.items() if u not in new}
+    (out / "earlier-judged.json").write_text(json.dumps(earlier, indent=1, ensure_ascii=False), encoding="utf-8")
+    return len(earlier)
+
+
 def split(out: Path, readers: int, parts: list[str] | None, seed: int) -> list[int]:
-    """N reader files of the reports, what a reader sees of each, with the brief and the family texts beside them."""
+    """N reader files of the reports, what a reader sees of each, with the brief and the family texts beside them;
+    with PARTS, the earlier judgements that still hold beside them too (keep_earlier)."""
     out.mkdir(parents=True, exist_ok=True)
     shown = [{k: r[k] for k in SHOWN} for r in reports(parts)]
     random.Random(seed).shuffle(shown)
+    if parts:
+        print("earlier judgements kept:", keep_earlier(out, parts))
     (out / "judged-families.md").write_text(explain_accuracy.family_texts(), encoding="utf-8")
     shutil.copyfile(SET / "JUDGE.md", out / "JUDGE.md")
     sizes = []

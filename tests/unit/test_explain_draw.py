@@ -53,3 +53,22 @@ def test_merge_writes_nothing_from_judgements_that_do_not_cover_the_set(tmp_path
     assert any("no-such-family not among the families judged" in p for p in problems)
     assert any(p.endswith(": no judgement") for p in problems)
     assert explain_draw.explain_accuracy.JUDGED.read_bytes() == before
+
+
+def test_split_with_parts_keeps_the_earlier_judgements_only_while_the_family_texts_hold(tmp_path, monkeypatch):
+    """Real judgements (judged.json, copied); the reader files hold the part's reports, earlier-judged.json the rest."""
+    ea = explain_draw.explain_accuracy
+    judged, texts = tmp_path / "judged.json", tmp_path / "judged-families.md"
+    judged.write_bytes(ea.JUDGED.read_bytes())
+    texts.write_text(ea.family_texts(), encoding="utf-8")
+    monkeypatch.setattr(ea, "JUDGED", judged)
+    monkeypatch.setattr(ea, "JUDGED_FAMILIES", texts)
+    part = sorted({r["url"] for r in explain_draw.reports(["bn"])})
+    explain_draw.split(tmp_path / "out", 2, ["bn"], 1)
+    shown = [json.loads(x)["url"] for f in (tmp_path / "out").glob("p*.jsonl") for x in f.read_text().splitlines()]
+    earlier = json.loads((tmp_path / "out" / "earlier-judged.json").read_text())
+    assert sorted(shown) == part
+    assert set(earlier) == set(json.loads(judged.read_text())) - set(part) and earlier
+    texts.write_text("## a-family that changed\n", encoding="utf-8")
+    assert explain_draw.keep_earlier(tmp_path / "again", ["bn"]) == 0
+    assert not (tmp_path / "again" / "earlier-judged.json").exists()
