@@ -111,6 +111,13 @@ FRAME = known_issues.Signature(
 # a package's folder, or a one-file module
 PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([A-Za-z0-9_]+)(?:/|\.pyc?$)")
 REMOTE_CODE = re.compile(r"transformers_modules/(.+)/[^/]+\.py$")  # a hub model's own modeling_*.py (trust_remote_code)
+# a library's own module run from a source checkout or a copy inside a project (huggingface/transformers#38294:
+# /home/marc/transformers/src/transformers/...; jianzhnie/LLamaTuner#2: Chinese-Guanaco/transformers/modeling_utils.py):
+# that library's code, not the project's; its examples, scripts and tests are scripts a user runs
+LIBRARY_CHECKOUT = re.compile(
+    r"/(transformers|peft|trl|accelerate|deepspeed|diffusers|bitsandbytes)/(?!examples/|scripts/|tests?/|docs/)"
+    r"(?:[\w.-]+/){0,6}[\w.-]+\.py$"
+)
 # Python's own modules, <frozen ...>, eggs
 PYTHON_OWN = re.compile(
     r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/"
@@ -263,8 +270,8 @@ def _where_raised(text: str, facts: Facts) -> tuple[str, str] | None:
         facts.framework = next(reversed(FRAMEWORK_DIR.findall(last)), None) if not remote else None
         if remote:
             facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
-        elif installed:
-            facts.package = installed.group(1)
+        elif installed or LIBRARY_CHECKOUT.search(last):
+            facts.package = (installed or LIBRARY_CHECKOUT.search(last)).group(1)
         elif last and not PYTHON_OWN.search(last):
             facts.project_file = last.rsplit("/", 1)[-1]
     return raised
@@ -452,6 +459,20 @@ FAMILIES = (
         "code is newer (for a script from its main branch, install it from source, or take the script from your "
         "release's tag), or pin the version the code names; if {name} needs an optional package, install that",
     ),
+    # pkg_resources is setuptools' module, not a package of its own: setuptools 82.0.0 removed it (its NEWS,
+    # https://setuptools.pypa.io/en/latest/history.html#v82-0-0), and a venv of Python 3.12+ has no setuptools
+    # (https://docs.python.org/3/library/venv.html); bmaltais/kohya_ss#3492 (setuptools==81.0.0 fixed it), #2421
+    _f(
+        "pkg-resources",
+        r"No module named '?pkg_resources(?:'|\r?$)",
+        "the code imports pkg_resources, which is not a package of its own but a module of setuptools: this "
+        "environment has no setuptools that ships it (setuptools 82 and newer removed pkg_resources, and a virtual "
+        "environment of Python 3.12 or newer gets no setuptools at all), or the Python is newer than the one the "
+        "project supports",
+        "install a setuptools that still ships it in the environment that runs the job (`python -m pip install "
+        '"setuptools<82"`), or use the Python version the project\'s README names; `pip install pkg_resources` '
+        "installs nothing useful; a newer release of the project may no longer import it",
+    ),
     # a package's compiled part (quant_cuda, exllamav2_ext, amp_C, mmcv._ext, a repo's ops._C): the package or
     # repository is there, its C++/CUDA extension was not built
     _f(
@@ -539,6 +560,31 @@ FAMILIES = (
         "first; else find in the last frame which variable is None and where it is set, and compare {pkg} ({v_pkg}) "
         "and the code that calls it with the versions the project pins",
     ),
+    # Hydra and OmegaConf configs in struct mode refuse a key they do not define (locuslab/open-unlearning#5: the
+    # code read gradient_accumulation_steps, which the repo's LoRA config lacked); Hydra: "Could not override 'x'.
+    # To append to your config use +x=..." (https://hydra.cc/docs/advanced/override_grammar/basic/)
+    _f(
+        "config-key",
+        r"Key '(?P<key>[\w.]{1,100})' is not in struct|Could not override '(?P<key2>[\w.]{1,100})'",
+        "the code or a command-line override uses the setting {key}{key2}, which the loaded config (Hydra or "
+        "OmegaConf, in struct mode) does not define: the config file is from another version of the project than "
+        "its code, or the key is misspelled or sits at another level of the config",
+        "add {key}{key2} to the config file the run loads, at the level the code reads it, or pass it as "
+        "`+{key}{key2}=VALUE` (Hydra's syntax for a key the config lacks); compare your config with the project's "
+        "example configs of the same commit",
+    ),
+    # unpickling (torch.load of a whole model or object, pickle.load) looks up each object's class by module and name:
+    # few-shot-NER-benchmark/BaselineCode#2 (a checkpoint saved under transformers 3.4 loaded under 2.8)
+    _f(
+        "pickle-class",
+        r"Can't get attribute '(?P<name>\w{1,100})' on <module '(?P<module>[\w.]{1,100})'",
+        "the file was pickled (a whole model or object saved with torch.save or pickle) by code where {module} had "
+        "{name}; the installed {module} has none: the file was saved with another version of that library (or "
+        "{name} was defined in the saving script itself, `__main__`)",
+        "install the version of {top} the file was saved with (the project's requirements or README name it), or, "
+        "where it loads, save the weights alone (`torch.save(model.state_dict(), ...)`), which load across versions; "
+        "for `__main__`, import or define {name} in the loading script before loading",
+    ),
     _f(
         "attribute-missing",
         r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no "
@@ -567,7 +613,9 @@ FAMILIES = (
     ),
     _f(
         "name-not-defined",
-        r"(?:NameError: |^)name '(?P<name>\w{1,100})' is not defined",
+        r"(?:NameError: |^)name '(?P<name>\w{1,100})' is not defined|local variable '(?P<name2>\w{1,100})' "
+        r"referenced before assignment|cannot access local variable '(?P<name3>\w{1,100})' where it is not "
+        r"associated with a value",
         "{name} is used where it was never defined: most often the code imports it only when an optional package is "
         "installed (a guarded import), and that package is missing or too old to have {name}; or the code sets {name} "
         "only in some branches (for some models or options) and this run took another; else the release of {pkg} "
@@ -586,6 +634,19 @@ FAMILIES = (
         "check which program runs (`which` it, `pip show` its package) and its version against the docs or "
         "tutorial you "
         "follow; upgrade or pin it, or use what its --help lists",
+    ),
+    # pip's note after an install that left installed packages with requirements it broke ("X requires Y, but you
+    # have Y 1.0 which is incompatible"): what was asked installed; open-compass/VLMEvalKit#100 (can be ignored for
+    # the job run), allenai/open-instruct#172 (the project's pins re-made as one consistent set)
+    _f(
+        "pip-broke-installed",
+        r"pip's dependency resolver does not currently take into account all the packages that are installed",
+        "pip installed what this command asked for, and that left packages already installed with requirements it "
+        "no longer meets: each `X requires Y, but you have Y ... which is incompatible` line names one (most often "
+        "a project's pins moved a library, such as torch or transformers, that another installed package needs)",
+        "if the job does not use the packages named first on those lines, the message can be left (or uninstall "
+        "them); else install one set of versions that agrees (the project's updated requirements, or the versions "
+        "those lines ask for), or keep the two projects in separate environments; `pip check` lists what is broken",
     ),
     _f(
         "version-requirement",
@@ -775,6 +836,20 @@ FAMILIES = (
         "fields to what the code and its template expect, check that the dataset argument names the prepared data, and "
         "that length filtering leaves examples",
     ),
+    # Python opens a text file with the locale's codec unless told otherwise: on Windows a code page (cp1252, gbk),
+    # under LANG=C ascii; a UTF-8 file then fails to decode (aizpy/chatglm-finetune#3, UKPLab/emnlp2017-bilstm-cnn-
+    # crf#33), and printing to a console fails to encode; 'utf-8' itself failing is another failure (a binary file)
+    _f(
+        "text-encoding",
+        r"Unicode(?:De|En)codeError: '(?P<codec>gbk|gb2312|gb18030|big5|cp\d{3,5}|charmap|mbcs|ascii|shift_jis|"
+        r"euc_\w{2,5}|latin-1)' codec can't (?:de|en)code",
+        "a text file (or text printed to the console) was read or written with the system's locale codec ({codec}: "
+        "a Windows code page, or ascii under LANG=C), not UTF-8: the code opens it without `encoding=`, and the "
+        "file, often a dataset, vocabulary or embeddings file, is UTF-8",
+        "run Python in UTF-8 mode (`set PYTHONUTF8=1` on Windows, `export PYTHONUTF8=1` elsewhere, or `python -X "
+        'utf8 ...`), or open the file the traceback reads with `encoding="utf-8"`; a file that is not UTF-8 needs '
+        "converting to it first",
+    ),
     _f(
         "json-invalid",
         r"JSONDecodeError|Expecting (?:value|property name enclosed in double quotes|',' delimiter): line \d+ column "
@@ -789,7 +864,7 @@ FAMILIES = (
     ),
     _f(
         "nan-loss",
-        r"(?i)'loss': nan|loss(?: is|=) ?nan|\bloss: nan\b|Loss scale already at minimum|inf checks",
+        r"(?i)'loss': nan|loss(?: is|=) ?nan|\bloss:? nan\b|Loss scale already at minimum|inf checks",
         "the loss overflowed or diverged: fp16 range overflow, a learning rate too high, or bad data; where an "
         "unchanged official recipe diverges in its first steps, a bug of the training code's release",
         "try bf16 instead of fp16 on a card that has it, a lower learning rate, gradient clipping, and check the data "
@@ -813,11 +888,12 @@ FAMILIES = (
     ),
     _f(
         "build-header",
-        r"fatal error: (?P<header>[\w./+-]{1,200}): No such file or directory",
-        "compiling a native extension failed: the header {header} is not in the toolchain it builds with: a CUDA "
-        "toolkit older than the package's kernels need (cuda/ headers come with the toolkit), Python's development "
-        "headers (Python.h) or another library's -dev package not installed, or the build found another CUDA than "
-        "torch's",
+        r"fatal error: (?P<header>[\w./+-]{1,200}): No such file or directory|fatal error: '(?P<header2>[\w./+-]"
+        r"{1,200})' file not found",
+        "compiling a native extension failed: the header {header}{header2} is not in the toolchain it builds with: a "
+        "CUDA toolkit older than the package's kernels need (cuda/ headers come with the toolkit), Python's "
+        "development headers (Python.h) or another library's -dev package not installed, or the build found another "
+        "CUDA than torch's",
         "install a prebuilt wheel of the package for your torch and CUDA, or its release before, which still builds "
         "with your toolkit; else install what provides the header: the CUDA toolkit version the package asks for "
         "(`nvcc --version` shows the one used, CUDA_HOME selects it), python3-dev, or the library's -dev package",
@@ -861,6 +937,27 @@ FAMILIES = (
         "the older one off LD_LIBRARY_PATH; `ldconfig -p | grep cudnn` and `pip list | grep cudnn` show which are "
         "installed",
     ),
+    # Docker asks the NVIDIA Container Toolkit (its runtime, hook and nvidia-container-cli) for a GPU container;
+    # Docker 19.03+ takes `--gpus all` and registers no "nvidia" runtime unless configured (Xilinx/Vitis-AI#28); the
+    # toolkit's parts from mismatched releases (NVIDIA/nvidia-container-runtime#68); a WSL distro's own docker
+    # without runc (domesticatedviking/TextyMcSpeechy#47). Install guide:
+    # https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
+    _f(
+        "docker-gpu",
+        r"Unknown runtime specified nvidia|could not select device driver \S{0,20} with capabilities: \[\[gpu\]\]|"
+        r"nvidia-container-cli: (?:initialization error|requirement error|mount error)|failed to create NVIDIA "
+        r"Container Runtime|nvidia-container-runtime(?:-hook)?[^\n]{0,80}(?:did not terminate|no such file|executable "
+        r"file not found)",
+        "Docker could not give the container a GPU: the NVIDIA Container Toolkit (the runtime and hook Docker calls "
+        "for a GPU container) is not installed on the host, not registered with this Docker daemon, or installed "
+        "from releases that do not go together; Docker 19.03 and newer take `--gpus all` where older setups used "
+        "`--runtime=nvidia`, inside WSL the GPU comes through Docker Desktop's engine, not a distro's own docker, and "
+        "the toolkit loads the host's NVIDIA driver (libnvidia-ml), which must be installed on the host",
+        "install the NVIDIA Container Toolkit on the host (its packages from one release), register it with "
+        "`sudo nvidia-ctk runtime configure --runtime=docker` and restart Docker, then start the container with "
+        "`--gpus all`; `nvidia-smi` on the host, then `docker run --rm --gpus all ubuntu nvidia-smi`, test it (on WSL: "
+        "Docker Desktop with WSL integration)",
+    ),
     _f(
         "native-library",
         r"(?P<so>[\w+-]{1,80}\.so(?:\.\d{1,4}){0,3}): cannot open shared object file",
@@ -885,12 +982,15 @@ FAMILIES = (
     _f(
         "command-missing",
         r"(?m)(?P<cmd>[\w.+-]{1,60}): command not found$|sh: \d+: (?P<cmd2>[\w.+-]{1,60}): not found$|'(?P<cmd3>[\w.+-]"
-        r"{1,60})' is not recognized as an internal or external command",
-        "a program the job runs is not installed, or not on the PATH of the shell that runs it: {cmd}{cmd2}{cmd3} (a "
-        "command-line tool a script calls, or the launcher itself where the environment is not activated)",
-        "install what provides {cmd}{cmd2}{cmd3} (pip, conda or the system's package manager; some tools are built "
-        "from source, as the project's README says) in the environment that runs the job, or activate that "
-        "environment; `which {cmd}{cmd2}{cmd3}` shows what the shell finds",
+        r"{1,60})' is not recognized as an internal or external command|^make(?:\[\d{1,3}\])?: "
+        r"(?P<cmd4>[\w.+-]{1,60}): Command not found",
+        "a program the job runs is not installed, or not on the PATH of the shell that runs it: "
+        "{cmd}{cmd2}{cmd3}{cmd4} (a command-line tool a script or Makefile calls, or the launcher itself where the "
+        "environment is not activated)",
+        "install what provides {cmd}{cmd2}{cmd3}{cmd4} (pip, conda or the system's package manager; some tools are "
+        "built from source, as the project's README says; a `python3-config` comes with the Python development "
+        "package) in the environment that runs the job, or activate that environment; `which {cmd}{cmd2}{cmd3}{cmd4}` "
+        "shows what the shell finds",
     ),
     _f(
         "file-missing",
@@ -916,16 +1016,15 @@ FAMILIES = (
         "pip-no-distribution",
         r"Could not find a version that satisfies the requirement (?P<req>[^\s(]{1,120})|No matching distribution "
         r"found for (?P<req2>\S{1,120})",
-        "pip found no release of {req}{req2} that installs here: that version is not published for this Python "
-        "(too new "
-        "or too old for it, or a 32-bit Python) or this platform, it is only on another index (torch's +cuXXX "
-        "builds are "
-        "on download.pytorch.org, not on PyPI), or the name or version does not exist; `(from versions: ...)` "
-        "lists what "
-        "this Python can install",
+        "pip found no release of {req}{req2} that installs here: that version is not published for this Python (too "
+        "new or too old for it, or a 32-bit Python) or this platform, it is only on another index (torch's +cuXXX "
+        "builds are on download.pytorch.org, not on PyPI), the only index given does not carry it (with "
+        "`--index-url`, a dependency that index does not mirror), or the name or version does not exist (a pinned "
+        "nightly or dev build the index has since deleted); `(from versions: ...)` lists what this Python can install",
         "compare the pin with the versions the message lists: run a Python that the pinned release has wheels for (its "
-        "PyPI page lists them), add the package's own index for its CUDA builds (`--index-url "
-        "https://download.pytorch.org/whl/cu121` for torch), or pin a version from the list",
+        "PyPI page lists them), add the package's own index for its CUDA builds with `--extra-index-url` (PyPI stays "
+        "for the dependencies: `--extra-index-url https://download.pytorch.org/whl/cu121` for torch), pin a version "
+        "from the list, or, for a nightly or dev pin, take the project's current requirements or lock file",
     ),
     _f(
         "pip-conflict",
@@ -936,6 +1035,17 @@ FAMILIES = (
         "install the versions that go together: move the pin the message names to the one the other package depends on "
         "(xformers, torchvision and torchaudio each need one exact torch), or take the set the project tested, in a "
         "fresh environment; forcing past it leaves a package that breaks at import",
+    ),
+    # pip's resolver gives up backtracking (pip 23.1+ wording), with no one conflict to name; ms-swift#4080: `pip
+    # install -e .[all]` on loose pins, fixed by installing without the [all] extra
+    _f(
+        "pip-resolution-deep",
+        r"resolution-too-deep|Dependency resolution exceeded maximum depth|ResolutionTooDeep",
+        "pip gave up resolving the requirements: they leave so many versions open (loose or missing pins, many "
+        "optional extras at once) that its backtracking went past its limit; no single conflict is the cause",
+        "pin the versions the project tested (its lock or requirements file, `pip install -r` it first), install "
+        "fewer extras at once (`pip install -e .`, then only the extras you need), or install the published release "
+        "instead of a source checkout; `uv pip install` resolves such sets faster",
     ),
     # conda's solver: a pin with a build string or a version the channels no longer carry for this platform, or two
     # pins whose dependencies do not overlap
@@ -1317,7 +1427,7 @@ def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
     caller = "code the log does not show"
     for m in reversed(list(FRAME.finditer(tail))):
         path = frame_path(m).replace("\\", "/")
-        installed = PACKAGE_DIR.search(path)
+        installed = PACKAGE_DIR.search(path) or LIBRARY_CHECKOUT.search(path)
         if (installed and installed.group(1) == pkg) or PYTHON_OWN.search(path):
             continue
         caller = installed.group(1) if installed else path.rsplit("/", 1)[-1]
@@ -1428,14 +1538,25 @@ def _called_within(matched: str, tail: str) -> bool:
     return bool(re.search(r"(?<![\w.])(?:self(?:\.\w+)*\.)?" + re.escape(callee) + r"\s*\(", above[-1]))
 
 
+# a library's notice that it goes on without an optional package, in an error's words: xformers' own, when triton
+# is not installed (there is no Windows build; some kernels go unused), "Error caught was: No module named
+# 'triton'" (Akegarasu/lora-scripts#47: the maintainer says training is not affected); read as the warning it is
+NOTICE = re.compile(
+    r"(?m)^(?P<notice>[^\n]{0,200}A matching Triton is not available, some optimizations will not be enabled)\.?"
+    r"[ \t]{0,8}\r?\n[ \t]{0,8}Error caught was: [^\n]{0,300}$"
+)
+
+
 def _tail(text: str) -> str:
-    """The log's last TAIL_LINES lines, without splitting the whole of a 100 MB log."""
+    """The log's last TAIL_LINES lines, without splitting the whole of a 100 MB log; a library's notice that it goes
+    on without an optional package (NOTICE) reads as the warning it is."""
     cut = len(text)
     for _ in range(TAIL_LINES + 1):  # one more: a final newline ends the last line
         cut = text.rfind("\n", 0, cut)
         if cut < 0:
-            return "\n".join(text.splitlines()[-TAIL_LINES:])
-    return "\n".join(text[cut + 1 :].splitlines()[-TAIL_LINES:])
+            break
+    tail = "\n".join((text if cut < 0 else text[cut + 1 :]).splitlines()[-TAIL_LINES:])
+    return NOTICE.sub(r"warning: \g<notice> (an optional package is not installed)", tail)
 
 
 def _classify(tail: str, facts: Facts) -> Answer:
@@ -1454,6 +1575,9 @@ def _classify(tail: str, facts: Facts) -> Answer:
             return Answer(
                 fam.name, line.strip()[:200], fam.cause.format_map(fields), fam.step.format_map(fields), facts
             )
+    asserted = _asserted_setting(tail, facts)
+    if asserted:
+        return asserted
     raised = facts.exception or _bare_exception(tail)
     if raised:
         return _configuration_answer(*raised, facts) or _exception_answer(*raised, facts)
@@ -1523,6 +1647,41 @@ def _configuration_answer(kind: str, message: str, facts: Facts) -> Answer | Non
     said = {"project": project, "options": named, "docs": docs}
     return Answer(
         "configuration", f"{kind}: {message}"[:200], CONFIG_CAUSE.format(**said), CONFIG_STEP.format(**said), facts
+    )
+
+
+# an assert on the run's own settings (args.x, self.config.y, cfg.z) that failed: the code checks its configuration
+# with a plain assert, often with no message (maszhongming/MatchSum#11: `assert args.batch_size % len(devices) ==
+# 0`; erfanzar/EasyDeL#109: `assert sequence_length <= self.config.max_position_embeddings`)
+SETTINGS_OWNER = r"\b(?:args|cfg|config|conf|opt|opts|hparams|training_args|model_args|data_args|params)\."
+ASSERTED = re.compile(r"^\s{0,40}assert\b[^\n]{0,300}" + SETTINGS_OWNER)
+SETTING = re.compile(SETTINGS_OWNER + r"(?P<opt>\w{1,60})")
+ASSERTION_LINE = re.compile(r"^\s{0,20}(?:[\w.]{1,80}\.)?AssertionError\b(?::\s?(?P<message>[^\n]{0,300}))?$")
+CARETS = re.compile(r"^[\s^~]*$")
+# an assert on what a call returned checks that call's work, not a setting (hiyouga/LLaMA-Factory#857: `assert
+# load_valuehead_params(model, model_args.reward_model)`, a checkpoint of another layout)
+ASSERTED_CALL = re.compile(r"^\s{0,40}assert\s{1,4}(?:not\s{1,4})?[\w.]{1,100}\(")
+
+
+def _asserted_setting(tail: str, facts: Facts) -> Answer | None:
+    """A failed assert on the run's settings (kind 1 of issue 44 where the check is a bare assert): the log ends in
+    AssertionError right under its `assert ... args.x ...` line; the answer names the settings it reads."""
+    lines = [line for line in tail.rstrip().splitlines()[-6:] if line.strip() and not CARETS.match(line)]
+    if len(lines) < 2 or not ASSERTION_LINE.match(lines[-1]) or not ASSERTED.match(lines[-2]):
+        return None
+    if ASSERTED_CALL.match(lines[-2]):
+        return None
+    options = list(dict.fromkeys(m.group("opt") for m in SETTING.finditer(lines[-2])))
+    project, docs = FRAMEWORKS.get(facts.framework) or (
+        (facts.package, f"the documentation of {facts.package}") if facts.package else ("the project", "its README")
+    )
+    said = {"project": project, "options": ", ".join(options[:4]), "docs": docs}
+    return Answer(
+        "configuration",
+        f"{lines[-1].strip()} ({lines[-2].strip()})"[:200],
+        CONFIG_CAUSE.format(**said),
+        CONFIG_STEP.format(**said),
+        facts,
     )
 
 
@@ -1598,9 +1757,10 @@ class _Fields(dict):
 
 def _fields(m, facts: Facts) -> dict:
     groups = {k: v for k, v in m.groupdict().items() if v}
-    for key in ("module", "name"):  # a pattern's second wording names its groups module2, name2
-        if key not in groups and f"{key}2" in groups:
-            groups[key] = groups[f"{key}2"]
+    for key in ("module", "name"):  # a pattern's other wordings name their groups module2, name2, name3
+        for other in (f"{key}2", f"{key}3"):
+            if key not in groups and other in groups:
+                groups[key] = groups[other]
     module = groups.get("module", "")
     top = module.split(".")[0] if module else (facts.package or "the library")
     pkg = facts.package or top

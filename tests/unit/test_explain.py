@@ -1033,6 +1033,80 @@ MADE_UP_44 = [
         "package-needed",
         "faiss",
     ),
+    # after the sixth draw (development): the locale's codec, pip's resolver giving up, setuptools without
+    # pkg_resources, Docker without the NVIDIA runtime, clang's missing header, pip breaking what was installed, a
+    # local variable set in one branch only, a Hydra key, an assert on a setting, a pickled class, make's command
+    (
+        "UnicodeEncodeError: 'charmap' codec can't encode character '\\u2581' in position 0: character maps to "
+        "<undefined>\n",
+        "text-encoding",
+        "PYTHONUTF8=1",
+    ),
+    (
+        "UnicodeDecodeError: 'ascii' codec can't decode byte 0xe4 in position 12: ordinal not in range(128)\n",
+        "text-encoding",
+        "ascii under LANG=C",
+    ),
+    ("pip._vendor.resolvelib.resolvers.ResolutionTooDeep: 200000\n", "pip-resolution-deep", "pin the versions"),
+    ("ImportError: No module named pkg_resources\n", "pkg-resources", "not a package of its own"),
+    (
+        'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].\n',
+        "docker-gpu",
+        "nvidia-ctk runtime configure",
+    ),
+    (
+        "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+        "object file\n",
+        "docker-gpu",
+        "NVIDIA Container Toolkit",
+    ),
+    ("csrc/kernel.cu:3:10: fatal error: 'cuda_runtime.h' file not found\n", "build-header", "cuda_runtime.h"),
+    (
+        "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+        "This behaviour is the source of the following dependency conflicts.\n"
+        "vllm 0.4.0 requires torch==2.1.2, but you have torch 2.3.0 which is incompatible.\n",
+        "pip-broke-installed",
+        "separate environments",
+    ),
+    (
+        "UnboundLocalError: cannot access local variable 'label_list' where it is not associated with a value\n",
+        "name-not-defined",
+        "label_list is used where it was never defined",
+    ),
+    (
+        "omegaconf.errors.ConfigAttributeError: Key 'lora_rank' is not in struct\n    full_key: lora_rank\n",
+        "config-key",
+        "+lora_rank=VALUE",
+    ),
+    (
+        "Could not override 'trainer.max_steps'.\nTo append to your config use +trainer.max_steps=1000\n",
+        "config-key",
+        "the setting trainer.max_steps",
+    ),
+    (
+        '  File "/home/u/proj/train.py", line 10, in main\n    assert args.world_size % args.tp == 0\nAssertionError\n',
+        "configuration",
+        "change world_size, tp",
+    ),
+    (
+        '  File "/home/u/train.py", line 12, in main\n    assert args.lr > 0, "lr must be positive"\n'
+        "AssertionError: lr must be positive\n",
+        "configuration",
+        "change lr",
+    ),
+    (
+        "AttributeError: Can't get attribute 'Net' on <module '__main__' from 'load.py'>\n",
+        "pickle-class",
+        "import or define Net",
+    ),
+    ("make[2]: nvcc: Command not found\n", "command-missing", "install what provides nvcc"),
+    (
+        "A matching Triton is not available, some optimizations will not be enabled.\n"
+        "Error caught was: No module named 'triton'\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+        "oom-gpu",
+        "compat fit",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1077,10 +1151,11 @@ NEAR_MISSES_44 = [
         "install -U bitsandbytes`\n",
         "configuration",
     ),
-    # the words of a check, raised in the user's own script: not a framework's check
+    # the words of a check, raised in the user's own script about its own state, not a setting: not a framework's
+    # check (an assert on a setting, args.lr, is the run's configuration: MADE_UP_44)
     (
-        '  File "/home/u/train.py", line 12, in main\n    assert args.lr > 0, "lr must be positive"\n'
-        "AssertionError: lr must be positive\n",
+        '  File "/home/u/train.py", line 12, in main\n    raise ValueError("the model must be loaded first")\n'
+        "ValueError: the model must be loaded first\n",
         "configuration",
     ),
     # a DataLoader worker on Windows running out of input: not a corrupt model file
@@ -1231,6 +1306,41 @@ NEAR_MISSES_44 = [
     # conda that found no conflict; an import that failed with its own error, not a package to install
     ("Solving environment: done\n\n## Package Plan ##\n", "conda-unsolvable"),
     ("ImportError: Could not import module 'x' from the config: unknown key\n", "package-needed"),
+    # after the sixth draw: UTF-8 itself failing (a binary file read as text); pip's conflict; a module named like
+    # pkg_resources; Docker's other errors; not a header; pip refusing before installing; other "local variable"
+    # words; a plain KeyError; an assert on a call's result or on tensors; an attribute missing on an object; make's
+    # other errors; a real missing triton
+    ("UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80 in position 0: invalid start byte\n", "text-encoding"),
+    ("ERROR: ResolutionImpossible: for help visit https://pip.pypa.io\n", "pip-resolution-deep"),
+    ("ModuleNotFoundError: No module named 'pkg_resources_helper'\n", "pkg-resources"),
+    ("docker: Error response from daemon: pull access denied for foo, repository does not exist\n", "docker-gpu"),
+    ("error: 'weights.bin' file not found in archive\n", "build-header"),
+    (
+        "ERROR: Cannot install a==1 and b==2 because these package versions have conflicting dependencies.\n",
+        "pip-broke-installed",
+    ),
+    ("RuntimeError: the local variable store is full\n", "name-not-defined"),
+    ("KeyError: 'lora_rank'\n", "config-key"),
+    (
+        '  File "/home/u/proj/train.py", line 10, in main\n    assert load_weights(model, args.ckpt)\nAssertionError\n',
+        "configuration",
+    ),
+    (
+        '  File "/home/u/proj/train.py", line 10, in main\n    assert x.shape[0] == y.shape[0]\nAssertionError\n',
+        "configuration",
+    ),
+    ("AttributeError: 'Net' object has no attribute 'get_attribute'\n", "pickle-class"),
+    ("make: *** No rule to make target 'all'.  Stop.\n", "command-missing"),
+    (
+        '  File "/env/lib/python3.10/site-packages/xformers/ops.py", line 3, in <module>\n    import triton\n'
+        "ModuleNotFoundError: No module named 'triton'\n",
+        "warnings-only",
+    ),
+    (
+        '  File "/home/u/transformers/examples/pytorch/run_glue.py", line 300, in main\n    x = y[3]\n'
+        "IndexError: list index out of range\n",
+        "library-raised",
+    ),
 ]
 
 
@@ -2426,6 +2536,239 @@ REAL_44 = [
         "package-needed",
         "sentence_transformers",
     ),
+    # after the sixth draw (bo–bv; its misses, development since)
+    # TEST INPUT: https://github.com/UKPLab/emnlp2017-bilstm-cnn-crf/issues/33
+    # (a UTF-8 embeddings file read with Windows' gbk)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "C:/Users/46312/Desktop/python-practice/my-test/emnlp2017-bilstm-cnn-crf-master/Tra'
+            'in_POS.py", line 48, in <module>\n'
+            "    pickleFile = perpareDataset(embeddingsPath, datasets)\n"
+            '  File "C:\\Users\\46312\\Desktop\\python-practice\\my-test\\emnlp2017-bilstm-cnn-crf-master\\uti'
+            'l\\preprocessing.py", line 42, in perpareDataset\n'
+            "    embeddings, word2Idx = readEmbeddings(embeddingsPath, datasets, frequencyThresholdUnkn"
+            "ownTokens, reducePretrainedEmbeddings)\n"
+            '  File "C:\\Users\\46312\\Desktop\\python-practice\\my-test\\emnlp2017-bilstm-cnn-crf-master\\uti'
+            'l\\preprocessing.py", line 134, in readEmbeddings\n'
+            "    for line in embeddingsIn:\n"
+            "UnicodeDecodeError: 'gbk' codec can't decode byte 0xa2 in position 2127: illegal multibyte"
+            " sequence"
+        ),
+        "text-encoding",
+        "PYTHONUTF8=1",
+    ),
+    # TEST INPUT: https://github.com/aizpy/chatglm-finetune/pull/3 (a UTF-8 JSON dataset read with gbk)
+    (
+        (
+            "trainable params: 3670016 || all params: 6258876416 || trainable%: 0.05863697820615348\n"
+            "Traceback (most recent call last):\n"
+            'File "chatglm-finetune\\finetune.py", line 157, in\n'
+            "train_data = json.load(file)\n"
+            'File "C:\\Program Files\\WindowsApps\\PythonSoftwareFoundation.Python.3.10_3.10.3056.0_x64__q'
+            'bz5n2kfra8p0\\lib\\json_init_.py", line 293, in load\n'
+            "return loads(fp.read(),\n"
+            "UnicodeDecodeError: 'gbk' codec can't decode byte 0x80 in position 67: illegal multibyte s"
+            "equence"
+        ),
+        "text-encoding",
+        'encoding="utf-8"',
+    ),
+    # TEST INPUT: https://github.com/modelscope/ms-swift/issues/4080 (pip install -e .[all] on loose pins)
+    (
+        (
+            "Collecting attrdict (from ms_swift==3.5.0.dev0)\n"
+            "  Using cached https://mirrors.cloud.tencent.com/pypi/packages/35/bb/bac3e42ae04bc082c28cd"
+            "8186bfb5b50fb240a4f7419f876c683125ccc8b/attrdict-2.0.0.tar.gz (9.0 kB)\n"
+            "  Preparing metadata (setup.py) ... done\n"
+            "error: resolution-too-deep\n"
+            "\n"
+            "× Dependency resolution exceeded maximum depth\n"
+            "╰─> Pip cannot resolve the current dependencies as the dependency graph is too complex for"
+            " pip to solve efficiently."
+        ),
+        "pip-resolution-deep",
+        "install fewer extras at once",
+    ),
+    # TEST INPUT: https://github.com/bmaltais/kohya_ss/issues/3492 (setuptools 82 without pkg_resources)
+    (
+        (
+            "Taceback (most recent call last):\n"
+            '  File "C:\\AI\\kohya_ss\\setup\\setup_windows.py", line 7, in <module>\n'
+            "    import setup_common\n"
+            '  File "C:\\AI\\kohya_ss\\setup\\setup_common.py", line 8, in <module>\n'
+            "    import pkg_resources\n"
+            "ModuleNotFoundError: No module named 'pkg_resources'"
+        ),
+        "pkg-resources",
+        "setuptools<82",
+    ),
+    # TEST INPUT: https://github.com/Akegarasu/lora-scripts/issues/47
+    # (xformers' notice that triton is not installed, on Windows)
+    (
+        (
+            "A matching Triton is not available, some optimizations will not be enabled.\n"
+            "Error caught was: No module named 'triton'\n"
+            "prepare tokenizer"
+        ),
+        "warnings-only",
+        "the log ends in warnings",
+    ),
+    # TEST INPUT: https://github.com/Xilinx/Vitis-AI/pull/28 (--runtime=nvidia on Docker 19.03)
+    (
+        (
+            "$ docker --version\n"
+            "Docker version 19.03.5, build 633a0ea838\n"
+            "$ docker run --runtime=nvidia --rm nvidia/cuda:9.0-base nvidia-smi\n"
+            "docker: Error response from daemon: Unknown runtime specified nvidia.\n"
+            "See 'docker run --help'."
+        ),
+        "docker-gpu",
+        "--gpus all",
+    ),
+    # TEST INPUT: https://github.com/domesticatedviking/TextyMcSpeechy/issues/47
+    # (a WSL distro's own docker without runc)
+    (
+        (
+            "craig@Renderman:/mnt/d/nvidia_tools$ nvidia-container-runtime --version\n"
+            "NVIDIA Container Runtime version 1.17.5\n"
+            "commit: f785e908a7f72149f8912617058644fd84e38cde\n"
+            "spec: 1.2.1\n"
+            "ERRO[0000] failed to create NVIDIA Container Runtime: error constructing low-level runtime"
+            ": error locating runtime: no runtime binary found from candidate list: [docker-runc runc c"
+            "run]"
+        ),
+        "docker-gpu",
+        "Docker Desktop",
+    ),
+    # TEST INPUT: https://github.com/ROCm/apex/pull/68 (a header the older torch does not ship, in clang's words)
+    (
+        (
+            "15:05:31      In file included from /tmp/pip-req-build-sttueip5/apex/contrib/csrc/multihea"
+            "d_attn/additive_masked_softmax_dropout_hip.hip:15:\n"
+            "15:05:31      /tmp/pip-req-build-sttueip5/apex/contrib/csrc/multihead_attn/dropout_hip.h:8"
+            ":10: fatal error: 'ATen/hip/HIPGeneratorImpl.h' file not found\n"
+            "15:05:31      #include <ATen/hip/HIPGeneratorImpl.h>"
+        ),
+        "build-header",
+        "ATen/hip/HIPGeneratorImpl.h",
+    ),
+    # TEST INPUT: https://github.com/allenai/open-instruct/issues/172 (a requirements file whose pins do not agree)
+    (
+        (
+            "ERROR: pip's dependency resolver does not currently take into account all the packages tha"
+            "t are installed. This behaviour is the source of the following dependency conflicts.\n"
+            "vllm-flash-attn 2.5.8.post2 requires torch==2.3.0, but you have torch 2.0.1 which is incom"
+            "patible.\n"
+            "outlines 0.0.34 requires pydantic>=2.0, but you have pydantic 1.10.15 which is incompatibl"
+            "e.\n"
+            "outlines 0.0.34 requires torch>=2.1.0, but you have torch 2.0.1 which is incompatible."
+        ),
+        "pip-broke-installed",
+        "pip check",
+    ),
+    # TEST INPUT: https://github.com/huggingface/transformers/pull/38294
+    # (set in one branch only, in a transformers source checkout)
+    (
+        (
+            "[rank1]:     tp_plan, device_map, device_mesh = initialize_tensor_parallelism(tp_plan, tp_"
+            "size=None)\n"
+            '[rank1]:   File "/home/marc/transformers/src/transformers/integrations/tensor_parallel.py"'
+            ", line 79, in initialize_tensor_parallelism\n"
+            '[rank1]:     index = current_device.current_device() if device_type != "cpu" else None\n'
+            "[rank1]: UnboundLocalError: local variable 'current_device' referenced before assignment"
+        ),
+        "name-not-defined",
+        "upgrade transformers",
+    ),
+    # TEST INPUT: https://github.com/jianzhnie/LLamaTuner/issues/2 (a copy of transformers inside the project)
+    (
+        (
+            "    model = get_accelerate_model(args, checkpoint_dir)\n"
+            '  File "/data1/Semantic_team/my-chatbot/Chinese-Guanaco/qlora_int4_finetune.py", line 318,'
+            " in get_accelerate_model\n"
+            "    model = AutoModelForCausalLM.from_pretrained(\n"
+            '  File "/data1/Semantic_team/my-chatbot/Chinese-Guanaco/transformers/models/auto/auto_fact'
+            'ory.py", line 490, in from_pretrained\n'
+            "    return model_class.from_pretrained(\n"
+            '  File "/data1/Semantic_team/my-chatbot/Chinese-Guanaco/transformers/modeling_utils.py", l'
+            "ine 2765, in from_pretrained\n"
+            "    raise ValueError(\n"
+            "ValueError: You are using `device_map='auto'` on a 4bit loaded version of the model. To au"
+            "tomatically compute the appropriate device map, you should upgrade your `accelerate` libra"
+            "ry,`pip install --upgrade accelerate` or install it from source to support fp4 auto device"
+            " mapcalculation. You may encounter unexpected behavior, or pass your own device map"
+        ),
+        "library-raised",
+        "transformers",
+    ),
+    # TEST INPUT: https://github.com/locuslab/open-unlearning/issues/5 (a key the repo's Hydra config lacks)
+    (
+        (
+            "Key 'gradient_accumulation_steps' is not in struct\n"
+            "    full_key: gradient_accumulation_steps\n"
+            "    object_type=dict"
+        ),
+        "config-key",
+        "+gradient_accumulation_steps=VALUE",
+    ),
+    # TEST INPUT: https://github.com/maszhongming/MatchSum/issues/11 (a bare assert on the batch size)
+    (
+        (
+            "Devices is:\n"
+            "[0, 1, 3]\n"
+            "Traceback (most recent call last):\n"
+            '  File "train_matching.py", line 150, in <module>\n'
+            "    train_model(args)\n"
+            '  File "train_matching.py", line 70, in train_model\n'
+            "    assert args.batch_size % len(devices) == 0\n"
+            "AssertionError"
+        ),
+        "configuration",
+        "change batch_size",
+    ),
+    # TEST INPUT: https://github.com/few-shot-NER-benchmark/BaselineCode/issues/2
+    # (a whole model pickled under another transformers)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train_lc.py", line 403, in <module>\n'
+            "    state = torch.load(args.load_model_name)\n"
+            '  File "/home/*/anaconda3/envs/baseline/lib/python3.6/site-packages/torch/serialization.py'
+            '", line 594, in load\n'
+            "    return _load(opened_zipfile, map_location, pickle_module, **pickle_load_args)\n"
+            '  File "/home/*/anaconda3/envs/baseline/lib/python3.6/site-packages/torch/serialization.py'
+            '", line 853, in _load\n'
+            "    result = unpickler.load()\n"
+            "AttributeError: Can't get attribute 'RobertaEncoder' on <module 'transformers.modeling_rob"
+            "erta' from '/home/*/anaconda3/envs/baseline/lib/python3.6/site-packages/transformers/model"
+            "ing_roberta.py'>"
+        ),
+        "pickle-class",
+        "RobertaEncoder",
+    ),
+    # TEST INPUT: https://github.com/bigscience-workshop/Megatron-DeepSpeed/issues/96 (make calls python3-config)
+    (
+        (
+            "(venv-megatron) bash-4.2$ make\n"
+            "make: python3-config: Command not found\n"
+            "make: python3-config: Command not found"
+        ),
+        "command-missing",
+        "python3-config",
+    ),
+    # TEST INPUT: https://github.com/cactus-compute/needle/issues/53 (a loss printed as nan)
+    (
+        (
+            "checkpoints/needle2.pkl not found locally, downloading from HF...\n"
+            "training on 200 examples, seq_len 1024\n"
+            "LoRA rank 16 on 10 weight groups (compiling...)\n"
+            "epoch 1/3  step 1/39  loss 1.1031\n"
+            "epoch 1/3  step 2/39  loss nan"
+        ),
+        "nan-loss",
+        "a lower learning rate",
+    ),
 ]
 REAL_NEAR_MISSES_44 = [
     # TEST INPUT: https://github.com/ZihanWangKi/XClass/issues/5 (a newer transformers' fast tokenizer refusing what
@@ -2583,6 +2926,36 @@ REAL_NEAR_MISSES_44 = [
             "AttributeError: module 'lightning' has no attribute 'Fabric'"
         ),
         "project-code",
+    ),
+    # after the sixth draw (development)
+    # TEST INPUT: https://github.com/hiyouga/LlamaFactory/issues/857
+    # (an assert on what loading a reward model returned: a checkpoint of another layout, not a setting)
+    (
+        (
+            "    run_ppo(model_args, data_args, training_args, finetuning_args, generating_args, callba"
+            "cks)\n"
+            '  File "/root/baiyang/LLaMA-Efficient-Tuning/src/llmtuner/tuner/ppo/workflow.py", line 30,'
+            " in run_ppo\n"
+            "    model, tokenizer = load_model_and_tokenizer(model_args, finetuning_args, training_args"
+            '.do_train, stage="ppo")\n'
+            '  File "/root/baiyang/LLaMA-Efficient-Tuning/src/llmtuner/tuner/core/loader.py", line 213,'
+            " in load_model_and_tokenizer\n"
+            '    assert load_valuehead_params(model, model_args.reward_model), "Reward model is not cor'
+            'rectly loaded."\n'
+            "AssertionError: Reward model is not correctly loaded."
+        ),
+        "configuration",
+    ),
+    # TEST INPUT: https://github.com/songmzhang/DSKD/issues/8 ('utf-8' itself failing: a checkpoint read as text)
+    (
+        (
+            '[rank0]:     if f.read(7) == "version":\n'
+            '[rank0]:   File "/usr/lib/python3.10/codecs.py", line 322, in decode\n'
+            "[rank0]:     (result, consumed) = self._buffer_decode(data, self.errors, final)\n"
+            "[rank0]: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xc1 in position 70: invalid "
+            "start byte"
+        ),
+        "text-encoding",
     ),
 ]
 
