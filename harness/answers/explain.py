@@ -587,8 +587,8 @@ FAMILIES = (
     ),
     _f(
         "attribute-missing",
-        r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object) has no "
-        r"attribute '(?P<attr>\w{1,100})'",
+        r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object|type object "
+        r"'(?P<cls>\w{1,100})') has no attribute '(?P<attr>\w{1,100})'?",
         "code expects an attribute the installed library does not have: an API that changed between versions; or "
         "the calling code (often a project's example or training script) reads an attribute its own package or "
         "object never had; for a module: another package of the same name imported in its place, or a submodule "
@@ -979,6 +979,42 @@ FAMILIES = (
         "end every line of the command except the last with `\\` and nothing after it, and save the script with Unix "
         "line endings (`dos2unix script.sh`, or your editor's LF setting); then run it again",
     ),
+    # a build runs nvcc from CUDA_HOME: none there (MhLiao/DB#21: CUDA_HOME set to a colon-separated list of paths)
+    _f(
+        "nvcc-missing",
+        r"unable to execute '(?P<nvcc>[^'\n]{0,200}nvcc)': No such file or directory|command '(?P<nvcc2>[^'\n]{0,200}"
+        r"nvcc)' failed: No such file or directory",
+        "the build runs {nvcc}{nvcc2} to compile CUDA code, and there is no such program: CUDA_HOME (or the CUDA "
+        "the build found) points at a wrong place (a list of paths, a runtime-only install without the toolkit), or "
+        "no CUDA toolkit is installed",
+        "set CUDA_HOME to one CUDA toolkit folder whose bin/nvcc exists and whose version matches torch's "
+        '(`ls $CUDA_HOME/bin/nvcc`; `python -c "import torch; print(torch.version.cuda)"`), installing the toolkit '
+        "if there is none (conda: cuda-nvcc or cuda-toolkit), then build again; or install a prebuilt wheel",
+    ),
+    # the linker of a native extension finds no library to link (nerfstudio-project/nerfstudio#2748: conda's CUDA has
+    # libcudart in $CUDA_HOME/lib, torch 2.0's extension builder looks in lib64 only; torch 2.1 looks in both)
+    _f(
+        "link-library",
+        r"(?:/ld|\bld(?:\.\w{1,10})?): cannot find -l(?P<lib>[\w.+-]{1,80})",
+        "linking a native extension failed: the linker finds no lib{lib}: the library is not installed, or it is "
+        "where the build does not look (conda's CUDA puts libcudart in $CUDA_HOME/lib, where torch releases before "
+        "2.1 do not look; a library's -dev package adds the unversioned .so the linker needs)",
+        "install the library (its -dev package, or the CUDA toolkit of torch's version), or point the linker at it "
+        "(`export LIBRARY_PATH=$CUDA_HOME/lib:$LIBRARY_PATH`, or a lib64 link to lib), or build with a torch whose "
+        "extension builder looks there (2.1 and newer for $CUDA_HOME/lib); then build again",
+    ),
+    # a path that is the word None: a setting never set, turned into a string on its way (huggingface/accelerate#79:
+    # `accelerate test` passed --config_file=None, read as a file named 'None')
+    _f(
+        "path-none",
+        r"No such file or directory: '(?:None|none|null)'|(?:does not exist|not found): '?(?:None|null)'?$",
+        "the path the code opens is the word None: a setting it needs (a config file, a model, data or output path) "
+        "was never given, and the missing value reached the code as the string 'None' (a command line or config "
+        "that writes None, or a script or launcher that passes str(None) on)",
+        "give that path (the option the traceback's line reads: a --config_file, model_name_or_path, a data path), "
+        "or create what it names (`accelerate config` writes accelerate's config file); if you did give it, the "
+        "script or launcher drops it on the way: update that tool to a release that passes it on",
+    ),
     _f(
         "command-missing",
         r"(?m)(?P<cmd>[\w.+-]{1,60}): command not found$|sh: \d+: (?P<cmd2>[\w.+-]{1,60}): not found$|'(?P<cmd3>[\w.+-]"
@@ -1354,7 +1390,7 @@ def _classify_log(text: str, facts: Facts) -> Answer:
     ):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
     if answer.family == "shape-mismatch":
-        return _vocabulary(answer, tail)
+        return _state_keys(_vocabulary(answer, tail), tail)
     if answer.family == "module-missing":
         return _mismatched(answer, tail, facts)
     if answer.family == "file-missing":
@@ -1443,12 +1479,39 @@ def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
     )
 
 
+# unpickling looks a pickled object's module up by name (pickle's find_class; torch.load, joblib and dill through it):
+# pyannote/pyannote-audio#1040 (a hub checkpoint re-saved under a newer torch: 'torch.torch_version'); NumPy 2 moved
+# numpy.core to numpy._core, so a pickle made under NumPy 2 names a module NumPy 1 lacks
+UNPICKLING = re.compile(r"find_class|[Uu]npickl|pickle\.load|torch\.load|joblib|dill\.load|cloudpickle")
+PICKLE_MODULE_CAUSE = (
+    "the file being loaded was pickled (a whole model, tokenizer, dataset or object saved with torch.save, pickle or "
+    "joblib) by code where the module {module} existed; the installed {top} has no such module: the file was saved "
+    "under another version of {top} ('numpy._core': saved under NumPy 2, read under NumPy 1)"
+)
+PICKLE_MODULE_STEP = (
+    "install the version of {top} the file was saved with (the project's requirements or the model card name it; "
+    "often the newer release, where the module exists); or make the file again with the code you have (a "
+    "preprocessed dataset or cache: run that step again); or load it where it was saved and keep the weights or data "
+    "alone (a state_dict, safetensors, JSON), which load across versions; for a hub checkpoint, an earlier revision "
+    "may suit the {top} you have"
+)
+
+
 def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
-    """`No module named 'a.b'` raised in another installed package's code: `a` is installed (else Python names
-    `a` alone), without the submodule that package's release expects: a release mix; else the answer as it is."""
+    """`No module named 'a.b'` raised while unpickling: the file was saved under another version of `a`. Raised in
+    another installed package's code: `a` is installed (else Python names `a` alone), without the submodule that
+    package's release expects: a release mix; else the answer as it is."""
     found = [m.group("module") or m.group("module2") for m in MISSING_MODULE.finditer(tail)]
     module = found[-1] if found else ""
     top = module.split(".")[0]
+    if module and UNPICKLING.search("\n".join(tail.splitlines()[-12:])):
+        said = _Fields(module=module, top=top)
+        return dataclasses.replace(
+            answer,
+            family="pickle-module",
+            cause=PICKLE_MODULE_CAUSE.format_map(said),
+            step=PICKLE_MODULE_STEP.format_map(said),
+        )
     importer = facts.package
     if "." not in module or not importer or LIBRARIES.get(importer, importer) == LIBRARIES.get(top, top):
         return answer
@@ -1462,6 +1525,33 @@ def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
     return dataclasses.replace(
         answer, family="release-mix", cause=MISMATCH_CAUSE.format_map(said), step=MISMATCH_STEP.format_map(said)
     )
+
+
+# a state dict whose names differ from the model's, with no size mismatch (zai-org/ChatGLM-6B#557: loading code that
+# stripped too much of each key; mlfoundations/open_clip#775: an image tower's weights given as the whole model's;
+# data2ml/all-clip#27: a Chinese-CLIP checkpoint into OpenAI's CLIP class)
+KEYS_DIFFER = re.compile(r"(?:Missing|Unexpected) key\(s\) in state_dict")
+SIZES_DIFFER = re.compile(r"size mismatch for")
+KEYS_CAUSE = (
+    "the checkpoint's parameter names do not match the model built now: it was saved from another model or "
+    "architecture (another text or image tower, another class of the same name), from only a part of it, or from a "
+    "wrapper (a `module.` prefix from DataParallel or DDP, a PEFT or prefix-encoder prefix), or the loading code "
+    "renamed its keys"
+)
+KEYS_STEP = (
+    "compare a few missing with a few unexpected names: where they differ by a prefix, strip or add it before "
+    "load_state_dict; where the checkpoint is one part (an image tower), load it into that submodule or through the "
+    "option the library has for it; where it is another architecture, build the model with the code and config it "
+    "came from; `strict=False` hides the difference, it does not load the weights"
+)
+
+
+def _state_keys(answer: Answer, tail: str) -> Answer:
+    """A state dict loaded with names the model does not have and no size mismatch: another model, part or wrapper
+    than the checkpoint's; else the answer as it is."""
+    if not KEYS_DIFFER.search(tail) or SIZES_DIFFER.search(tail):
+        return answer
+    return dataclasses.replace(answer, family="state-dict-keys", cause=KEYS_CAUSE, step=KEYS_STEP)
 
 
 def _vocabulary(answer: Answer, tail: str) -> Answer:

@@ -1107,6 +1107,30 @@ MADE_UP_44 = [
         "oom-gpu",
         "compat fit",
     ),
+    # after the sixth draw (development, second step): a class's attribute, a module unpickling needs, nvcc missing
+    # where the build looks, the linker's missing library, a path that is the word None, a state dict's other names
+    ("AttributeError: type object 'Trainer' has no attribute 'tokenizer_class'\n", "attribute-missing", "API"),
+    (
+        '  File "/env/lib/python3.10/site-packages/joblib/numpy_pickle.py", line 9, in load\n'
+        "    obj = unpickler.load()\n"
+        "ModuleNotFoundError: No module named 'numpy._core'\n",
+        "pickle-module",
+        "saved under NumPy 2, read under NumPy 1",
+    ),
+    (
+        "error: command '/usr/local/cuda/bin/nvcc' failed: No such file or directory\n",
+        "nvcc-missing",
+        "`ls $CUDA_HOME/bin/nvcc`",
+    ),
+    ("/usr/bin/ld: cannot find -lcuda: No such file or directory\n", "link-library", "no libcuda"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'None'\n", "path-none", "the word None"),
+    (
+        "RuntimeError: Error(s) in loading state_dict for Net:\n"
+        '\tMissing key(s) in state_dict: "fc.weight", "fc.bias".\n'
+        '\tUnexpected key(s) in state_dict: "module.fc.weight", "module.fc.bias".\n',
+        "state-dict-keys",
+        "strip or add it",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1340,6 +1364,20 @@ NEAR_MISSES_44 = [
         '  File "/home/u/transformers/examples/pytorch/run_glue.py", line 300, in main\n    x = y[3]\n'
         "IndexError: list index out of range\n",
         "library-raised",
+    ),
+    # after the sixth draw (second step): numpy._core missing with no unpickling in sight (a package built for NumPy
+    # 2); nvcc's own error; the linker's warning; a file whose name starts with None; a size mismatch beside the
+    # names
+    ("ModuleNotFoundError: No module named 'numpy._core'\n", "pickle-module"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'\n", "nvcc-missing"),
+    ("/usr/bin/ld: warning: cannot find entry symbol _start; defaulting to 0000000000401000\n", "link-library"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'None.json'\n", "path-none"),
+    (
+        "RuntimeError: Error(s) in loading state_dict for Net:\n"
+        '\tMissing key(s) in state_dict: "head.bias".\n'
+        "\tsize mismatch for fc.weight: copying a param with shape torch.Size([10, 4]) from checkpoint, the shape in "
+        "current model is torch.Size([12, 4]).\n",
+        "state-dict-keys",
     ),
 ]
 
@@ -2768,6 +2806,141 @@ REAL_44 = [
         ),
         "nan-loss",
         "a lower learning rate",
+    ),
+    # TEST INPUT: https://github.com/verl-project/verl/issues/6936 (an attribute of a class that Megatron-Core removed)
+    (
+        (
+            'File ".../mbridge/core/util.py", line 83, in build_model\n'
+            "    if model_type == ModelType.encoder_and_decoder:\n"
+            "AttributeError: type object 'ModelType' has no attribute 'encoder_and_decoder'"
+        ),
+        "attribute-missing",
+        "an API that changed between versions",
+    ),
+    # TEST INPUT: https://github.com/datawhalechina/learn-nlp-with-transformers/issues/25
+    # (sacrebleu 2.0 removed DEFAULT_TOKENIZER; the paste cuts the quote)
+    (
+        (
+            "/root/.cache/huggingface/modules/datasets_modules/metrics/sacrebleu/eae4b006c615cfaacce2df"
+            "4eec95acba813e69f28db6fff9e0e1398c50a0ed47/sacrebleu.py in Sacrebleu()\n"
+            "    114         force=False,\n"
+            "    115         lowercase=False,\n"
+            "--> 116         tokenize=scb.DEFAULT_TOKENIZER,\n"
+            "    117         use_effective_order=False,\n"
+            "    118     ):\n"
+            "\n"
+            "AttributeError: module 'sacrebleu' has no attribute 'DEFAULT_TOKENIZER"
+        ),
+        "attribute-missing",
+        "an API that changed between versions",
+    ),
+    # TEST INPUT: https://github.com/pyannote/pyannote-audio/issues/1040 (a hub checkpoint re-saved under a newer torch)
+    (
+        (
+            "    return torch.load(f, map_location=map_location)\n"
+            '  File "/opt/anaconda/lib/python3.8/site-packages/torch/serialization.py", line 607, in lo'
+            "ad\n"
+            "    return _load(opened_zipfile, map_location, pickle_module, **pickle_load_args)\n"
+            '  File "/opt/anaconda/lib/python3.8/site-packages/torch/serialization.py", line 882, in _l'
+            "oad\n"
+            "    result = unpickler.load()\n"
+            '  File "/opt/anaconda/lib/python3.8/site-packages/torch/serialization.py", line 875, in fi'
+            "nd_class\n"
+            "    return super().find_class(mod_name, name)\n"
+            "ModuleNotFoundError: No module named 'torch.torch_version'"
+        ),
+        "pickle-module",
+        "torch.torch_version",
+    ),
+    # TEST INPUT: https://github.com/OpenNMT/OpenNMT-py/issues/549 (a dataset preprocessed by an older onmt)
+    (
+        (
+            "    yield lazy_dataset_loader(pt, corpus_type)\n"
+            '  File "train.py", line 283, in lazy_dataset_loader\n'
+            "    dataset = torch.load(pt_file)\n"
+            '  File "/home/admusr/anaconda2/envs/python3_pengfei/lib/python3.6/site-packages/torch/seri'
+            'alization.py", line 261, in load\n'
+            "    return _load(f, map_location, pickle_module)\n"
+            '  File "/home/admusr/anaconda2/envs/python3_pengfei/lib/python3.6/site-packages/torch/seri'
+            'alization.py", line 409, in _load\n'
+            "    result = unpickler.load()\n"
+            "ModuleNotFoundError: No module named 'onmt.IO'"
+        ),
+        "pickle-module",
+        "run that step again",
+    ),
+    # TEST INPUT: https://github.com/MhLiao/DB/issues/21 (CUDA_HOME set to a list of paths)
+    (
+        (
+            "/usr/local/cuda:/usr/local/cuda:/usr/local/cuda-9.0/bin/nvcc -I/home/nmt/anaconda3/envs/py"
+            "torch1_2/lib/python3.6/site-packages/torch/include -I/home/nmt/anaconda3/envs/pytorch1_2/l"
+            "ib/python3.6/site-packages/torch/include/torch/csrc/api/include -I/home/nmt/anaconda3/envs"
+            "/pytorch1_2/lib/python3.6/site-packages/torch/include/TH -I/home/nmt/anaconda3/envs/pytorc"
+            "h1_2/lib/python3.6/site-packages/torch/include/THC -I/usr/local/cuda:/usr/local/cuda:/usr/"
+            "local/cuda-9.0/include -I/home/nmt/anaconda3/envs/pytorch1_2/include/python3.6m -c src/def"
+            "orm_conv_cuda_kernel.cu -o build/temp.linux-x86_64-3.6/src/deform_conv_cuda_kernel.o -D__C"
+            "UDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_HALF2_OPERATORS__ --exp"
+            "t-relaxed-constexpr --compiler-options '-fPIC' -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXT"
+            "ENSION_NAME=deform_conv_cuda -D_GLIBCXX_USE_CXX11_ABI=0 -std=c++11\n"
+            "unable to execute '/usr/local/cuda:/usr/local/cuda:/usr/local/cuda-9.0/bin/nvcc': No such "
+            "file or directory\n"
+            "error: command '/usr/local/cuda:/usr/local/cuda:/usr/local/cuda-9.0/bin/nvcc' failed with "
+            "exit status 1"
+        ),
+        "nvcc-missing",
+        "set CUDA_HOME to one CUDA toolkit folder",
+    ),
+    # TEST INPUT: https://github.com/nerfstudio-project/nerfstudio/pull/2748 (libcudart in conda's $CUDA_HOME/lib)
+    (
+        (
+            "FAILED: gsplat_cuda.so                                                                    "
+            "                                                                             \n"
+            "c++ bindings.cuda.o forward.cuda.o backward.cuda.o ext.o -shared -L/home/brent/miniconda/e"
+            "nvs/nerfstudio/lib/python3.8/site-packages/torch/lib -lc10 -lc10_cuda -ltorch\n"
+            "_cpu -ltorch_cuda -ltorch -ltorch_python -L/home/brent/miniconda/envs/nerfstudio/lib64 -lc"
+            "udart -o gsplat_cuda.so                                                      \n"
+            "/usr/bin/ld: cannot find -lcudart: No such file or directory"
+        ),
+        "link-library",
+        "libcudart",
+    ),
+    # TEST INPUT: https://github.com/huggingface/accelerate/pull/79 (--config_file=None read as a file named None)
+    (
+        (
+            "    launch_command(args)\n"
+            '  File ".../accelerate/src/accelerate/commands/launch.py", line 285, in launch_command\n'
+            "    defaults = load_config_from_file(args.config_file)\n"
+            '  File ".../accelerate/src/accelerate/commands/config/config_args.py", line 43, in load_co'
+            "nfig_from_file\n"
+            '    with open(config_file, "r", encoding="utf-8") as f:\n'
+            "FileNotFoundError: [Errno 2] No such file or directory: 'None'"
+        ),
+        "path-none",
+        "accelerate config",
+    ),
+    # TEST INPUT: https://github.com/mlfoundations/open_clip/issues/775
+    # (an image tower's weights given as the whole model's)
+    (
+        (
+            "RuntimeError: Error(s) in loading state_dict for CLIP:\n"
+            '\tMissing key(s) in state_dict: "positional_embedding", "text_projection", "logit_scale", "'
+            'visual.trunk.pos_embed", "visual.trunk.patch_embed.proj.weight", "visual.trunk.patch_embed'
+            '.proj.bias", "visual.trunk.blocks.0.norm1.weight", "visual.trunk.blocks.0.norm1.bias"....\n'
+            '       Unexpected key(s) in state_dict: "pos_embed", "patch_embed.proj.weight", "patch_emb'
+            'ed.proj.bias", "blocks.0.norm1.weight", "blocks.0.norm1.bias"......'
+        ),
+        "state-dict-keys",
+        "load it into that submodule",
+    ),
+    # TEST INPUT: https://github.com/zai-org/ChatGLM-6B/issues/557 (loading code that stripped too much of each key)
+    (
+        (
+            "RuntimeError: Error(s) in loading state_dict for PrefixEncoder:\n"
+            '\tMissing key(s) in state_dict: "embedding.weight". \n'
+            '\tUnexpected key(s) in state_dict: ".weight". '
+        ),
+        "state-dict-keys",
+        "the loading code renamed its keys",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
