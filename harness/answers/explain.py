@@ -587,7 +587,8 @@ FAMILIES = (
     ),
     _f(
         "attribute-missing",
-        r"(?:AttributeError: |^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' object|type object "
+        r"(?:AttributeError: |AttributeError\([\"']|^)(?:module '(?P<module>[\w.]{1,100})'|'(?P<type>\w{1,100})' "
+        r"object|type object "
         r"'(?P<cls>\w{1,100})') has no attribute '(?P<attr>\w{1,100})'?",
         "code expects an attribute the installed library does not have: an API that changed between versions; or "
         "the calling code (often a project's example or training script) reads an attribute its own package or "
@@ -721,9 +722,9 @@ FAMILIES = (
         "rendezvous",
         r"The client socket has timed out after|The server socket (?:on \S{1,100} )?has (?:timed out|failed to "
         r"listen)|Rendezvous\w{0,20}(?:Timeout|Connection|Closed)Error|DistNetworkError|Timed out initializing "
-        r"process group|failed to connect/validate to|EADDRINUSE|address already in use|DistStoreError: Socket Timeout"
-        r"|The client socket has failed to connect to any network address|Timed out after \d+ seconds waiting for "
-        r"clients",
+        r"process group|failed to connect/validate to|EADDRINUSE|[Aa]ddress already in use|DistStoreError: Socket "
+        r"Timeout|The client socket has failed to connect to any network address|Timed out after \d+ seconds "
+        r"waiting for clients",
         "the ranks could not meet: a rank waited for the rendezvous store at the master's address and port and "
         "never reached it, or could not open it: an address other nodes cannot reach (a hostname they cannot "
         "resolve, an interface without an address, a firewall), a port an earlier run still holds, the other "
@@ -808,7 +809,7 @@ FAMILIES = (
     _f(
         "dtype-mismatch",
         r"expected scalar type \w{1,20} but found \w{1,20}|must have the same dtype|not implemented for "
-        r"'(?:Half|BFloat16|Float)'",
+        r"'(?:Half|BFloat16|Float)'|Cannot convert a MPS Tensor to float64 dtype",
         "two tensors of different precision meet in one operation, or an operation has no kernel for this dtype on "
         "this device",
         "train with mixed precision through the Trainer's --bf16/--fp16 (autocast) rather than casting "
@@ -843,9 +844,9 @@ FAMILIES = (
         "text-encoding",
         r"Unicode(?:De|En)codeError: '(?P<codec>gbk|gb2312|gb18030|big5|cp\d{3,5}|charmap|mbcs|ascii|shift_jis|"
         r"euc_\w{2,5}|latin-1)' codec can't (?:de|en)code",
-        "a text file (or text printed to the console) was read or written with the system's locale codec ({codec}: "
-        "a Windows code page, or ascii under LANG=C), not UTF-8: the code opens it without `encoding=`, and the "
-        "file, often a dataset, vocabulary or embeddings file, is UTF-8",
+        "a text file (or text printed to the console) was read or written with the system's locale codec, {codec} "
+        "(on Windows a code page such as cp1252 or gbk, under LANG=C ascii), not UTF-8: the code opens it without "
+        "`encoding=`, and the file, often a dataset, vocabulary or embeddings file, is UTF-8",
         "run Python in UTF-8 mode (`set PYTHONUTF8=1` on Windows, `export PYTHONUTF8=1` elsewhere, or `python -X "
         'utf8 ...`), or open the file the traceback reads with `encoding="utf-8"`; a file that is not UTF-8 needs '
         "converting to it first",
@@ -957,6 +958,21 @@ FAMILIES = (
         "`sudo nvidia-ctk runtime configure --runtime=docker` and restart Docker, then start the container with "
         "`--gpus all`; `nvidia-smi` on the host, then `docker run --rm --gpus all ubuntu nvidia-smi`, test it (on WSL: "
         "Docker Desktop with WSL integration)",
+    ),
+    # Windows loads a package's DLLs at import (torch's torch/lib/*.dll, an extension's .pyd): one it cannot load names
+    # no missing file (intel/ipex-llm#12268: the generic ipex-llm[xpu] build on a Lunar Lake machine, libuv missing)
+    _f(
+        "windows-dll",
+        r"Error loading \"(?P<dll>[^\"\n]{1,300}\.dll)\" or one of its dependencies|DLL load failed(?: while importing "
+        r"(?P<dll2>[\w.]{1,100}))?:",
+        "Windows could not load a DLL of the package ({dll}{dll2}) or one it depends on: a build of the package made "
+        "for another device or processor (its other variant or index), an install that is incomplete or mixed (two "
+        "builds of torch in one environment, an interrupted install), the Microsoft Visual C++ Redistributable "
+        "missing, or a runtime DLL it needs (CUDA, libuv, oneAPI) not on PATH",
+        "install the build made for your device from the index or extra its docs name, in a fresh environment "
+        "(uninstall every copy first); install the latest Microsoft Visual C++ Redistributable (x64); then "
+        '`python -c "import torch"` must pass; a tool that lists a DLL\'s dependencies (Dependencies, dumpbin '
+        "/dependents) shows which one is missing",
     ),
     _f(
         "native-library",

@@ -1045,7 +1045,7 @@ MADE_UP_44 = [
     (
         "UnicodeDecodeError: 'ascii' codec can't decode byte 0xe4 in position 12: ordinal not in range(128)\n",
         "text-encoding",
-        "ascii under LANG=C",
+        "under LANG=C ascii",
     ),
     ("pip._vendor.resolvelib.resolvers.ResolutionTooDeep: 200000\n", "pip-resolution-deep", "pin the versions"),
     ("ImportError: No module named pkg_resources\n", "pkg-resources", "not a package of its own"),
@@ -1130,6 +1130,18 @@ MADE_UP_44 = [
         '\tUnexpected key(s) in state_dict: "module.fc.weight", "module.fc.bias".\n',
         "state-dict-keys",
         "strip or add it",
+    ),
+    # after the sixth draw (development, third step): Windows' DLL loader, an AttributeError's repr, MPS and float64
+    (
+        "ImportError: DLL load failed while importing _C: The specified module could not be found.\n",
+        "windows-dll",
+        "Visual C++ Redistributable",
+    ),
+    ("RuntimeError: AttributeError(\"'Tensor' object has no attribute 'cast'\")\n", "attribute-missing", "API"),
+    (
+        "TypeError: Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64.\n",
+        "dtype-mismatch",
+        "fp32",
     ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
@@ -1379,6 +1391,9 @@ NEAR_MISSES_44 = [
         "current model is torch.Size([12, 4]).\n",
         "state-dict-keys",
     ),
+    # after the sixth draw (third step): a shared object on Linux (native-library's); MPS out of memory
+    ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n", "windows-dll"),
+    ("RuntimeError: MPS backend out of memory (MPS allocated: 17.00 GB)\n", "dtype-mismatch"),
 ]
 
 
@@ -2941,6 +2956,60 @@ REAL_44 = [
         ),
         "state-dict-keys",
         "the loading code renamed its keys",
+    ),
+    # TEST INPUT: https://github.com/intel/ipex-llm/issues/12268
+    # (a torch DLL that does not load on a Lunar Lake machine)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "C:\\Users\\HB\\qwen_ultrachat\\ultrachat\\trunk\\back\\ipex.py", line 1, in <module>\n'
+            "    import torch\n"
+            '  File "C:\\Users\\HB\\miniforge3\\envs\\ultrachat_back\\lib\\site-packages\\torch\\__init__.py", l'
+            "ine 143, in <module>\n"
+            "    raise err\n"
+            'OSError: [WinError 126] 找不到指定的模块。 Error loading "C:\\Users\\HB\\miniforge3\\envs\\ultrachat_bac'
+            'k\\lib\\site-packages\\torch\\lib\\backend_with_compiler.dll" or one of its dependencies.'
+        ),
+        "windows-dll",
+        "Visual C++ Redistributable",
+    ),
+    # TEST INPUT: https://github.com/bowenc0221/panoptic-deeplab/issues/38
+    # (the master port taken, printed as Address already in use)
+    (
+        (
+            '_File "/home/agarwalv/miniconda3/envs/panoptic_deeplab/lib/python3.6/site-packages/torch/d'
+            'istributed/rendezvous.py", line 172, in _env_rendezvous_handler\n'
+            "    store = TCPStore(master_addr, master_port, world_size, start_daemon, timeout)\n"
+            "RuntimeError: Address already in use_"
+        ),
+        "rendezvous",
+        "port",
+    ),
+    # TEST INPUT: https://github.com/hiyouga/LlamaFactory/issues/5784 (an AttributeError printed as its repr)
+    (
+        (
+            "triton.compiler.errors.CompilationError: at 4:31:def _swiglu_forward_kernel(\n"
+            "    a_ptr, b_ptr, c_ptr, stride, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr\n"
+            "):\n"
+            "    program_id = tl.program_id(0).cast(tl.int64)\n"
+            "                               ^\n"
+            "AttributeError(\"'tensor' object has no attribute 'cast'\")"
+        ),
+        "attribute-missing",
+        "an API that changed between versions",
+    ),
+    # TEST INPUT: https://github.com/ACEsuit/mace/issues/1271 (float64 on Apple's MPS)
+    (
+        (
+            'File "/Users/ruixingw/mace/.venv/lib/python3.12/site-packages/mace/modules/models.py", lin'
+            "e 569, in forward\n"
+            "    node_energy = node_e0.clone().double() + node_inter_es.clone().double()\n"
+            "                  ^^^^^^^^^^^^^^^^^^^^^^^^\n"
+            "TypeError: Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't suppo"
+            "rt float64. Please use float32 instead."
+        ),
+        "dtype-mismatch",
+        "fp32",
     ),
 ]
 REAL_NEAR_MISSES_44 = [
