@@ -1143,6 +1143,17 @@ MADE_UP_44 = [
         "dtype-mismatch",
         "fp32",
     ),
+    # after the sixth draw (the rest of its readings): a loss printed as `loss nan`, a library's own module run from a
+    # source checkout, the master port taken in torch's capitalised words
+    ("epoch 1/3  step 20/39  loss nan  lr 2e-05\n", "nan-loss", "a lower learning rate"),
+    (
+        '  File "/home/u/peft/src/peft/tuners/lora/model.py", line 9, in _create_new_module\n'
+        "    raise ValueError(msg)\n"
+        "ValueError: Target module Conv1d is of an unexpected type\n",
+        "library-raised",
+        "peft",
+    ),
+    ("RuntimeError: Address already in use\n", "rendezvous", "port"),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1394,6 +1405,12 @@ NEAR_MISSES_44 = [
     # after the sixth draw (third step): a shared object on Linux (native-library's); MPS out of memory
     ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n", "windows-dll"),
     ("RuntimeError: MPS backend out of memory (MPS allocated: 17.00 GB)\n", "dtype-mismatch"),
+    # after the sixth draw (the rest): a word that starts with nan; a class's other TypeError; another exception's repr
+    # holding the words; an address family
+    ("epoch 1  loss nanoseconds=120\n", "nan-loss"),
+    ("TypeError: type object argument after * must be an iterable, not NoneType\n", "attribute-missing"),
+    ("ValueError: KeyError(\"'Tensor' object has no attribute 'cast'\")\n", "attribute-missing"),
+    ("OSError: [Errno 97] Address family not supported by protocol\n", "rendezvous"),
 ]
 
 
