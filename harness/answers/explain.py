@@ -492,11 +492,16 @@ FAMILIES = (
         MISSING_MODULE.pattern,
         "a package the code imports is not installed in this environment (or a submodule moved in a newer release); "
         "where {top} is a module of the project itself, not a package, the project's commit and the script disagree "
-        "(the module was renamed or not yet added) or the script runs from another folder than the project's",
+        "(the module was renamed or not yet added) or the script runs from another folder than the project's; where "
+        "the project's installer or setup script ran, it stopped part-way or has a bug and left packages out; where "
+        "an installed package's own code imports {module}, that release may have shipped without it",
         "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is "
         "installed, check whether {module} moved between its versions; if {top} belongs to the project you run, run "
         "from the project's root (or `pip install -e .` there), update the project to its latest commit, or use the "
-        "script its README names for this model (an old example may import what the project no longer has)",
+        "script its README names for this model (an old example may import what the project no longer has); after an "
+        "installer or setup script, read its output for the first step that failed and run it again, or take the "
+        "project's fixed installer (its latest release); for a package's own missing module, install its release "
+        "before, or the fixed one its issues name",
     ),
     _f(
         "model-class",

@@ -1146,6 +1146,7 @@ MADE_UP_44 = [
     # after the sixth draw (the rest of its readings): a loss printed as `loss nan`, a library's own module run from a
     # source checkout, the master port taken in torch's capitalised words
     ("epoch 1/3  step 20/39  loss nan  lr 2e-05\n", "nan-loss", "a lower learning rate"),
+    ("12:00:01-455170 ERROR    Could not load torch: No module named 'torch'\n", "module-missing", "fixed installer"),
     (
         '  File "/home/u/peft/src/peft/tuners/lora/model.py", line 9, in _create_new_module\n'
         "    raise ValueError(msg)\n"
