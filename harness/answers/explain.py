@@ -1563,14 +1563,15 @@ KEYS_STEP = (
     "compare a few missing with a few unexpected names: where they differ by a prefix, strip or add it before "
     "load_state_dict; where the checkpoint is one part (an image tower), load it into that submodule or through the "
     "option the library has for it; where it is another architecture, build the model with the code and config it "
-    "came from; `strict=False` hides the difference, it does not load the weights"
+    "came from; `strict=False` skips the names that differ, which is right only where those weights are meant to "
+    "stay as the model initialises them"
 )
 
 
 def _state_keys(answer: Answer, tail: str) -> Answer:
     """A state dict loaded with names the model does not have and no size mismatch: another model, part or wrapper
     than the checkpoint's; else the answer as it is."""
-    if not KEYS_DIFFER.search(tail) or SIZES_DIFFER.search(tail):
+    if answer.family != "shape-mismatch" or not KEYS_DIFFER.search(tail) or SIZES_DIFFER.search(tail):
         return answer
     return dataclasses.replace(answer, family="state-dict-keys", cause=KEYS_CAUSE, step=KEYS_STEP)
 
