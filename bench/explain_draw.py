@@ -7,15 +7,15 @@ merge the readers' judgements into judged.json.
     python bench/explain_draw.py split OUTDIR --readers N [--parts PART ...] [--seed S]
     python bench/explain_draw.py merge OUTDIR
 
-check: each kept report of the parts (DIR/PART.jsonl, default /work/kb-drafts/accuracy) against every thread the
-set excludes (bench/explain-threads/, the set's own parts and threads lists, the base's citations, the writers'
-lists in DIR/../issue44*/), against the other parts, and for a log of fewer than 3 non-blank lines and missing
-fields; exit 1 where any report is flagged (drop it with add --drop). add: the kept reports and the threads lists
-into bench/explain-accuracy/. split: the reports (url, log, cause, fix_direction only) shuffled into N files for N
-readers, with JUDGE.md and the family texts (judged-families.md as bench/explain_accuracy.py writes them); with
---parts, the earlier judgements that still hold (the family texts unchanged since judged.json) as
-OUTDIR/earlier-judged.json. merge: OUTDIR/*-judged.json into judged.json, once every report of the set has
-exactly one judgement naming only families of those texts; else exit 1 and nothing is written.
+check: each kept report of the parts (DIR/PART.jsonl, default /work/kb-drafts/accuracy) against every thread the set
+excludes (bench/explain-threads/, the set's own parts and threads lists, the base's citations, the writers' lists in
+DIR/../issue44*/), against the other parts (their reports and their threads lists), and for a log of fewer than 3
+non-blank lines and missing fields; exit 1 where any report is flagged (drop it with add --drop). add: the kept
+reports and the threads lists into bench/explain-accuracy/. split: the reports (url, log, cause, fix_direction only)
+shuffled into N files for N readers, with JUDGE.md and the family texts (judged-families.md as
+bench/explain_accuracy.py writes them); with --parts, the earlier judgements that still hold (the family texts
+unchanged since judged.json) as OUTDIR/earlier-judged.json. merge: OUTDIR/*-judged.json into judged.json, once every
+report of the set has exactly one judgement naming only families of those texts; else exit 1 and nothing is written.
 """
 
 from __future__ import annotations
@@ -56,9 +56,20 @@ def excluded(drafts: Path, parts: list[str]) -> set[str]:
     return {norm(u) for f in files for u in URL.findall(f.read_text(encoding="utf-8", errors="replace"))}
 
 
+def looked_at(drafts: Path, parts: list[str]) -> dict[str, set[str]]:
+    """{thread: the parts of this draw whose threads lists have it} (a part that is missing lists nothing)."""
+    found: dict[str, set[str]] = {}
+    for part in parts:
+        listed = drafts / f"{part}-threads.txt"
+        text = listed.read_text(encoding="utf-8", errors="replace") if listed.is_file() else ""
+        for url in URL.findall(text):
+            found.setdefault(norm(url), set()).add(part)
+    return found
+
+
 def check(drafts: Path, parts: list[str]) -> list[str]:
     """A line per flagged report: PART:LINE URL and why."""
-    out, seen, ex = [], {}, excluded(drafts, parts)
+    out, seen, ex, listed = [], {}, excluded(drafts, parts), looked_at(drafts, parts)
     for part in parts:
         for n, line in enumerate((drafts / f"{part}.jsonl").read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
@@ -72,6 +83,12 @@ def check(drafts: Path, parts: list[str]) -> list[str]:
             url = norm(rec.get("url", ""))
             why += ["excluded (an earlier list or the base has it)"] if url in ex else []
             why += [f"also in part {seen[url]}"] if url in seen else []
+            others = sorted(listed.get(url, set()) - {part})
+            why += (
+                [f"looked at by part {', '.join(others)} too (each part leaves a thread another has listed)"]
+                if others
+                else []
+            )
             seen.setdefault(url, part)
             lines = sum(1 for x in str(rec.get("log", "")).splitlines() if x.strip())
             why += [f"a log of {lines} non-blank line(s)"] if lines < 3 else []

@@ -72,3 +72,19 @@ def test_split_with_parts_keeps_the_earlier_judgements_only_while_the_family_tex
     texts.write_text("## a-family that changed\n", encoding="utf-8")
     assert explain_draw.keep_earlier(tmp_path / "again", ["bn"]) == 0
     assert not (tmp_path / "again" / "earlier-judged.json").exists()
+
+
+def test_check_flags_a_kept_thread_another_part_of_the_draw_had_looked_at(tmp_path):
+    """TEST INPUTS, made up: part zz3 keeps a thread part zz4 had listed (and left); zz4's own listed thread is not
+    flagged for being in its own list."""
+    one, two = (
+        "https://github.com/example-org/example-repo/issues/3",
+        "https://github.com/example-org/example-repo/issues/4",
+    )
+    (tmp_path / "zz3.jsonl").write_text(json.dumps(_report(one)) + "\n")
+    (tmp_path / "zz3-threads.txt").write_text(one + "\n")
+    (tmp_path / "zz4.jsonl").write_text(json.dumps(_report(two)) + "\n")
+    (tmp_path / "zz4-threads.txt").write_text(two + "\n" + one + "#issuecomment-1\n")
+    flagged = explain_draw.check(tmp_path, ["zz3", "zz4"])
+    assert [line.split(" ", 1)[0] for line in flagged] == ["zz3:1"]
+    assert "looked at by part zz4 too" in flagged[0]
