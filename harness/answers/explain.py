@@ -118,6 +118,14 @@ LIBRARY_CHECKOUT = re.compile(
     r"/(transformers|peft|trl|accelerate|deepspeed|diffusers|bitsandbytes)/(?!examples/|scripts/|tests?/|docs/)"
     r"(?:[\w.-]+/){0,6}[\w.-]+\.py$"
 )
+
+
+def _library_dir(path: str):
+    """The match naming the library whose code `path` is: an installed package (PACKAGE_DIR) or a library's source
+    checkout (LIBRARY_CHECKOUT); group 1 is its name. None for a project's file or Python's own."""
+    return PACKAGE_DIR.search(path) or LIBRARY_CHECKOUT.search(path)
+
+
 # Python's own modules, <frozen ...>, eggs
 PYTHON_OWN = re.compile(
     r"^<|/lib/python\d[\d.]*/[^/]+\.py$|/lib/python\d[\d.]*/(?!site-packages|dist-packages)[^/]+/|\.egg/"
@@ -266,12 +274,12 @@ def _where_raised(text: str, facts: Facts) -> tuple[str, str] | None:
         at = text.rfind(raised[0].rsplit(".", 1)[-1] + ":")
         frames = [frame_path(m) for m in FRAME.finditer(text[max(0, at - 20000) : at if at > 0 else len(text)])]
         last = frames[-1].replace("\\", "/") if frames else ""
-        remote, installed = REMOTE_CODE.search(last), PACKAGE_DIR.search(last)
+        remote, installed = REMOTE_CODE.search(last), _library_dir(last)
         facts.framework = next(reversed(FRAMEWORK_DIR.findall(last)), None) if not remote else None
         if remote:
             facts.remote_model = "/".join(p for p in remote.group(1).split("/") if not re.fullmatch(r"[0-9a-f]{40}", p))
-        elif installed or LIBRARY_CHECKOUT.search(last):
-            facts.package = (installed or LIBRARY_CHECKOUT.search(last)).group(1)
+        elif installed:
+            facts.package = installed.group(1)
         elif last and not PYTHON_OWN.search(last):
             facts.project_file = last.rsplit("/", 1)[-1]
     return raised
@@ -1484,7 +1492,7 @@ def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
     caller = "code the log does not show"
     for m in reversed(list(FRAME.finditer(tail))):
         path = frame_path(m).replace("\\", "/")
-        installed = PACKAGE_DIR.search(path) or LIBRARY_CHECKOUT.search(path)
+        installed = _library_dir(path)
         if (installed and installed.group(1) == pkg) or PYTHON_OWN.search(path):
             continue
         caller = installed.group(1) if installed else path.rsplit("/", 1)[-1]
