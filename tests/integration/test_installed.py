@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import home
+
 from conftest import ROOT, call_compat, network_cut
 
 pytestmark = pytest.mark.integration
@@ -99,15 +101,23 @@ def test_the_wheel_carries_compats_data_and_the_sdist_its_sources(installed):
     assert installed["package"].parts[-2] == "site-packages"  # the installed copy, not this checkout
 
 
-def test_recommend_fit_and_explain_answer_outside_a_checkout_as_in_it(installed):
-    """Byte for byte what the checkout answers: the same data and published records."""
+def test_recommend_fit_and_explain_answer_outside_a_checkout_as_in_it(installed, tmp_path):
+    """Byte for byte what the checkout answers: the same data and published records. The checkout is read as cloned
+    (COMPAT_HOME: its matrix/ and published results/, without the user's own runs in results/local/, which a
+    `tox -e quick` before the tests leaves there and the installed copy does not see)."""
     compat, here = installed["compat"], installed["elsewhere"]
+    cloned = tmp_path / "cloned"
+    (cloned / "results").mkdir(parents=True)
+    (cloned / "matrix").symlink_to(ROOT / "matrix")
+    for published in (ROOT / "results").iterdir():
+        if published.name != home.LOCAL:
+            (cloned / "results" / published.name).symlink_to(published)
     for args in (
         ["recommend", "--gpu", "P4", "--format", "json"],
         ["recommend", "--gpu", "A100", "--gpus", "4", "--method", "full"],
         ["fit", "--model-size", "7B", "--gpu", "T4", "--format", "json"],
     ):
-        got, want = compat(*args), call_compat(*args)
+        got, want = compat(*args), call_compat(*args, env={"COMPAT_HOME": str(cloned)})
         assert got.returncode == 0, got.stderr
         assert got.stdout == want.stdout and got.stdout
     log = here / "train.log"
