@@ -329,11 +329,13 @@ FAMILIES = (
     ),
     # a compiled module checks NumPy's C API version when it loads: built against a newer NumPy than the one
     # installed, it refuses ("module compiled against API version 0x10 but this version of numpy is 0xe"); built
-    # against another one, its array structs differ in size ("numpy.dtype size changed")
+    # against another one, its array structs differ in size ("numpy.dtype size changed"); its import_array() then
+    # raises "numpy.core.multiarray failed to import" (https://numpy.org/doc/stable/user/troubleshooting-importerror.html)
     _f(
         "numpy-abi",
         r"module compiled against (?:ABI|API) version 0x[0-9a-fA-F]{1,8} but this version of numpy is "
-        r"0x[0-9a-fA-F]{1,8}|numpy\.(?:dtype|ndarray) size changed, may indicate binary incompatibility",
+        r"0x[0-9a-fA-F]{1,8}|numpy\.(?:dtype|ndarray) size changed, may indicate binary incompatibility"
+        r"|numpy\.core\.(?:_multiarray_umath|multiarray|umath) failed to import",
         "a compiled module (a package's C extension) was built against another NumPy than the one installed now: "
         "installing or pinning one package moved numpy to an older or newer release than the one the others' wheels "
         "were built for",
@@ -488,12 +490,15 @@ FAMILIES = (
         r"No module named '(?P<ext>(?:[\w.]{1,100}\.)?(?:_C|_ext|[A-Za-z]\w{0,60}_(?:cuda|ext|C|cpp|kernels?)))'",
         "{ext} is the compiled (C++/CUDA) part of a package or repository, and it was not built or not installed: "
         "a source install that skipped or failed its extension build (no CUDA toolkit or GPU seen at install time, "
-        "the build option not given), a pure-Python wheel, or a build left in another folder than the one imported",
+        "the build option not given), a pure-Python wheel, or a build left in another folder than the one imported "
+        "(Python run from inside the package's source folder imports that unbuilt folder, not the installed copy)",
         "reinstall that package with its extension built, in the environment that runs the job: a prebuilt wheel made "
         "for your torch, CUDA and Python, or a source build with nvcc and CUDA_HOME of torch's CUDA (`pip install "
         "--no-build-isolation ...`, with the build option its README names, such as apex's --cuda_ext or "
         "MMCV_WITH_OPS=1; a repository's own ops: its `python setup.py develop` or `build_ext --inplace` step); "
-        'read the build output for its first error; then `python -c "import {ext}"` must pass',
+        'read the build output for its first error; then `python -c "import {ext}"` must pass; where the '
+        "traceback's path for it is the package's source folder and the package is installed, run from another "
+        "directory",
     ),
     _f(
         "module-missing",
@@ -542,8 +547,10 @@ FAMILIES = (
         r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
         "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
         "added after it; or {callee} is overridden in your code or in a model's own code (trust_remote_code) written "
-        "for an older release that did not pass {arg}",
-        "find which library defines {callee} ({pkg}) and compare its version ({v_pkg}) with the one "
+        "for an older release that did not pass {arg}; or {arg} is misspelled where you gave it (a command-line "
+        "option or config key passed on to {callee} as a keyword)",
+        "check {arg}'s spelling against the options {callee} takes, where you set it; find which library defines "
+        "{callee} ({pkg}) and compare its version ({v_pkg}) with the one "
         "your code or config was written for; rename or drop {arg}, or install that version; if a model's own code "
         "defines {callee}, take the model repository's latest revision or the transformers version it names",
     ),
@@ -632,11 +639,13 @@ FAMILIES = (
         r"associated with a value",
         "{name} is used where it was never defined: most often the code imports it only when an optional package is "
         "installed (a guarded import), and that package is missing or too old to have {name}; or the code sets {name} "
-        "only in some branches (for some models or options) and this run took another; else the release of {pkg} "
-        "that raised it has a bug",
+        "only in some branches (for some models or options) and this run took another; in your own script or "
+        "notebook, a misspelled name or a cell that defines it not run (again, after a restart); else the release of "
+        "{pkg} that raised it has a bug",
         "look where the raising code defines {name}: an import (inside try/except or an availability check) names "
         "the package to install or upgrade in the environment that runs the job; an assignment inside if/elif means "
-        "that code does not handle this model or option: update the project, or use a model or option it names; if "
+        "that code does not handle this model or option: update the project, or use a model or option it names; in "
+        "your own code, compare {name} with the name you defined and run the cell that defines it first; if "
         "{name} is {pkg}'s own, upgrade {pkg} ({v_pkg}) or go back to the release before",
     ),
     _f(
@@ -903,14 +912,16 @@ FAMILIES = (
     _f(
         "build-header",
         r"fatal error: (?P<header>[\w./+-]{1,200}): No such file or directory|fatal error: '(?P<header2>[\w./+-]"
-        r"{1,200})' file not found",
-        "compiling a native extension failed: the header {header}{header2} is not in the toolchain it builds with: a "
-        "CUDA toolkit older than the package's kernels need (cuda/ headers come with the toolkit), Python's "
-        "development headers (Python.h) or another library's -dev package not installed, or the build found another "
-        "CUDA than torch's",
+        r"{1,200})' file not found|fatal error C1083: Cannot open include file: '(?P<header3>[\w./+-]{1,200})'",
+        "compiling a native extension failed: the header {header}{header2}{header3} is not in the toolchain it builds "
+        "with: a CUDA toolkit older than the package's kernels need (cuda/ headers come with the toolkit), Python's "
+        "development headers (Python.h) or another library's -dev package not installed, on Windows a Visual Studio "
+        "Build Tools install without its C++ workload or Windows SDK (the C runtime's headers), or the build found "
+        "another CUDA than torch's",
         "install a prebuilt wheel of the package for your torch and CUDA, or its release before, which still builds "
         "with your toolkit; else install what provides the header: the CUDA toolkit version the package asks for "
-        "(`nvcc --version` shows the one used, CUDA_HOME selects it), python3-dev, or the library's -dev package",
+        "(`nvcc --version` shows the one used, CUDA_HOME selects it), python3-dev, or the library's -dev package; on "
+        'Windows, the Build Tools\' "Desktop development with C++" workload with a Windows SDK',
     ),
     # torch's own libraries (libtorch_cuda_cpp.so, libc10_cuda.so ...) differ between its releases and builds: an
     # extension that asks for one this torch lacks was built for another torch
@@ -1419,7 +1430,9 @@ def _classify_log(text: str, facts: Facts) -> Answer:
     ):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
     if answer.family == "shape-mismatch":
-        return _state_keys(_vocabulary(answer, tail), tail)
+        return _head_size(_state_keys(_vocabulary(answer, tail), tail), tail)
+    if answer.family == "import-name":
+        return _project_import(answer, tail)
     if answer.family == "module-missing":
         return _mismatched(answer, tail, facts)
     if answer.family == "file-missing":
@@ -1582,6 +1595,80 @@ def _state_keys(answer: Answer, tail: str) -> Answer:
     if answer.family != "shape-mismatch" or not KEYS_DIFFER.search(tail) or SIZES_DIFFER.search(tail):
         return answer
     return dataclasses.replace(answer, family="state-dict-keys", cause=KEYS_CAUSE, step=KEYS_STEP)
+
+
+# a size mismatch in the output layer alone (a classifier's, a detector's box head): a checkpoint trained for another
+# number of labels (huggingface/transformers#20327: 9 labels into a model built for 5; transformers' own hint names
+# ignore_mismatched_sizes, https://huggingface.co/docs/transformers/main_classes/model)
+MISMATCHED_KEY = re.compile(r"size mismatch for ([\w.]{1,200}):")
+HEAD_KEY = re.compile(
+    r"(?:^|\.)(?:classifier|score|qa_outputs|fc|head|cls_score|bbox_pred|logits)(?:\.\w{1,40})?\.(?:weight|bias)$"
+)
+HEAD_CAUSE = (
+    "the checkpoint's output layer ({key}) was trained for another number of classes or labels than the model built "
+    "now: the number of labels (num_labels, num_classes) the model is built with differs from the checkpoint's"
+)
+HEAD_STEP = (
+    "to fine-tune on your own labels, load the checkpoint without that layer so that it starts fresh: in "
+    "transformers `from_pretrained(..., num_labels=N, ignore_mismatched_sizes=True)`; in plain torch, drop its keys "
+    "from the state dict and load the rest with `load_state_dict(..., strict=False)`; to use the checkpoint's layer "
+    "as trained, build the model with the checkpoint's number of labels (its config's id2label)"
+)
+
+
+def _head_size(answer: Answer, tail: str) -> Answer:
+    """A state-dict size mismatch in the output layer alone (HEAD_KEY): a checkpoint trained for another number of
+    labels; else the answer as it is."""
+    keys = MISMATCHED_KEY.findall(tail)
+    if answer.family != "shape-mismatch" or not keys or not all(HEAD_KEY.search(k) for k in keys):
+        return answer
+    return dataclasses.replace(answer, family="head-size", cause=HEAD_CAUSE.format(key=keys[0]), step=HEAD_STEP)
+
+
+# "cannot import name 'X' from 'scripts.mergers.mergers' (.../sd-webui-supermerger/scripts/mergers/mergers.py)": Python
+# names the file it imported; where that file is of the same project tree as the file importing it, not an installed
+# package, the project's own files disagree (hako-mikan/sd-webui-supermerger#160: an update shipped a stale
+# mergers.py)
+IMPORT_FROM_FILE = re.compile(
+    r"cannot import name '(?P<name>[\w.]{1,100})' from '(?P<module>[\w.]{1,100})' \((?P<path>[^()\n]{1,400}\.py)\)"
+)
+PROJECT_IMPORT_CAUSE = (
+    "{module} is a module of the project itself ({root}), and it has no {name}: the project's files are from "
+    "different versions: an update that replaced some files and not others (a stale or locally edited file, an "
+    "update that shipped one file late), a file copied in from another release, or a script newer than its modules; "
+    "or {module} defines {name} only when its own imports succeed (a try/except around them hides that error)"
+)
+PROJECT_IMPORT_STEP = (
+    "bring the whole project to one version: in its folder, `git status` shows files you changed and `git pull` "
+    "updates the rest (or clone or install it again from its latest release); if that release itself lacks {name}, "
+    "take the commit before, or the fix its issues name; where the files agree, import {module} on its own "
+    '(`python -c "import {module}"` in the project\'s folder) to see an error it hides'
+)
+
+
+def _project_import(answer: Answer, tail: str) -> Answer:
+    """A name missing from a module of the same project tree as the file importing it (IMPORT_FROM_FILE): the
+    project's files disagree, not a library's release; else the answer as it is."""
+    found = list(IMPORT_FROM_FILE.finditer(tail))
+    if not found:
+        return answer
+    m = found[-1]
+    path = m.group("path").replace("\\", "/")
+    if _library_dir(path) or PYTHON_OWN.search(path) or path.startswith("..."):
+        return answer
+    module = m.group("module").replace(".", "/")
+    root = next((path[: -len(end)] for end in (f"/{module}.py", f"/{module}/__init__.py") if path.endswith(end)), None)
+    frames = (frame_path(f).replace("\\", "/") for f in FRAME.finditer(tail[: m.start()]))
+    importers = [f for f in frames if not PYTHON_OWN.search(f)]
+    if not root or not importers or not importers[-1].startswith(root + "/"):
+        return answer
+    said = _Fields(module=m.group("module"), name=m.group("name"), root=root.rsplit("/", 1)[-1] or root)
+    return dataclasses.replace(
+        answer,
+        family="project-import",
+        cause=PROJECT_IMPORT_CAUSE.format_map(said),
+        step=PROJECT_IMPORT_STEP.format_map(said),
+    )
 
 
 def _vocabulary(answer: Answer, tail: str) -> Answer:

@@ -1155,6 +1155,40 @@ MADE_UP_44 = [
         "peft",
     ),
     ("RuntimeError: Address already in use\n", "rendezvous", "port"),
+    # after the seventh draw (bw–cd): NumPy's import_array() failing; MSVC's missing header; a module of the project's
+    # own tree without the name; a classifier's head trained for another number of labels; a misspelled keyword; a
+    # name a notebook never defined; a package's compiled part missing where its source folder is imported
+    ("ImportError: numpy.core.multiarray failed to import\n", "numpy-abi", "built against another NumPy"),
+    (
+        "C:\\src\\ext\\kernel.cpp(3): fatal error C1083: Cannot open include file: 'io.h': No such file or directory\n",
+        "build-header",
+        "Desktop development with C++",
+    ),
+    (
+        '  File "/home/me/proj/train.py", line 3, in <module>\n'
+        "    from proj.utils.helpers import build_loader\n"
+        "ImportError: cannot import name 'build_loader' from 'proj.utils.helpers' "
+        "(/home/me/proj/proj/utils/helpers.py)\n",
+        "project-import",
+        "git pull",
+    ),
+    (
+        "RuntimeError: Error(s) in loading state_dict for ResNet:\n"
+        "\tsize mismatch for fc.weight: copying a param with shape torch.Size([1000, 512]) from checkpoint, the shape "
+        "in current model is torch.Size([10, 512]).\n"
+        "\tsize mismatch for fc.bias: copying a param with shape torch.Size([1000]) from checkpoint, the shape in "
+        "current model is torch.Size([10]).\n",
+        "head-size",
+        "strict=False",
+    ),
+    ("TypeError: train() got an unexpected keyword argument 'learnig_rate'\n", "unexpected-kwarg", "spelling"),
+    (
+        '  File "/tmp/ipykernel_31/1234.py", line 2, in <module>\n    loader = make_loader(ds)\n'
+        "NameError: name 'make_loader' is not defined\n",
+        "name-not-defined",
+        "misspelled name",
+    ),
+    ("ModuleNotFoundError: No module named 'mypkg._C'\n", "extension-not-built", "run from another directory"),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1334,12 +1368,12 @@ NEAR_MISSES_44 = [
     ),
     # a CUDA build's no-kernel error keeps its family: the guess is for a CUDA error that names no cause
     ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n", "cuda-error"),
-    # after the fifth draw: a module whose name only contains cuda; conda that solved; NumPy's import error with no
-    # version check; a cuDNN status error; torch's own CPU build (no-gpu-visible's)
+    # after the fifth draw: a module whose name only contains cuda; conda that solved; a cuDNN status error; torch's
+    # own CPU build (no-gpu-visible's). (NumPy's "numpy.core.multiarray failed to import" was a near-miss here until
+    # the seventh draw: it is what import_array() raises when the C API check fails, numpy-abi's own cause)
     ("ModuleNotFoundError: No module named 'torch_cuda_utils'\n", "extension-not-built"),
     ("ModuleNotFoundError: No module named 'pycuda'\n", "extension-not-built"),
     ("Solving environment: done\nImportError: cannot import name 'x' from 'y'\n", "conda-unsolvable"),
-    ("ImportError: numpy.core.multiarray failed to import\n", "numpy-abi"),
     ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n", "cudnn-version"),
     ("AssertionError: Torch not compiled with CUDA enabled\n", "device-not-built"),
     (
@@ -1412,6 +1446,35 @@ NEAR_MISSES_44 = [
     ("TypeError: type object argument after * must be an iterable, not NoneType\n", "attribute-missing"),
     ("ValueError: KeyError(\"'Tensor' object has no attribute 'cast'\")\n", "attribute-missing"),
     ("OSError: [Errno 97] Address family not supported by protocol\n", "rendezvous"),
+    # after the seventh draw: an installed package without the name (import-name's); a module of another tree than the
+    # importing file; a mismatch in the body and the head at once; the embeddings' rows (vocab-resized's); another
+    # compiler error of MSVC's
+    (
+        '  File "/home/me/proj/train.py", line 3, in <module>\n    from transformers import Foo\n'
+        "ImportError: cannot import name 'Foo' from 'transformers' "
+        "(/usr/lib/python3.11/site-packages/transformers/__init__.py)\n",
+        "project-import",
+    ),
+    (
+        '  File "/home/me/proj/train.py", line 3, in <module>\n    from lab.rl import make_cfg\n'
+        "ImportError: cannot import name 'make_cfg' from 'lab.rl' (/opt/lab/source/lab/rl/__init__.py)\n",
+        "project-import",
+    ),
+    (
+        "RuntimeError: Error(s) in loading state_dict for Net:\n"
+        "\tsize mismatch for encoder.0.weight: copying a param with shape torch.Size([64, 3]) from checkpoint, the "
+        "shape in current model is torch.Size([32, 3]).\n"
+        "\tsize mismatch for classifier.weight: copying a param with shape torch.Size([9, 64]) from checkpoint, the "
+        "shape in current model is torch.Size([5, 32]).\n",
+        "head-size",
+    ),
+    (
+        "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n"
+        "\tsize mismatch for lm_head.weight: copying a param with shape torch.Size([32001, 4096]) from checkpoint, the "
+        "shape in current model is torch.Size([32000, 4096]).\n",
+        "head-size",
+    ),
+    ("fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version!\n", "build-header"),
 ]
 
 
@@ -2607,6 +2670,123 @@ REAL_44 = [
         "package-needed",
         "sentence_transformers",
     ),
+    # after the seventh draw (bw–cd; its misses, development since)
+    # TEST INPUT: https://github.com/tflearn/tflearn/issues/1
+    # (TensorFlow built against a newer NumPy than a system one shadowing it)
+    (
+        (
+            ">>> import tensorflow as tf\n"
+            "RuntimeError: module compiled against API version a but this version of numpy is 9\n"
+            "...\n"
+            "    _pywrap_tensorflow = swig_import_helper()\n"
+            '  File "/home/mvg/tensorflow/_python_build/tensorflow/python/pywrap_tensorflow.py", line 2'
+            "4, in swig_import_helper\n"
+            "    _mod = imp.load_module('_pywrap_tensorflow', fp, pathname, description)\n"
+            "ImportError: numpy.core.multiarray failed to import"
+        ),
+        "numpy-abi",
+        "built against another NumPy",
+    ),
+    # TEST INPUT: https://github.com/voicepaw/so-vits-svc-fork/issues/111 (Build Tools without the C runtime's headers)
+    (
+        (
+            " C:\\Program Files (x86)\\Microsoft Visual Studio\\2022\\BuildTools\\VC\\Tools\\MSVC\\14.35.32215\\"
+            "include\\yvals.h(17): fatal error C1083: Cannot open include file: 'crtdbg.h': No such file"
+            " or directory\n"
+            "      error: command 'C:\\\\Program Files (x86)\\\\Microsoft Visual Studio\\\\2022\\\\BuildTools\\\\"
+            "VC\\\\Tools\\\\MSVC\\\\14.35.32215\\\\bin\\\\HostX86\\\\x64\\\\cl.exe' failed with exit code 2\n"
+            "      [end of output]\n"
+            "\n"
+            "  note: This error originates from a subprocess, and is likely not a problem with pip.\n"
+            "  ERROR: Failed building wheel for fairseq\n"
+            "Failed to build fairseq\n"
+            "ERROR: Could not build wheels for fairseq, which is required to install pyproject.toml-bas"
+            "ed projects"
+        ),
+        "build-header",
+        "Desktop development with C++",
+    ),
+    # TEST INPUT: https://github.com/hako-mikan/sd-webui-supermerger/issues/160
+    # (an update that shipped a stale mergers.py)
+    (
+        (
+            "*** Error loading script: supermerger.py\n"
+            "    Traceback (most recent call last):\n"
+            '      File "O:\\AI\\SynologyDrive\\stable-diffusion-webui\\modules\\scripts.py", line 274, in l'
+            "oad_scripts\n"
+            "        script_module = script_loading.load_module(scriptfile.path)\n"
+            '      File "O:\\AI\\SynologyDrive\\stable-diffusion-webui\\modules\\script_loading.py", line 10'
+            ", in load_module\n"
+            "        module_spec.loader.exec_module(module)\n"
+            '      File "<frozen importlib._bootstrap_external>", line 883, in exec_module\n'
+            '      File "<frozen importlib._bootstrap>", line 241, in _call_with_frames_removed\n'
+            '      File "O:\\AI\\SynologyDrive\\stable-diffusion-webui\\extensions\\sd-webui-supermerger\\scr'
+            'ipts\\supermerger.py", line 26, in <module>\n'
+            "        from scripts.mergers.mergers import (TYPESEG, freezemtime, rwmergelog, simggen,sme"
+            "rgegen, blockfromkey, numfromblock)\n"
+            "    ImportError: cannot import name 'numfromblock' from 'scripts.mergers.mergers' (O:\\AI\\S"
+            "ynologyDrive\\stable-diffusion-webui\\extensions\\sd-webui-supermerger\\scripts\\mergers\\merger"
+            "s.py)"
+        ),
+        "project-import",
+        "git pull",
+    ),
+    # TEST INPUT: https://github.com/huggingface/transformers/issues/20327
+    # (a head trained for 9 labels into a model built for 5)
+    (
+        (
+            "RuntimeError: Error(s) in loading state_dict for DistilBertForTokenClassification:\n"
+            "\tsize mismatch for classifier.weight: copying a param with shape torch.Size([9, 768]) from"
+            " checkpoint, the shape in current model is torch.Size([5, 768]).\n"
+            "\tsize mismatch for classifier.bias: copying a param with shape torch.Size([9]) from checkp"
+            "oint, the shape in current model is torch.Size([5]).\n"
+            "\tYou may consider adding `ignore_mismatched_sizes=True` in the model `from_pretrained` met"
+            "hod."
+        ),
+        "head-size",
+        "ignore_mismatched_sizes=True",
+    ),
+    # TEST INPUT: https://github.com/openai/spinningup/issues/76 (--ecp_name for --exp_name)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/home/USER/spinningup/spinup/utils/run_entrypoint.py", line 11, in <module>\n'
+            "    thunk()\n"
+            '  File "/home/USER/spinningup/spinup/utils/run_utils.py", line 162, in thunk_plus\n'
+            "    thunk(**kwargs)\n"
+            "TypeError: ppo() got an unexpected keyword argument 'ecp_name'"
+        ),
+        "unexpected-kwarg",
+        "spelling",
+    ),
+    # TEST INPUT: https://github.com/rasbt/MachineLearning-QandAI-book/issues/24 (a notebook's typo)
+    (
+        (
+            "NameError                                 Traceback (most recent call last)\n"
+            "[<ipython-input-32-edae9be5adce>](https://localhost:8080/#) in <cell line: 1>()\n"
+            "----> 1 imdb_tokenized = imdb_dataset.map(tokenize_text, batched=True, batch_size=None)\n"
+            "\n"
+            "NameError: name 'tokenize_text' is not defined"
+        ),
+        "name-not-defined",
+        "misspelled name",
+    ),
+    # TEST INPUT: https://github.com/Ascend/pytorch/issues/24 (torch_npu's source folder imported)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/data/package/pytorch/torch_npu/__init__.py", line 14, in <module>\n'
+            "    import torch_npu.npu\n"
+            '  File "/data/package/pytorch/torch_npu/npu/__init__.py", line 111, in <module>\n'
+            "    from .utils import (synchronize, device_count, can_device_access_peer, set_device, cur"
+            "rent_device, get_device_name,\n"
+            '  File "/data/package/pytorch/torch_npu/npu/utils.py", line 11, in <module>\n'
+            "    import torch_npu._C\n"
+            "ModuleNotFoundError: No module named 'torch_npu._C'"
+        ),
+        "extension-not-built",
+        "run from another directory",
+    ),
     # after the sixth draw (bo–bv; its misses, development since)
     # TEST INPUT: https://github.com/UKPLab/emnlp2017-bilstm-cnn-crf/issues/33
     # (a UTF-8 embeddings file read with Windows' gbk)
@@ -3031,6 +3211,34 @@ REAL_44 = [
     ),
 ]
 REAL_NEAR_MISSES_44 = [
+    # TEST INPUT: https://github.com/DeepRoboticsLab/rl_training/issues/33
+    # (a name missing from IsaacLab's source tree, imported by another project: a library's release)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            "\n"
+            'File "/home/tk/rl_training/scripts/reinforcement_learning/rsl_rl/train.py", line 102, in \n'
+            "\n"
+            "from isaaclab_rl.rsl_rl import RslRlOnPolicyRunnerCfg, RslRlVecEnvWrapper, handle_deprecat"
+            "ed_rsl_rl_cfg\n"
+            "\n"
+            "ImportError: cannot import name 'handle_deprecated_rsl_rl_cfg' from 'isaaclab_rl.rsl_rl' ("
+            "/home/tk/IsaacLab_51/source/isaaclab_rl/isaaclab_rl/rsl_rl/init.py)"
+        ),
+        "project-import",
+    ),
+    # TEST INPUT: https://github.com/RUC-GSAI/YuLan-Chat/issues/8
+    # (the embeddings and output layer's rows: the vocabulary)
+    (
+        (
+            "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:\n"
+            "\tsize mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([51200"
+            ", 5120]) from checkpoint, the shape in current model is torch.Size([51190, 5120]).\n"
+            "\tsize mismatch for lm_head.weight: copying a param with shape torch.Size([51200, 5120]) fr"
+            "om checkpoint, the shape in current model is torch.Size([51190, 5120])."
+        ),
+        "head-size",
+    ),
     # TEST INPUT: https://github.com/ZihanWangKi/XClass/issues/5 (a newer transformers' fast tokenizer refusing what
     # old GLUE-processor code passes: a value's type, not an option; after the fourth draw, development)
     (
