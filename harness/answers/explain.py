@@ -419,6 +419,20 @@ FAMILIES = (
         "the project's own code (not under site-packages), update the project to its latest commit: a published file "
         "that does not parse is fixed there",
     ),
+    # a script that imports its own package relatively (`from .data import *`) started as a file: Python's import
+    # system knows no package for it (https://docs.python.org/3/reference/import.html#package-relative-imports;
+    # acbull/pyHGT#12: the repository moved its modules and the example kept the relative import)
+    _f(
+        "relative-import",
+        r"attempted relative import with no known parent package",
+        "the script imports from its own package with a relative import (`from .x import ...`) and was started as a "
+        "file (`python path/to/script.py`), so Python does not know which package it belongs to; or the project "
+        "moved its modules and this script's import was not updated",
+        "run it as a module of its package, from the folder above the package (`python -m package.script`, the form "
+        "the project's README gives), or install the project (`pip install -e .`); if the README runs it as a file, "
+        "update the project to its latest commit (its imports were fixed there) or change the import to the "
+        "absolute one (`from package.x import ...`)",
+    ),
     _f(
         "shadowed-module",
         r"cannot import name '(?P<name>[\w.]{1,100})' from (?:partially initialized module )?"
@@ -438,12 +452,14 @@ FAMILIES = (
         "package-needed",
         r"(?:You need to have|make sure you have|Please make sure you have|Could not import) `?(?P<need>[A-Za-z][\w.-]"
         r"{1,60})`? (?:installed|python package)|requires the (?P<need2>[A-Za-z][\w.-]{1,60}) library but it was not "
-        r"found in your environment",
-        "the code needs {need}{need2}, and this environment does not have it (or has it where this Python does not "
-        "look: installed into another environment, or after the process or notebook started)",
-        "install it in the environment that runs the job (`python -m pip install {need}{need2}`), then start the "
-        "process again (in a notebook, restart the runtime: a module imported before the install is not loaded "
-        'again); if it is installed, check that this Python sees it (`python -c "import {need}{need2}"`)',
+        r"found in your environment|No package metadata was found for (?P<need3>[A-Za-z][\w.-]{0,60}\w)",
+        "the code needs {need}{need2}{need3}, and this environment does not have it (or has it where this Python does "
+        "not look: installed into another environment, or after the process or notebook started)",
+        "install it in the environment that runs the job (`python -m pip install {need}{need2}{need3}`), then start "
+        "the process again (in a notebook, restart the runtime: a module imported before the install is not loaded "
+        "again); if it is installed, check that this Python sees it (`python -m pip show {need}{need2}{need3}` with "
+        "the same python); if it does not install on this platform, the model or option that needs it does not run "
+        "here",
     ),
     _f(
         "hub-access",
@@ -507,7 +523,11 @@ FAMILIES = (
         "where {top} is a module of the project itself, not a package, the project's commit and the script disagree "
         "(the module was renamed or not yet added) or the script runs from another folder than the project's; where "
         "the project's installer or setup script ran, it stopped part-way or has a bug and left packages out; where "
-        "an installed package's own code imports {module}, that release may have shipped without it",
+        "an installed package's own code imports {module}, that release may have shipped without it; where {top} is "
+        "a git submodule of the repository (a folder under submodules/ or third_party/), it was not cloned; or the "
+        "import misspells the package's name",
+        "check the name's spelling first (a misspelled name can install an unrelated package); for a git submodule "
+        "of the repository, `git submodule update --init --recursive`, then install it as the README says; else "
         "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is "
         "installed, check whether {module} moved between its versions; if {top} belongs to the project you run, run "
         "from the project's root (or `pip install -e .` there), update the project to its latest commit, or use the "
@@ -544,7 +564,8 @@ FAMILIES = (
     ),
     _f(
         "unexpected-kwarg",
-        r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'",
+        r"(?P<callee>[\w.]{1,100})\(\) got an unexpected keyword argument '(?P<arg>\w{1,100})'"
+        r"|'(?P<arg2>\w{1,100})' is an invalid keyword argument for (?P<callee2>[\w.]{1,100}\(\)|this function)",
         "{callee} does not take {arg}: the argument was renamed or removed in the installed version of its library, or "
         "added after it; or {callee} is overridden in your code or in a model's own code (trust_remote_code) written "
         "for an older release that did not pass {arg}; or {arg} is misspelled where you gave it (a command-line "
@@ -894,11 +915,13 @@ FAMILIES = (
         "for empty or masked-out examples; if the project's own recipe diverges unchanged, update the project to its "
         "latest release or commit and search its issues",
     ),
+    # a file's first bytes are not its format's magic number: torch's legacy loader ("Invalid magic number; corrupt
+    # file?"), DGL's graph files (anonymousaabc/DRGCN#2: a stored dataset re-downloaded)
     _f(
         "corrupt-file",
         r"Error while deserializing header: (?:HeaderTooLarge|MetadataIncompleteBuffer|InvalidHeaderDeserialization)"
         r"|PytorchStreamReader failed reading zip archive|invalid load key, '(?P<key>[^']{1,4})'"
-        r"|incomplete metadata, file not fully covered",
+        r"|incomplete metadata, file not fully covered|[Ii]nvalid magic number|Check failed: magic\w{0,20} ?==",
         "a model or checkpoint file is not what it should be: a download cut short, a git-lfs pointer left in "
         "its place (git clone without git-lfs: the file starts with 'version https://git-lfs', which reads as "
         "load key 'v'), an HTML error page saved instead (key '<'), or a checkpoint written while the disk filled "
@@ -1422,7 +1445,7 @@ def classify(text: str, facts: Facts) -> Answer:
 
 def _classify_log(text: str, facts: Facts) -> Answer:
     tail = _tail(text)
-    answer = _answer(tail, facts)
+    answer = _bare_import_name(_answer(tail, facts), tail, facts)
     if answer.family in MERGE_SUSPECT and MERGING.search(tail) and QUANTIZED.search(text):
         return dataclasses.replace(answer, family="merge-quantized", cause=MERGE_CAUSE, step=MERGE_STEP)
     if answer.family in ZERO3_SUSPECT and (
@@ -1447,6 +1470,33 @@ def _classify_log(text: str, facts: Facts) -> Answer:
                 step=MODEL_ATTR_STEP.format(**found[-1]),
             )
     return answer
+
+
+# "ImportError: cannot import name SummaryWriter" (Python 2) or "cannot import name 'Checkpoint'" (a REPL, a Python
+# that does not name the module): the module is the one the failing `from M import ...` line names
+# (ai-adv-lab/deepspeech.mxnet#15, pytorch/ignite#1262)
+BARE_IMPORT_NAME = re.compile(r"(?m)^\s{0,20}ImportError: cannot import name '?(?P<name>\w{1,100})'?\s*$")
+
+
+def _bare_import_name(answer: Answer, tail: str, facts: Facts) -> Answer:
+    """A name an import cannot find, where the message does not say from which module: import-name's answer with the
+    module of the last `from M import ... NAME` line above it; else the answer as it is."""
+    found = list(BARE_IMPORT_NAME.finditer(tail)) if answer.family in GUESSES else []
+    if not found:
+        return answer
+    name = found[-1].group("name")
+    above = re.findall(r"\bfrom ([\w.]{1,100}) import [^\n]{0,300}?\b" + name + r"\b", tail[: found[-1].start()])
+    if not above:
+        return answer
+    family = next(f for f in FAMILIES if f.name == "import-name")
+    fields = _fields(family.pattern.search(f"cannot import name '{name}' from '{above[-1]}'"), facts)
+    return dataclasses.replace(
+        answer,
+        family="import-name",
+        matched=found[-1].group(0).strip()[:200],
+        cause=family.cause.format_map(fields),
+        step=family.step.format_map(fields),
+    )
 
 
 def _first_failure(text: str, tail: str, facts: Facts) -> tuple[str, Facts] | None:
@@ -1646,20 +1696,44 @@ PROJECT_IMPORT_STEP = (
 )
 
 
+SELF_IMPORT_CAUSE = (
+    "the installed {pkg} cannot import {name} from its own module {module}: its files are from different releases or "
+    "its install is incomplete (an upgrade or uninstall cut short, two installs of it in one environment, a release "
+    "that shipped without that part or without its compiled part)"
+)
+SELF_IMPORT_STEP = (
+    "reinstall {pkg} at the version your project pins (its requirements file: `python -m pip install "
+    "--force-reinstall --no-deps {pkg}==VERSION`), after removing any second copy (`pip uninstall {pkg}` until none "
+    "is left; conda's too); if a fresh install of that release still fails, the release is broken: install the one "
+    "before, or the fixed one its issues name"
+)
+
+
 def _project_import(answer: Answer, tail: str) -> Answer:
     """A name missing from a module of the same project tree as the file importing it (IMPORT_FROM_FILE): the
-    project's files disagree, not a library's release; else the answer as it is."""
+    project's files disagree, not a library's release. An installed package that imports a name from itself and
+    lacks it is an incomplete install or release of that package (nerfstudio-project/nerfstudio#1405:
+    nerfacc 0.3.4's wheel without its csrc backend). Else the answer as it is."""
     found = list(IMPORT_FROM_FILE.finditer(tail))
     if not found:
         return answer
     m = found[-1]
     path = m.group("path").replace("\\", "/")
-    if _library_dir(path) or PYTHON_OWN.search(path) or path.startswith("..."):
+    frames = (frame_path(f).replace("\\", "/") for f in FRAME.finditer(tail[: m.start()]))
+    importers = [f for f in frames if not PYTHON_OWN.search(f)]
+    installed, by = _library_dir(path), _library_dir(importers[-1]) if importers else None
+    if installed and by and installed.group(1) == by.group(1):
+        said = _Fields(pkg=installed.group(1), module=m.group("module"), name=m.group("name"))
+        return dataclasses.replace(
+            answer,
+            family="package-self-import",
+            cause=SELF_IMPORT_CAUSE.format_map(said),
+            step=SELF_IMPORT_STEP.format_map(said),
+        )
+    if installed or PYTHON_OWN.search(path) or path.startswith("..."):
         return answer
     module = m.group("module").replace(".", "/")
     root = next((path[: -len(end)] for end in (f"/{module}.py", f"/{module}/__init__.py") if path.endswith(end)), None)
-    frames = (frame_path(f).replace("\\", "/") for f in FRAME.finditer(tail[: m.start()]))
-    importers = [f for f in frames if not PYTHON_OWN.search(f)]
     if not root or not importers or not importers[-1].startswith(root + "/"):
         return answer
     said = _Fields(module=m.group("module"), name=m.group("name"), root=root.rsplit("/", 1)[-1] or root)
@@ -1964,7 +2038,7 @@ class _Fields(dict):
 
 def _fields(m, facts: Facts) -> dict:
     groups = {k: v for k, v in m.groupdict().items() if v}
-    for key in ("module", "name"):  # a pattern's other wordings name their groups module2, name2, name3
+    for key in ("module", "name", "callee", "arg"):  # a pattern's other wordings name their groups module2, name2 ...
         for other in (f"{key}2", f"{key}3"):
             if key not in groups and other in groups:
                 groups[key] = groups[other]

@@ -1189,6 +1189,31 @@ MADE_UP_44 = [
         "misspelled name",
     ),
     ("ModuleNotFoundError: No module named 'mypkg._C'\n", "extension-not-built", "run from another directory"),
+    # after the eighth draw (ce–cl): a relative import in a script started as a file; importlib.metadata without the
+    # package; a magic number; Python's other wording of a keyword a function does not take; an installed package
+    # without a name of its own; the module of a bare "cannot import name"
+    ("ImportError: attempted relative import with no known parent package\n", "relative-import", "python -m"),
+    (
+        "importlib.metadata.PackageNotFoundError: No package metadata was found for bitsandbytes\n",
+        "package-needed",
+        "pip install bitsandbytes",
+    ),
+    ("RuntimeError: Invalid magic number; corrupt file?\n", "corrupt-file", "download it again"),
+    ("TypeError: 'foo' is an invalid keyword argument for print()\n", "unexpected-kwarg", "print() does not take foo"),
+    (
+        '  File "/venv/lib/python3.10/site-packages/fastops/cuda/backend.py", line 5, in <module>\n'
+        "    from fastops import _kernels\n"
+        "ImportError: cannot import name '_kernels' from 'fastops' (/venv/lib/python3.10/site-packages/fastops/"
+        "__init__.py)\n",
+        "package-self-import",
+        "--force-reinstall",
+    ),
+    (
+        ">>> from tools.handlers import Saver\nTraceback (most recent call last):\n"
+        "  File \"<stdin>\", line 1, in <module>\nImportError: cannot import name 'Saver'\n",
+        "import-name",
+        "the installed tools.handlers has no Saver",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1475,6 +1500,20 @@ NEAR_MISSES_44 = [
         "head-size",
     ),
     ("fatal error C1189: #error:  -- unsupported Microsoft Visual Studio version!\n", "build-header"),
+    # after the eighth draw: a relative import past the top package; a .pyc's magic number (another Python's bytecode);
+    # a value, not a keyword; a package importing another package's name (import-name's); a bare name with no
+    # `from` line above it
+    ("ImportError: attempted relative import beyond top-level package\n", "relative-import"),
+    ("RuntimeError: Bad magic number in .pyc file\n", "corrupt-file"),
+    ("TypeError: 'dim' is an invalid keyword\n", "unexpected-kwarg"),
+    (
+        '  File "/venv/lib/python3.10/site-packages/peft/utils/other.py", line 5, in <module>\n'
+        "    from transformers import Conv1D\n"
+        "ImportError: cannot import name 'Conv1D' from 'transformers' (/venv/lib/python3.10/site-packages/transformers/"
+        "__init__.py)\n",
+        "package-self-import",
+    ),
+    ("import json\nImportError: cannot import name 'Saver'\n", "import-name"),
 ]
 
 
@@ -2670,6 +2709,145 @@ REAL_44 = [
         "package-needed",
         "sentence_transformers",
     ),
+    # after the eighth draw (ce–cl; its misses, development since)
+    # TEST INPUT: https://github.com/acbull/pyHGT/issues/12
+    # (an example left with a relative import after the repository moved its modules)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train_paper_field.py", line 2, in <module>\n'
+            "    from .data import *\n"
+            "ImportError: attempted relative import with no known parent package"
+        ),
+        "relative-import",
+        "python -m",
+    ),
+    # TEST INPUT: https://github.com/FreedomIntelligence/HuatuoGPT-II/issues/11
+    # (a GPTQ model's auto-gptq, missing on an M1 Mac)
+    (
+        (
+            'File "/Users/iris/PycharmProjects/sino-cdss-customer/llm/huaTuo2_LLM.py", line 31, in load'
+            "_model_tokenizer\n"
+            '    model = AutoModelForCausalLM.from_pretrained(self.model_path, device_map="auto", torch'
+            '_dtype="auto", trust_remote_code=True)\n'
+            ".......\n"
+            "\n"
+            "importlib.metadata.PackageNotFoundError: No package metadata was found for auto-gptq"
+        ),
+        "package-needed",
+        "does not run here",
+    ),
+    # TEST INPUT: https://github.com/anonymousaabc/DRGCN/issues/2 (a stored dataset's invalid DGL files)
+    (
+        (
+            'File "/data/weikai/software/miniconda3/envs/drgat/lib/python3.7/site-packages/ogb/nodeprop'
+            'pred/dataset_dgl.py", line 76, in pre_process\n'
+            "    self.graph, label_dict = load_graphs(pre_processed_file_path)\n"
+            '  File "/data/weikai/software/miniconda3/envs/drgat/lib/python3.7/site-packages/dgl/data/g'
+            'raph_serialize.py", line 175, in load_graphs\n'
+            "    version = _CAPI_GetFileVersion(filename)\n"
+            '  File "dgl/_ffi/_cython/./function.pxi", line 287, in dgl._ffi._cy3.core.FunctionBase.__c'
+            "all__\n"
+            '  File "dgl/_ffi/_cython/./function.pxi", line 222, in dgl._ffi._cy3.core.FuncCall\n'
+            '  File "dgl/_ffi/_cython/./function.pxi", line 211, in dgl._ffi._cy3.core.FuncCall3\n'
+            '  File "dgl/_ffi/_cython/./base.pxi", line 155, in dgl._ffi._cy3.core.CALL\n'
+            "dgl._ffi.base.DGLError: [00:56:20] /opt/dgl/src/graph/serialize/graph_serialize.cc:128: Ch"
+            "eck failed: magicNum == kDGLSerializeMagic (2336927755350992246 vs. 15937764024707752255) "
+            ": Invalid DGL files"
+        ),
+        "corrupt-file",
+        "download it again",
+    ),
+    # TEST INPUT: https://github.com/huggingface/sentence-transformers/issues/1118 (Python 2's open() without encoding)
+    (
+        (
+            "[root@master]# pip install -U sentence-transformers\n"
+            "Collecting sentence-transformers\n"
+            "  Downloading http://mirrors.aliyun.com/pypi/packages/3b/fd/8a81047bbd9fa134a3f27e12937d2a"
+            "487bd49d353a038916a5d7ed4e5543/sentence-transformers-2.0.0.tar.gz (85kB)\n"
+            "    100% |████████████████████████████████| 92kB 6.7MB/s \n"
+            "    Complete output from command python setup.py egg_info:\n"
+            "    Traceback (most recent call last):\n"
+            '      File "<string>", line 1, in <module>\n'
+            '      File "/tmp/pip-build-Pt2IR2/sentence-transformers/setup.py", line 3, in <module>\n'
+            '        with open("README.md", mode="r", encoding="utf-8") as readme_file:\n'
+            "    TypeError: 'encoding' is an invalid keyword argument for this function"
+        ),
+        "unexpected-kwarg",
+        "does not take encoding",
+    ),
+    # TEST INPUT: https://github.com/graphdeco-inria/gaussian-splatting/issues/2
+    # (a repository cloned without its submodules)
+    (
+        (
+            "(gaussian_splatting) C:\\gaussian-splatting>python train.py -s C:\\gaussian-splatting\\data\\d"
+            "ozer\n"
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 16, in <module>\n'
+            "    from gaussian_renderer import render, network_gui\n"
+            '  File "C:\\gaussian-splatting\\gaussian_renderer\\__init__.py", line 14, in <module>\n'
+            "    from diff_gaussian_rasterization import GaussianRasterizationSettings, GaussianRasteri"
+            "zer\n"
+            "ModuleNotFoundError: No module named 'diff_gaussian_rasterization'"
+        ),
+        "module-missing",
+        "git submodule update --init --recursive",
+    ),
+    # TEST INPUT: https://github.com/Lightning-AI/pytorch-lightning/issues/17855 (`import lightening`)
+    (
+        (
+            "ModuleNotFoundError                       Traceback (most recent call last)\n"
+            "Cell In[11], line 6\n"
+            "----> 6 import lightening as L\n"
+            "\n"
+            "ModuleNotFoundError: No module named 'lightening'"
+        ),
+        "module-missing",
+        "spelling",
+    ),
+    # TEST INPUT: https://github.com/nerfstudio-project/nerfstudio/issues/1405
+    # (nerfacc 0.3.4's wheel without its csrc backend)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/home/user/.local/lib/python3.10/site-packages/nerfacc/cuda/_backend.py", line 50,'
+            " in <module>\n"
+            "    from nerfacc import csrc as _C\n"
+            "ImportError: cannot import name 'csrc' from 'nerfacc' (/home/user/.local/lib/python3.10/si"
+            "te-packages/nerfacc/__init__.py)"
+        ),
+        "package-self-import",
+        "the release is broken",
+    ),
+    # TEST INPUT: https://github.com/pytorch/ignite/issues/1262 (Checkpoint, added in ignite 0.3.0)
+    (
+        (
+            ">>> from ignite.engine import Engine\n"
+            ">>> from ignite.handlers import Checkpoint, DiskSaver\n"
+            "Traceback (most recent call last):\n"
+            '  File "<stdin>", line 1, in <module>\n'
+            "ImportError: cannot import name 'Checkpoint'"
+        ),
+        "import-name",
+        "ignite.handlers has no Checkpoint",
+    ),
+    # TEST INPUT: https://github.com/deepchem/deepchem/issues/1861
+    # (sklearn.externals.joblib, removed in scikit-learn 0.23)
+    (
+        (
+            "~/anaconda3/envs/caltech_gnn/lib/python3.6/site-packages/deepchem/utils/save.py in <module"
+            ">\n"
+            "      8 # TODO(rbharath): Use standard joblib once old-data has been regenerated.\n"
+            "      9 import joblib\n"
+            "---> 10 from sklearn.externals import joblib as old_joblib\n"
+            "     11 import gzip\n"
+            "     12 import json\n"
+            "\n"
+            "ImportError: cannot import name 'joblib'"
+        ),
+        "import-name",
+        "sklearn.externals has no joblib",
+    ),
     # after the seventh draw (bw–cd; its misses, development since)
     # TEST INPUT: https://github.com/tflearn/tflearn/issues/1
     # (TensorFlow built against a newer NumPy than a system one shadowing it)
@@ -3211,6 +3389,28 @@ REAL_44 = [
     ),
 ]
 REAL_NEAR_MISSES_44 = [
+    # TEST INPUT: https://github.com/ai-adv-lab/deepspeech.mxnet/issues/15
+    # (a bare name with no `from` line in the paste: the module is not shown)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "<stdin>", line 1, in <module>\n'
+            "ImportError: cannot import name SummaryWriter"
+        ),
+        "import-name",
+    ),
+    # TEST INPUT: https://github.com/autogluon/autogluon/issues/811
+    # (a name missing from an installed package, imported from a REPL: not the package's own import)
+    (
+        (
+            ">>> from autogluon import TabularPrediction as task\n"
+            "Traceback (most recent call last):\n"
+            '  File "<stdin>", line 1, in <module>\n'
+            "ImportError: cannot import name 'TabularPrediction' from 'autogluon' (/home/ubuntu/virtual"
+            "/autogluon_test/lib/python3.7/site-packages/autogluon/__init__.py)"
+        ),
+        "package-self-import",
+    ),
     # TEST INPUT: https://github.com/DeepRoboticsLab/rl_training/issues/33
     # (a name missing from IsaacLab's source tree, imported by another project: a library's release)
     (
