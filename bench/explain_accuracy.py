@@ -69,6 +69,7 @@ def family_texts() -> str:
         ("head-size", explain.HEAD_CAUSE, explain.HEAD_STEP),
         ("project-import", explain.PROJECT_IMPORT_CAUSE, explain.PROJECT_IMPORT_STEP),
         ("package-self-import", explain.SELF_IMPORT_CAUSE, explain.SELF_IMPORT_STEP),
+        ("hydra-target", explain.HYDRA_CAUSE, explain.HYDRA_STEP),
         ("release-mix", explain.MISMATCH_CAUSE, explain.MISMATCH_STEP),
         ("pickle-module", explain.PICKLE_MODULE_CAUSE, explain.PICKLE_MODULE_STEP),
         ("model-attribute", explain.MODEL_ATTR_CAUSE, explain.MODEL_ATTR_STEP),

@@ -528,7 +528,7 @@ FAMILIES = (
         "import misspells the package's name",
         "check the name's spelling first (a misspelled name can install an unrelated package); for a git submodule "
         "of the repository, `git submodule update --init --recursive`, then install it as the README says; else "
-        "install {top} in the environment that runs the job (`python -m pip install {top}`), or, if {top} is "
+        "install {dist} in the environment that runs the job (`python -m pip install {dist}`), or, if {top} is "
         "installed, check whether {module} moved between its versions; if {top} belongs to the project you run, run "
         "from the project's root (or `pip install -e .` there), update the project to its latest commit, or use the "
         "script its README names for this model (an old example may import what the project no longer has); after an "
@@ -648,10 +648,12 @@ FAMILIES = (
         r"required (?:positional|keyword-only) arguments?|: incompatible function arguments)",
         "{callee} is called with other arguments than it takes: the caller and the definition it reaches come from "
         "different releases (a library now passes one more argument to a method that your code, or a library that "
-        "patches it, overrides with the old signature; or the reverse)",
+        "patches it, overrides with the old signature; or the reverse); where nothing overrides it, a bug of that "
+        "release of {pkg} (its own code calling its own function wrongly)",
         "find where {callee} is defined (the last frame: {pkg} {v_pkg}) and which package calls it; install the "
         "releases "
-        "that go together (the caller's release notes name the change), or give the override the new signature",
+        "that go together (the caller's release notes name the change), or give the override the new signature; "
+        "where nothing overrides it, upgrade {pkg} to the release that fixes it (its issues name it) or go back one",
     ),
     _f(
         "name-not-defined",
@@ -1452,6 +1454,8 @@ def _classify_log(text: str, facts: Facts) -> Answer:
         facts.strategy == ZERO3 or ZERO_SIZE.search(tail) or (ZERO_OPERAND.search(tail) and DEEPSPEED_SEEN.search(text))
     ):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
+    if answer.family in HYDRA_SUSPECT and HYDRA_TARGET.search(tail):
+        return _hydra_target(answer, tail)
     if answer.family == "shape-mismatch":
         return _head_size(_state_keys(_vocabulary(answer, tail), tail), tail)
     if answer.family == "import-name":
@@ -1496,6 +1500,38 @@ def _bare_import_name(answer: Answer, tail: str, facts: Facts) -> Answer:
         matched=found[-1].group(0).strip()[:200],
         cause=family.cause.format_map(fields),
         step=family.step.format_map(fields),
+    )
+
+
+# Hydra's instantiate builds an object from a config node (`_target_` and its keys): an argument error there is the
+# config's ("Error in call to target 'x.Y':", hydra 1.1+; "Error instantiating 'x.Y' :", 1.0; the node's
+# "full_key: model.module"): SalesforceAIResearch/uni2ts#91 (a fine-tuning run given the config for another mode)
+HYDRA_TARGET = re.compile(r"Error (?:in call to target|instantiating) '(?P<target>[\w.]{1,200})'")
+HYDRA_KEY = re.compile(r"full_key: (?P<key>[\w.]{1,200})")
+HYDRA_SUSPECT = {"signature-mismatch", "unexpected-kwarg", "project-call"}
+HYDRA_CAUSE = (
+    "Hydra built {target} from the config{at}, and the keys that config gives do not fit its arguments: a config "
+    "file for another mode or version of the project (a fine-tuning config where a pretraining one is expected, or "
+    "the reverse), a key misspelled, missing or left over, or code whose signature changed after the config was "
+    "written"
+)
+HYDRA_STEP = (
+    "open that config node{at} and compare its keys with {target}'s arguments; use the config file the project's "
+    "README gives for this command (its conf/ folder has one per mode or model) and override single keys on the "
+    "command line (key=value) rather than changing its _target_; if the config is the project's own and unchanged, "
+    "install the versions the project pins"
+)
+
+
+def _hydra_target(answer: Answer, tail: str) -> Answer:
+    """An argument error Hydra's instantiate reports for a config node (HYDRA_TARGET): the config's keys, not a
+    release mix."""
+    key = [m.group("key") for m in HYDRA_KEY.finditer(tail)]
+    said = _Fields(
+        target=[m.group("target") for m in HYDRA_TARGET.finditer(tail)][-1], at=f" ({key[-1]})" if key else ""
+    )
+    return dataclasses.replace(
+        answer, family="hydra-target", cause=HYDRA_CAUSE.format_map(said), step=HYDRA_STEP.format_map(said)
     )
 
 
@@ -2036,6 +2072,38 @@ class _Fields(dict):
         return "unknown" if key.startswith("v_") else ""
 
 
+# the distribution pip installs for an import name that differs from it (each package's PyPI page: opencv-python,
+# Pillow, scikit-learn, scikit-image, PyYAML, protobuf, attrs, beautifulsoup4, python-dateutil, python-dotenv,
+# pycryptodome, PyMuPDF, GitPython, tensorflow-datasets, openai-whisper, nemo_toolkit, taming-transformers,
+# pyannote.audio); `pip install cv2` or `pip install google` installs nothing
+# useful, or another project (wandb/wandb#5988: google.protobuf missing)
+INSTALL_NAMES = {
+    "cv2": "opencv-python",
+    "PIL": "Pillow",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "yaml": "PyYAML",
+    "google.protobuf": "protobuf",
+    "attr": "attrs",
+    "bs4": "beautifulsoup4",
+    "dateutil": "python-dateutil",
+    "dotenv": "python-dotenv",
+    "Crypto": "pycryptodome",
+    "fitz": "PyMuPDF",
+    "git": "GitPython",
+    "tensorflow_datasets": "tensorflow-datasets",
+    "whisper": "openai-whisper",
+    "nemo": "nemo_toolkit",
+    "taming": "taming-transformers",
+    "pyannote.audio": "pyannote.audio",
+}
+
+
+def _install_name(module: str, top: str) -> str:
+    """What `pip install` takes for an import of `module` (INSTALL_NAMES; else its top-level name)."""
+    return next((INSTALL_NAMES[m] for m in (module, ".".join(module.split(".")[:2]), top) if m in INSTALL_NAMES), top)
+
+
 def _fields(m, facts: Facts) -> dict:
     groups = {k: v for k, v in m.groupdict().items() if v}
     for key in ("module", "name", "callee", "arg"):  # a pattern's other wordings name their groups module2, name2 ...
@@ -2045,7 +2113,9 @@ def _fields(m, facts: Facts) -> dict:
     module = groups.get("module", "")
     top = module.split(".")[0] if module else (facts.package or "the library")
     pkg = facts.package or top
-    fields = _Fields(groups, top=top, pkg=pkg, gpu=", ".join(facts.gpus) or "this card")
+    fields = _Fields(
+        groups, top=top, pkg=pkg, dist=_install_name(module, top), gpu=", ".join(facts.gpus) or "this card"
+    )
     for name, version in facts.versions.items():
         fields[f"v_{name.replace('-', '_')}"] = version
     fields["v_top"] = _version(facts, top)

@@ -1214,6 +1214,16 @@ MADE_UP_44 = [
         "import-name",
         "the installed tools.handlers has no Saver",
     ),
+    # after the eighth draw (second step): the name pip installs for an import; a Hydra node's arguments
+    ("ModuleNotFoundError: No module named 'cv2'\n", "module-missing", "python -m pip install opencv-python"),
+    (
+        "Error executing job with overrides: ['model=small']\n"
+        "Error in call to target 'mylib.models.Net':\n"
+        "TypeError(\"Net.__init__() got an unexpected keyword argument 'hiden_size'\")\n"
+        "full_key: model\n",
+        "hydra-target",
+        "(model)",
+    ),
 ]
 # near-misses, made up (TEST INPUTS): the words of a new family, and another cause
 NEAR_MISSES_44 = [
@@ -1514,6 +1524,12 @@ NEAR_MISSES_44 = [
         "package-self-import",
     ),
     ("import json\nImportError: cannot import name 'Saver'\n", "import-name"),
+    # after the eighth draw (second step): Hydra's words around another failure (a missing file)
+    (
+        "Error in call to target 'mylib.data.Loader':\nFileNotFoundError: [Errno 2] No such file or directory: "
+        "'data/train.json'\nfull_key: data\n",
+        "hydra-target",
+    ),
 ]
 
 
@@ -2709,6 +2725,66 @@ REAL_44 = [
         "package-needed",
         "sentence_transformers",
     ),
+    # after the eighth draw (second step)
+    # TEST INPUT: https://github.com/wandb/wandb/issues/5988 (google.protobuf, installed as protobuf)
+    (
+        (
+            'lib/python3.8/site-packages/wandb/sdk/lib/proto_util.py", line 7, in\n'
+            "from wandb.proto import wandb_internal_pb2 as pb\n"
+            'lib/python3.8/site-packages/wandb/proto/wandb_internal_pb2.py", line 5, in\n'
+            "from google.protobuf import descriptor as _descriptor\n"
+            "ModuleNotFoundError: No module named 'google.protobuf'"
+        ),
+        "module-missing",
+        "python -m pip install protobuf",
+    ),
+    # TEST INPUT: https://github.com/nerdyrodent/VQGAN-CLIP/issues/49 (taming, installed as taming-transformers)
+    (
+        (
+            'File "generate.py", line 18, in <module>\n'
+            "    from taming.models import cond_transformer, vqgan\n"
+            "ModuleNotFoundError: No module named 'taming'"
+        ),
+        "module-missing",
+        "python -m pip install taming-transformers",
+    ),
+    # TEST INPUT: https://github.com/SalesforceAIResearch/uni2ts/issues/91
+    # (a fine-tuning run given the config for another mode)
+    (
+        (
+            "Error executing job with overrides: ['run_name=first_run', 'model=moirai_1.0_R_small', 'da"
+            "ta=etth1', 'val_data=etth1']\n"
+            "Error in call to target 'huggingface_hub.hub_mixin.ModelHubMixin.from_pretrained':\n"
+            "TypeError(\"MoiraiModule.__init__() missing 7 required positional arguments: 'distr_output'"
+            ", 'd_model', 'num_layers', 'patch_sizes', 'max_seq_len', 'attn_dropout_p', and 'dropout_p'"
+            '")\n'
+            "full_key: model.module"
+        ),
+        "hydra-target",
+        "(model.module)",
+    ),
+    # TEST INPUT: https://github.com/wandb/wandb/issues/279
+    # (wandb 0.6.30 calling its own method wrongly: signature-mismatch names that release's bug too)
+    (
+        (
+            '  File "main.py", line 124, in <module>\n'
+            "    main()\n"
+            '  File "main.py", line 116, in main\n'
+            "    wandb.watch(model2)\n"
+            '  File "/Users/lukas/.pyenv/versions/new-3.6/lib/python3.6/site-packages/wandb/__init__.py'
+            '", line 122, in watch\n'
+            "    model, log_parameters=log_parameters, log_gradients=log_gradients, prefix=prefix)\n"
+            '  File "/Users/lukas/.pyenv/versions/new-3.6/lib/python3.6/site-packages/wandb/wandb_torch'
+            '.py", line 79, in add_log_hooks_to_pytorch_module\n'
+            "    parameter, 'gradients/' + prefix + name)\n"
+            '  File "/Users/lukas/.pyenv/versions/new-3.6/lib/python3.6/site-packages/wandb/wandb_torch'
+            '.py", line 132, in _hook_variable_gradient_stats\n'
+            "    if handle is not None and self._torch_hook_handle_is_valid(handle):\n"
+            "TypeError: _torch_hook_handle_is_valid() takes 1 positional argument but 2 were given"
+        ),
+        "signature-mismatch",
+        "a bug of that release of wandb",
+    ),
     # after the eighth draw (ce–cl; its misses, development since)
     # TEST INPUT: https://github.com/acbull/pyHGT/issues/12
     # (an example left with a relative import after the repository moved its modules)
@@ -3643,6 +3719,17 @@ def test_the_kinds_of_failure_issue_44_reads(log, family, says):
     expected = "guess" if family in explain.GUESSES else "family"
     assert (answer.family, answer.confidence) == (family, expected), answer
     assert says in answer.cause + answer.step, answer.cause + " / " + answer.step
+
+
+def test_the_name_pip_installs_for_an_import():
+    """module-missing's step names the distribution pip installs where it differs from the import (INSTALL_NAMES:
+    each package's PyPI page), for the module or its top-level package; any other import is installed by its
+    top-level name."""
+    assert explain._install_name("google.protobuf.internal", "google") == "protobuf"
+    assert explain._install_name("cv2", "cv2") == "opencv-python"
+    assert explain._install_name("PIL.Image", "PIL") == "Pillow"
+    assert explain._install_name("google.cloud", "google") == "google"  # not protobuf's
+    assert explain._install_name("einops", "einops") == "einops"
 
 
 @pytest.mark.parametrize("log,family", NEAR_MISSES_44 + REAL_NEAR_MISSES_44)
