@@ -1524,6 +1524,14 @@ NEAR_MISSES_44 = [
         "package-self-import",
     ),
     ("import json\nImportError: cannot import name 'Saver'\n", "import-name"),
+    # pkg_resources' own words for a requirement not met (a version range, not a package missing: not package-needed's
+    # metadata lookup); NumPy's own compiled module missing (a broken NumPy install, not another package's build)
+    (
+        "pkg_resources.DistributionNotFound: The 'tokenizers>=0.11.1,!=0.11.3,<0.14' distribution was not found and "
+        "is required by transformers\n",
+        "package-needed",
+    ),
+    ("ModuleNotFoundError: No module named 'numpy.core._multiarray_umath'\n", "numpy-abi"),
     # after the eighth draw (second step): Hydra's words around another failure (a missing file)
     (
         "Error in call to target 'mylib.data.Loader':\nFileNotFoundError: [Errno 2] No such file or directory: "
