@@ -1099,11 +1099,14 @@ FAMILIES = (
         r"not a local folder and is not a valid model identifier|(?i:\b(?:path|file|directory|folder)\b[^\n]{0,300}?"
         r"\b(?:not found|does not exist)\b)",
         "a file the job needs is not where it looks: a path, a model or dataset name, or a file of the repository; "
-        "where the path is one the job writes itself (a checkpoint or output folder), more than one process wrote or "
-        "moved it at once, or the library's saving changed in its installed release",
+        "a file an earlier step of the project writes (preprocessing, a first training stage, a download script) "
+        "that was not run; where the path is one the job writes itself (a checkpoint or output folder), more than "
+        "one process wrote or moved it at once, the path was built wrongly (a relative path joined twice), or the "
+        "library's saving changed in its installed release",
         "check the path or model id the message names, and, offline, that the files are in the cache (HF_HUB_OFFLINE=1 "
-        "needs them there); for a path under your output folder, check that one process saves (or that every rank "
-        "sees the same shared folder), and try the release before of the library that saves it",
+        "needs them there); where the project's README has a step that produces that file, run it first; for a path "
+        "under your output folder, check that one process saves (or that every rank sees the same shared folder), "
+        "give the output folder as an absolute path, and try the release before of the library that saves it",
     ),
     _f(
         "network-hub",
@@ -1121,11 +1124,13 @@ FAMILIES = (
         "new or too old for it, or a 32-bit Python) or this platform, it is only on another index (torch's +cuXXX "
         "builds are on download.pytorch.org, not on PyPI), the only index given does not carry it (with "
         "`--index-url`, a dependency that index does not mirror), or the name or version does not exist (a pinned "
-        "nightly or dev build the index has since deleted); `(from versions: ...)` lists what this Python can install",
+        "nightly or dev build the index has since deleted), or not published yet (a package's wheels for a torch or "
+        "Python released days ago come later); `(from versions: ...)` lists what this Python can install",
         "compare the pin with the versions the message lists: run a Python that the pinned release has wheels for (its "
         "PyPI page lists them), add the package's own index for its CUDA builds with `--extra-index-url` (PyPI stays "
         "for the dependencies: `--extra-index-url https://download.pytorch.org/whl/cu121` for torch), pin a version "
-        "from the list, or, for a nightly or dev pin, take the project's current requirements or lock file",
+        "from the list, or, for a nightly or dev pin, take the project's current requirements or lock file; for wheels "
+        "not yet published for your torch, use the package's nightly index or the torch release before",
     ),
     _f(
         "pip-conflict",
@@ -1384,8 +1389,10 @@ MODEL_ATTR_STEP = (
     "print type(model) where the code reads .{attr}: unwrap a wrapper (model.module, "
     "accelerator.unwrap_model(model), model.get_base_model()); else load the model the script was written for "
     "(the checkpoint, revision and library its README names), or take the model code's revision the script "
-    "expects; for a library's own class, install the release of that library the script was written for (its "
-    "requirements)"
+    "expects; where the project supports several models, a line written for one of them may read an attribute "
+    "this one names otherwise: update the project, or change that line to this model's module (print(model) "
+    "lists them); for a library's own class, install the release of that library the script was written for "
+    "(its requirements)"
 )
 
 

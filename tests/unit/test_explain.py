@@ -2733,6 +2733,54 @@ REAL_44 = [
         "package-needed",
         "sentence_transformers",
     ),
+    # after the eighth draw (third step: texts)
+    # TEST INPUT: https://github.com/ansonb/RECON/issues/2 (a file an earlier training step writes)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "train.py", line 410, in <module>\n'
+            "    train()\n"
+            '  File "train.py", line 102, in train\n'
+            "    W_ent2rel_all_rels = np.load(w_ent2rel_all_rels_file)\n"
+            '  File "/usr/local/lib/python3.7/dist-packages/numpy/lib/npyio.py", line 416, in load\n'
+            '    fid = stack.enter_context(open(os_fspath(file), "rb"))\n'
+            "FileNotFoundError: [Errno 2] No such file or directory: './models/GAT/WikipediaWikidataDis"
+            "tantSupervisionAnnotations/W_ent2rel.json.npy'"
+        ),
+        "file-missing",
+        "run it first",
+    ),
+    # TEST INPUT: https://github.com/pyg-team/pyg-lib/issues/296 (wheels not yet published for torch 2.2)
+    (
+        (
+            "Run pip install pyg_lib torch_scatter torch_sparse torch_cluster torch_spline_conv torch_g"
+            "eometric -f https://data.pyg.org/whl/torch-2.2.0+cpu.html\n"
+            "Looking in links: https://data.pyg.org/whl/torch-2.2.0+cpu.html\n"
+            "ERROR: Could not find a version that satisfies the requirement pyg_lib (from versions: non"
+            "e)\n"
+            "ERROR: No matching distribution found for pyg_lib"
+        ),
+        "pip-no-distribution",
+        "nightly index",
+    ),
+    # TEST INPUT: https://github.com/om-ai-lab/VLM-R1/issues/236 (a debug line written for InternVL)
+    (
+        (
+            '   File "/mnt/afs/yxchai/Documents/VLM-R1/src/open-r1-multimodal/src/open_r1/grpo_jsonl.py'
+            '", line 1509, in main\n'
+            "     trainer = trainer_cls(\n"
+            '   File "/mnt/afs/yxchai/Documents/VLM-R1/src/open-r1-multimodal/src/open_r1/trainer/grpo_'
+            'trainer.py", line 315, in __init__\n'
+            '     print("use_cache_model", model.language_model.config.use_cache)\n'
+            '   File "/home/yxchai/miniconda3/envs/vlmr1/lib/python3.10/site-packages/torch/nn/modules/'
+            'module.py", line 1928, in __getattr__\n'
+            "     raise AttributeError(\n"
+            " AttributeError: 'Qwen2_5_VLForConditionalGeneration' object has no attribute 'language_mo"
+            "del'"
+        ),
+        "model-attribute",
+        "change that line",
+    ),
     # after the eighth draw (second step)
     # TEST INPUT: https://github.com/wandb/wandb/issues/5988 (google.protobuf, installed as protobuf)
     (
