@@ -1211,6 +1211,9 @@ def _bare_exception(tail: str) -> tuple[str, str] | None:
     return found[-1] if found else None
 
 
+FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
+
+
 # the catch-all answers, which know no cause: the exception alone (with the library that raised it, where one
 # did), a CUDA error (judged right on none of the 5 reports of the measuring set that it answered), the last error
 # line, a cut traceback, no error at all; they say what the log shows and where to look,
@@ -1461,7 +1464,7 @@ def _classify_log(text: str, facts: Facts) -> Answer:
         facts.strategy == ZERO3 or ZERO_SIZE.search(tail) or (ZERO_OPERAND.search(tail) and DEEPSPEED_SEEN.search(text))
     ):
         return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
-    if answer.family in HYDRA_SUSPECT and HYDRA_TARGET.search(tail):
+    if answer.family in HYDRA_SUSPECT:
         return _hydra_target(answer, tail)
     if answer.family == "shape-mismatch":
         return _head_size(_state_keys(_vocabulary(answer, tail), tail), tail)
@@ -1499,8 +1502,8 @@ def _bare_import_name(answer: Answer, tail: str, facts: Facts) -> Answer:
     above = re.findall(r"\bfrom ([\w.]{1,100}) import [^\n]{0,300}?\b" + name + r"\b", tail[: found[-1].start()])
     if not above:
         return answer
-    family = next(f for f in FAMILIES if f.name == "import-name")
-    fields = _fields(family.pattern.search(f"cannot import name '{name}' from '{above[-1]}'"), facts)
+    family = FAMILY_BY_NAME["import-name"]
+    fields = _fields_of({"module": above[-1], "name": name}, facts)
     return dataclasses.replace(
         answer,
         family="import-name",
@@ -1532,11 +1535,12 @@ HYDRA_STEP = (
 
 def _hydra_target(answer: Answer, tail: str) -> Answer:
     """An argument error Hydra's instantiate reports for a config node (HYDRA_TARGET): the config's keys, not a
-    release mix."""
+    release mix; else the answer as it is."""
+    targets = [m.group("target") for m in HYDRA_TARGET.finditer(tail)]
+    if not targets:
+        return answer
     key = [m.group("key") for m in HYDRA_KEY.finditer(tail)]
-    said = _Fields(
-        target=[m.group("target") for m in HYDRA_TARGET.finditer(tail)][-1], at=f" ({key[-1]})" if key else ""
-    )
+    said = _Fields(target=targets[-1], at=f" ({key[-1]})" if key else "")
     return dataclasses.replace(
         answer, family="hydra-target", cause=HYDRA_CAUSE.format_map(said), step=HYDRA_STEP.format_map(said)
     )
@@ -1582,7 +1586,7 @@ def _data_field(answer: Answer, tail: str) -> Answer:
     own = [m.group("path") for m in DATASET_ITEM.finditer(tail)]
     if not any(p is None or not (PYTHON_OWN.search(p) or PACKAGE_DIR.search(p.replace("\\", "/"))) for p in own):
         return answer
-    family = next(f for f in FAMILIES if f.name == "data-format")
+    family = FAMILY_BY_NAME["data-format"]
     said = _Fields(column=key.strip().strip("'\""))
     return dataclasses.replace(
         answer, family="data-format", cause=family.cause.format_map(said), step=family.step.format_map(said)
@@ -2112,7 +2116,12 @@ def _install_name(module: str, top: str) -> str:
 
 
 def _fields(m, facts: Facts) -> dict:
-    groups = {k: v for k, v in m.groupdict().items() if v}
+    return _fields_of({k: v for k, v in m.groupdict().items() if v}, facts)
+
+
+def _fields_of(groups: dict, facts: Facts) -> dict:
+    """The fields a family's texts are filled with: the groups a pattern filled (or the names read elsewhere), the
+    package and its versions from the facts."""
     for key in ("module", "name", "callee", "arg"):  # a pattern's other wordings name their groups module2, name2 ...
         for other in (f"{key}2", f"{key}3"):
             if key not in groups and other in groups:
