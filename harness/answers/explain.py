@@ -655,6 +655,21 @@ FAMILIES = (
         "that go together (the caller's release notes name the change), or give the override the new signature; "
         "where nothing overrides it, upgrade {pkg} to the release that fixes it (its issues name it) or go back one",
     ),
+    # Hydra's instantiate could not import the config's _target_ (hydra/_internal/instantiate/_instantiate2.py:
+    # "Error locating target '{target}'" raised from _locate's error, which the chained exception shows)
+    _f(
+        "hydra-locate",
+        r"Error locating target '(?P<tpkg>\w{1,100})(?P<trest>[\w.]{0,200})'",
+        "Hydra could not find {tpkg}{trest}, the class or function a config's _target_ names: the installed {tpkg} "
+        "has no such name (renamed or removed in a newer release, or added after the installed one: a config "
+        "written for another version of the code), the path is misspelled or is not importable from where the job "
+        "runs, or importing its module failed (the chained exception above says which)",
+        "read the chained exception above it (HYDRA_FULL_ERROR=1 prints the whole chain): an import error there is "
+        "the cause to fix; else compare the _target_ with what the installed {tpkg} provides, and use the configs "
+        "of the project's release that goes with it (after upgrading {tpkg}, the project's updated configs), or "
+        "install the {tpkg} version the config was written for; for the project's own module, run from the folder "
+        "its README says (or put it on PYTHONPATH)",
+    ),
     _f(
         "name-not-defined",
         r"(?:NameError: |^)name '(?P<name>\w{1,100})' is not defined|local variable '(?P<name2>\w{1,100})' "
@@ -693,6 +708,24 @@ FAMILIES = (
         "if the job does not use the packages named first on those lines, the message can be left (or uninstall "
         "them); else install one set of versions that agrees (the project's updated requirements, or the versions "
         "those lines ask for), or keep the two projects in separate environments; `pip check` lists what is broken",
+    ),
+    # a package that checks, at import, the version of another it was released with and names the window it
+    # accepts: OpenMMLab's (mmdet/__init__.py: "MMCV==2.1.0 is used but incompatible. Please install mmcv>=2.0.0rc4,
+    # <2.1.0."; mmdetection's and mmpose's FAQ pages: install the MMCV their compatibility table gives), and others
+    # written after them (pypose: "PyTorch==... is used but incompatible. Please install torch>=2.0"); the checker is
+    # named from the traceback (_version_window)
+    _f(
+        "version-window",
+        r"(?P<lib>[\w-]{1,60})==(?P<have>[\w.+-]{1,40}) is used but incompatible\.? {0,2}(?:Please install "
+        r"(?P<want>[^\n]{0,119}[^\n.]))?",
+        "{checker} checks, when it is imported, the version of {lib} it was released with, and refuses the installed "
+        "{lib} {have}: it accepts {want}; OpenMMLab's packages (mmcv, mmengine, mmdet, mmseg, mmaction2, mmdet3d, "
+        "mmpose) each accept a window of the others' releases, so installing or upgrading one of them moves another "
+        "out of its window",
+        "install a {lib} in that window in the environment that runs the job (for mmcv, the build for your torch and "
+        'CUDA: `mim install "mmcv..."`, or the wheel index its install guide gives), or the {checker} release made '
+        "for the {lib} you have (the compatibility table in its docs); where {lib} {have} is newer than the window "
+        "and {checker}'s maintainers say it works, raising the bound in {checker}'s __init__.py is their own fix",
     ),
     _f(
         "version-requirement",
@@ -1080,18 +1113,36 @@ FAMILIES = (
         "or create what it names (`accelerate config` writes accelerate's config file); if you did give it, the "
         "script or launcher drops it on the way: update that tool to a release that passes it on",
     ),
+    # pip's own hint where Windows' 260-character path limit stopped an install (pip's page
+    # https://pip.pypa.io/warnings/enable-long-paths; Microsoft's "Maximum Path Length Limitation": LongPathsEnabled);
+    # Python's own "[WinError 206] The filename or extension is too long"
+    _f(
+        "windows-long-path",
+        r"does not have Windows Long Path support enabled|\[WinError 206\] The filename or extension is too long",
+        "a path the install or job writes is longer than Windows' 260-character limit: a package with deep folders "
+        "under a long site-packages path (the Microsoft Store Python's, under AppData\\Local\\Packages, or a "
+        "project deep in the user's folders), and this Windows does not have long path support enabled",
+        "enable long paths (as administrator: set LongPathsEnabled to 1 under "
+        "HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem, e.g. `New-ItemProperty -Path "
+        '"HKLM:\\SYSTEM\\CurrentControlSet\\Control\\FileSystem" -Name LongPathsEnabled -Value 1 -PropertyType '
+        "DWORD -Force`, as pip's page https://pip.pypa.io/warnings/enable-long-paths says) and run the install again; "
+        "or install into an environment with a short path (a venv at C:\\venv, or python.org's Python rather than "
+        "the Microsoft Store's)",
+    ),
     _f(
         "command-missing",
         r"(?m)(?P<cmd>[\w.+-]{1,60}): command not found$|sh: \d+: (?P<cmd2>[\w.+-]{1,60}): not found$|'(?P<cmd3>[\w.+-]"
         r"{1,60})' is not recognized as an internal or external command|^make(?:\[\d{1,3}\])?: "
-        r"(?P<cmd4>[\w.+-]{1,60}): Command not found",
+        r"(?P<cmd4>[\w.+-]{1,60}): Command not found|raise child_exception_type\([^\n]{0,100}(?:\n[^\n]{0,120}){0,6}"
+        r"\n[^\n]{0,60}FileNotFoundError: \[Errno 2\] No such file or directory: '(?P<cmd5>[\w.+-]{1,60})'",
         "a program the job runs is not installed, or not on the PATH of the shell that runs it: "
-        "{cmd}{cmd2}{cmd3}{cmd4} (a command-line tool a script or Makefile calls, or the launcher itself where the "
-        "environment is not activated)",
-        "install what provides {cmd}{cmd2}{cmd3}{cmd4} (pip, conda or the system's package manager; some tools are "
-        "built from source, as the project's README says; a `python3-config` comes with the Python development "
-        "package) in the environment that runs the job, or activate that environment; `which {cmd}{cmd2}{cmd3}{cmd4}` "
-        "shows what the shell finds",
+        "{cmd}{cmd2}{cmd3}{cmd4}{cmd5} (a command-line tool a script or Makefile calls, a program a library starts "
+        "as a subprocess, or the launcher itself where the environment is not activated)",
+        "install what provides {cmd}{cmd2}{cmd3}{cmd4}{cmd5} (pip, conda or the system's package manager; some tools "
+        "are built from source, as the project's README says; a `python3-config` comes with the Python development "
+        "package) in the environment that runs the job, or activate that environment; where the program is an "
+        "installed Python package's own command and its install did not put it on the PATH, upgrade or reinstall "
+        "that package; `which {cmd}{cmd2}{cmd3}{cmd4}{cmd5}` shows what the shell finds",
     ),
     _f(
         "file-missing",
@@ -1469,7 +1520,13 @@ def _classify_log(text: str, facts: Facts) -> Answer:
     if answer.family == "shape-mismatch":
         return _head_size(_state_keys(_vocabulary(answer, tail), tail), tail)
     if answer.family == "import-name":
-        return _project_import(answer, tail)
+        return _extension_name(_project_import(answer, tail), tail, facts)
+    if answer.family == "shadowed-module":  # "partially initialized module": an extension's name is its build's
+        return _extension_name(answer, tail, facts)
+    if answer.family == "version-window":
+        return _version_window(answer, tail, facts)
+    if answer.family == "pip-no-distribution":
+        return _pip_dependency(answer, tail)
     if answer.family == "module-missing":
         return _mismatched(answer, tail, facts)
     if answer.family == "file-missing":
@@ -1543,6 +1600,65 @@ def _hydra_target(answer: Answer, tail: str) -> Answer:
     said = _Fields(target=targets[-1], at=f" ({key[-1]})" if key else "")
     return dataclasses.replace(
         answer, family="hydra-target", cause=HYDRA_CAUSE.format_map(said), step=HYDRA_STEP.format_map(said)
+    )
+
+
+def _version_window(answer: Answer, tail: str, facts: Facts) -> Answer:
+    """version-window's texts naming the package that checked: the folder of the `__init__.py` the traceback's last
+    frame above the message is in (mmaction/__init__.py: mmaction), else the package that frame is in."""
+    m = FAMILY_BY_NAME["version-window"].pattern.search(answer.matched)
+    at = tail.rfind(answer.matched)
+    paths = [frame_path(f).replace("\\", "/") for f in FRAME.finditer(tail[: max(at, 0)])]
+    checker = "the package imported"
+    if paths:
+        parts = paths[-1].split("/")
+        installed = _library_dir(paths[-1])
+        if parts[-1] == "__init__.py" and len(parts) > 1 and parts[-2]:
+            checker = parts[-2]
+        elif installed:
+            checker = installed.group(1)
+    fields = _fields(m, facts) if m else _Fields()
+    fields["checker"] = checker
+    fields["lib"] = fields.get("lib", "").lower()
+    family = FAMILY_BY_NAME["version-window"]
+    return dataclasses.replace(answer, cause=family.cause.format_map(fields), step=family.step.format_map(fields))
+
+
+# pip's "(from X)" after the requirement it cannot find: X's own requirement, not one the user asked for
+# (OpenMined/PySyft#5134: "torch~=1.4.0 (from syft)"; a CUDA build's dependency named for one CUDA, "cumm-cu100
+# (from spconv-cu100==2.0.1)"); "(from -r requirements.txt (line 3))" and "(from versions: ...)" are not
+PIP_REQUIRED_BY = re.compile(
+    r"(?:satisfies the requirement|No matching distribution found for) (?P<req>[^\s(]{1,120}) \(from "
+    r"(?P<by>[A-Za-z0-9][\w.-]{0,80})(?:\[[\w,.-]{0,80}\])?(?:[=<>!~]=?[^)\n]{0,60})?\)"
+)
+PIP_DEPENDENCY_CAUSE = (
+    "{by} requires {req}, and pip finds no release of {req} that installs here: {by}'s requirement is for another "
+    "Python, platform or CUDA than this one (an old {by} that pins a release with no wheel for this Python; a package "
+    "built for one platform only; a build for one CUDA, named like `name-cuXXX`, published only for other CUDA "
+    "versions), {req} is published on another index than PyPI (torch's own builds and their dependencies are on "
+    "download.pytorch.org) or not yet published, or {by}'s install guide has {req} built or installed first"
+)
+PIP_DEPENDENCY_STEP = (
+    "read {by}'s install guide for {req} and install that first as it says (a build from source, the package's own "
+    "index with `--index-url` or `--extra-index-url`, or a wheel for your CUDA), then {by}; else install a {by} "
+    "release whose requirements install here (a newer {by} for a newer Python, torch or CUDA, or an older one where "
+    "{req}'s release is not published yet: `pip install {by}==VERSION --no-deps`, then `pip show {by}` lists what it "
+    "requires), or use the Python, platform or CUDA that {by}'s release supports"
+)
+
+
+def _pip_dependency(answer: Answer, tail: str) -> Answer:
+    """A requirement pip cannot find that another package asked for (PIP_REQUIRED_BY): that package's requirement
+    and its install guide, not the user's pin; else the answer as it is."""
+    found = list(PIP_REQUIRED_BY.finditer(tail))
+    if not found:
+        return answer
+    said = _Fields(req=found[-1].group("req"), by=found[-1].group("by"))
+    return dataclasses.replace(
+        answer,
+        family="pip-dependency",
+        cause=PIP_DEPENDENCY_CAUSE.format_map(said),
+        step=PIP_DEPENDENCY_STEP.format_map(said),
     )
 
 
@@ -1789,6 +1905,30 @@ def _project_import(answer: Answer, tail: str) -> Answer:
         family="project-import",
         cause=PROJECT_IMPORT_CAUSE.format_map(said),
         step=PROJECT_IMPORT_STEP.format_map(said),
+    )
+
+
+# "cannot import name 'deform_conv_ext' from 'basicsr.models.ops.dcn'" (XPixelGroup/BasicSR#280: `python setup.py
+# develop` not run; open-mmlab/mmdetection#3005: corner_pool_ext; lzccccc/SMOKE#40: '_ext' from 'smoke' (unknown
+# location)): the name is a compiled extension of the package or repository, as extension-not-built's module names are
+EXTENSION_NAME = re.compile(r"^(?:_C|_ext|[A-Za-z]\w{0,60}_(?:cuda|ext|C|cpp|kernels?))$")
+CANNOT_IMPORT = re.compile(
+    r"cannot import name '?(?P<name>\w{1,100})'?(?: from (?:partially initiali[sz]ed module )?'?"
+    r"(?P<module>[\w.]{1,100})'?)?"
+)
+
+
+def _extension_name(answer: Answer, tail: str, facts: Facts) -> Answer:
+    """A name an import cannot find that is a compiled extension's (EXTENSION_NAME): extension-not-built's answer
+    for MODULE.NAME, whichever tree the module is in; else the answer as it is."""
+    found = list(CANNOT_IMPORT.finditer(tail))
+    if not found or not EXTENSION_NAME.match(found[-1].group("name")):
+        return answer
+    name, module = found[-1].group("name"), found[-1].group("module")
+    family = FAMILY_BY_NAME["extension-not-built"]
+    fields = _fields_of({"ext": f"{module}.{name}" if module else name}, facts)
+    return dataclasses.replace(
+        answer, family=family.name, cause=family.cause.format_map(fields), step=family.step.format_map(fields)
     )
 
 

@@ -1214,6 +1214,48 @@ MADE_UP_44 = [
         "import-name",
         "the installed tools.handlers has no Saver",
     ),
+    # after the ninth draw (development): a package's window of another's releases; pip's requirement of another
+    # package; a compiled extension's name an import cannot find; a program a subprocess starts; Windows' path
+    # limit; Hydra's target not found
+    (
+        '  File "/opt/conda/lib/python3.10/site-packages/mmdet/__init__.py", line 17, in <module>\n'
+        "    and mmcv_version < digit_version(mmcv_maximum_version)), \\\n"
+        "AssertionError: MMCV==2.2.0 is used but incompatible. Please install mmcv>=2.0.0rc4, <2.2.0.\n",
+        "version-window",
+        "mmdet checks, when it is imported, the version of mmcv",
+    ),
+    (
+        "ERROR: Could not find a version that satisfies the requirement torch==1.8.1 (from mytool==0.3) (from "
+        "versions: 2.2.0, 2.3.0)\nERROR: No matching distribution found for torch==1.8.1 (from mytool==0.3)\n",
+        "pip-dependency",
+        "mytool requires torch==1.8.1",
+    ),
+    (
+        '  File "/home/u/repo/models/ops/dcn/deform_conv.py", line 9, in <module>\n'
+        "    from . import deform_conv_cuda\n"
+        "ImportError: cannot import name 'deform_conv_cuda' from partially initialized module 'models.ops.dcn' (most "
+        "likely due to a circular import) (/home/u/repo/models/ops/dcn/__init__.py)\n",
+        "extension-not-built",
+        "models.ops.dcn.deform_conv_cuda",
+    ),
+    (
+        '  File "/usr/lib/python3.10/subprocess.py", line 1847, in _execute_child\n'
+        "    raise child_exception_type(errno_num, err_msg, err_filename)\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'\n",
+        "command-missing",
+        "install what provides ninja",
+    ),
+    (
+        "OSError: [WinError 206] The filename or extension is too long: 'C:\\\\Users\\\\me\\\\AppData'\n",
+        "windows-long-path",
+        "LongPathsEnabled",
+    ),
+    (
+        "hydra.errors.InstantiationException: Error locating target 'mylib.models.TinyNet', set env var "
+        "HYDRA_FULL_ERROR=1 to see chained exception.\nfull_key: model\n",
+        "hydra-locate",
+        "the installed mylib has no such name",
+    ),
     # after the eighth draw (second step): the name pip installs for an import; a Hydra node's arguments
     ("ModuleNotFoundError: No module named 'cv2'\n", "module-missing", "python -m pip install opencv-python"),
     (
@@ -1532,6 +1574,33 @@ NEAR_MISSES_44 = [
         "package-needed",
     ),
     ("ModuleNotFoundError: No module named 'numpy.core._multiarray_umath'\n", "numpy-abi"),
+    # after the ninth draw: a version check in other words; pip's requirement from the user's file, and pip's list
+    # of versions; a name that is not an extension's; a data file's path (not a program); Linux's name limit;
+    # Hydra's argument error
+    ("AssertionError: mmcv>=2.0.0 is required, but 1.7.0 is installed\n", "version-window"),
+    (
+        "ERROR: Could not find a version that satisfies the requirement torch==1.4.0 (from -r requirements.txt (line "
+        "3)) (from versions: 2.2.0)\nERROR: No matching distribution found for torch==1.4.0\n",
+        "pip-dependency",
+    ),
+    ("ERROR: Could not find a version that satisfies the requirement mlx (from versions: none)\n", "pip-dependency"),
+    (
+        "ImportError: cannot import name 'CUDAExtension' from 'torch.utils.cpp_extension' "
+        "(/usr/lib/python3/dist-packages/torch/utils/cpp_extension.py)\n",
+        "extension-not-built",
+    ),
+    (
+        '  File "/home/u/train.py", line 12, in <module>\n'
+        "    data = open('data/train.json')\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'\n",
+        "command-missing",
+    ),
+    ("OSError: [Errno 36] File name too long: 'checkpoints/run_" + "x" * 40 + "'\n", "windows-long-path"),
+    (
+        "Error in call to target 'mylib.models.Net':\nTypeError(\"Net.__init__() missing 1 required positional "
+        "argument: 'dim'\")\nfull_key: model\n",
+        "hydra-locate",
+    ),
     # after the eighth draw (second step): Hydra's words around another failure (a missing file)
     (
         "Error in call to target 'mylib.data.Loader':\nFileNotFoundError: [Errno 2] No such file or directory: "
@@ -2732,6 +2801,125 @@ REAL_44 = [
         ),
         "package-needed",
         "sentence_transformers",
+    ),
+    # after the ninth draw (cm–ct; its misses, development since)
+    # TEST INPUT: https://github.com/open-mmlab/mmaction2/issues/1738 (mmaction's window of mmcv releases)
+    (
+        (
+            '  File "/home/louis/miniconda3/envs/open-mmlab/lib/python3.9/site-packages/mmaction/__init'
+            '__.py", line 11, in <module>                                                              '
+            "                       \n"
+            "    assert (digit_version(mmcv_minimum_version) <= mmcv_version  \n"
+            "AssertionError: MMCV==1.6.0 is used but incompatible. Please install mmcv>=1.3.6, <=1.5.0."
+            "  "
+        ),
+        "version-window",
+        "mmcv>=1.3.6, <=1.5.0",
+    ),
+    # TEST INPUT: https://github.com/open-mmlab/mmdetection3d/issues/643 (mmdet3d's window of mmdet)
+    (
+        (
+            "Traceback (most recent call last):\n"
+            '  File "demo/pcd_demo.py", line 3, in <module>\n'
+            "    from mmdet3d.apis import inference_detector, init_model, show_result_meshlab\n"
+            '  File "/home/das/mmdetection3d/mmdet3d/__init__.py", line 35, in <module>\n'
+            "    f'MMDET=={mmdet.__version__} is used but incompatible. ' \\\n"
+            "AssertionError: MMDET==2.13.0 is used but incompatible. Please install mmdet>=2.10.0, <=2."
+            "11.0."
+        ),
+        "version-window",
+        "mmdet3d checks",
+    ),
+    # TEST INPUT: https://github.com/OpenMined/PySyft/issues/5134 (an old syft's pin of torch)
+    (
+        (
+            "Collecting syft==0.2.8\n"
+            "  Downloading syft-0.2.8-py3-none-any.whl (415 kB)\n"
+            "     |████████████████████████████████| 415 kB 71 kB/s  eta 0:00:01\n"
+            "Requirement already satisfied: websockets~=8.1.0 in /home/nabanita07/anaconda3/envs/pysyft"
+            "/lib/python3.9/site-packages (from syft==0.2.8) (8.1)\n"
+            "ERROR: Could not find a version that satisfies the requirement torch~=1.4.0 (from syft)\n"
+            "ERROR: No matching distribution found for torch~=1.4.0"
+        ),
+        "pip-dependency",
+        "syft requires torch~=1.4.0",
+    ),
+    # TEST INPUT: https://github.com/traveller59/spconv/issues/341 (a build for one CUDA requiring another for the same)
+    (
+        (
+            "Looking in indexes: https://pypi.python.org/simple\n"
+            "Processing ./spconv_cu100-2.0.1-py3-none-any.whl\n"
+            "Requirement already satisfied: fire in /opt/conda/lib/python3.7/site-packages (from spconv"
+            "-cu100==2.0.1) (0.4.0)\n"
+            "Requirement already satisfied: numpy in /opt/conda/lib/python3.7/site-packages (from spcon"
+            "v-cu100==2.0.1) (1.19.2)\n"
+            "ERROR: Could not find a version that satisfies the requirement cumm-cu100 (from spconv-cu1"
+            "00)\n"
+            "ERROR: No matching distribution found for cumm-cu100"
+        ),
+        "pip-dependency",
+        "spconv-cu100 requires cumm-cu100",
+    ),
+    # TEST INPUT: https://github.com/HuangJunJie2017/BEVDet/issues/13 (a repository's ops never compiled)
+    (
+        (
+            'File "/home/zjlab/fq/perception/od/BEVDet/mmdet3d/ops/ball_query/ball_query.py", line 4, i'
+            "n <module>\n"
+            "    from . import ball_query_ext\n"
+            "ImportError: cannot import name 'ball_query_ext' from 'mmdet3d.ops.ball_query' (/home/zjla"
+            "b/fq/perception/od/BEVDet/mmdet3d/ops/ball_query/__init__.py)"
+        ),
+        "extension-not-built",
+        "ball_query_ext",
+    ),
+    # TEST INPUT: https://github.com/FedML-AI/FedML/issues/546 (a package's command started as a subprocess)
+    (
+        (
+            "/Library/Developer/CommandLineTools/Library/Frameworks/Python3.framework/Versions/3.8/lib/"
+            "python3.8/subprocess.py in _execute_child(self, args, executable, preexec_fn, close_fds, p"
+            "ass_fds, cwd, env, startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite"
+            ", errread, errwrite, restore_signals, start_new_session)\n"
+            "   1700                     if errno_num != 0:\n"
+            "   1701                         err_msg = os.strerror(errno_num)\n"
+            "-> 1702                     raise child_exception_type(errno_num, err_msg, err_filename)\n"
+            "   1703                 raise child_exception_type(err_msg)\n"
+            "   1704 \n"
+            "\n"
+            "FileNotFoundError: [Errno 2] No such file or directory: 'fedml'"
+        ),
+        "command-missing",
+        "fedml",
+    ),
+    # TEST INPUT: https://github.com/securefederatedai/openfederatedlearning/issues/1086 (Windows' path limit)
+    (
+        (
+            "Using cached openfl-1.6-py3-none-any.whl (11.8 MB)\n"
+            "Installing collected packages: openfl\n"
+            "ERROR: Could not install packages due to an OSError: [Errno 2] No such file or directory: "
+            "'C:\\\\Users\\\\***\\\\AppData\\\\Local\\\\Packages\\\\PythonSoftwareFoundation.Python.3.11_qbz5n2kfra"
+            "8p0\\\\LocalCache\\\\local-packages\\\\Python311\\\\site-packages\\\\openfl-tutorials\\\\experimental\\"
+            "\\Vertical_FL\\\\Workflow_Interface_VFL_Two_Party_Workspace_Creation_from_JupyterNotebook.ipy"
+            "nb'\n"
+            "HINT: This error might have occurred since this system does not have Windows Long Path sup"
+            "port enabled. You can find information on how to enable this at https://pip.pypa.io/warnin"
+            "gs/enable-long-paths"
+        ),
+        "windows-long-path",
+        "LongPathsEnabled",
+    ),
+    # TEST INPUT: https://github.com/archinetai/audio-diffusion-pytorch-trainer/issues/4 (a removed class)
+    (
+        (
+            "[2022-10-19 09:47:41,538][main][INFO] - Instantiating model <main.module_base.Model>.\n"
+            "Error executing job with overrides: ['exp=base_youtube_l_3.yaml']\n"
+            "Error locating target 'audio_diffusion_pytorch.VDistribution', see chained exception above"
+            ".\n"
+            "full_key: model.model.diffusion_sigma_distribution\n"
+            "\n"
+            "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
+        ),
+        "hydra-locate",
+        "audio_diffusion_pytorch.VDistribution",
     ),
     # after the eighth draw (third step: texts)
     # TEST INPUT: https://github.com/ansonb/RECON/issues/2 (a file an earlier training step writes)
