@@ -48,33 +48,16 @@ JUDGED_FAMILIES = SET / "judged-families.md"
 
 
 def family_texts() -> str:
-    """The family answers' texts as the judge reads them (judged-families.md): every family, the
-    answers for an error raised in a hub model's own code or in the project's own code or by code
-    that touches ZeRO-3's partitioned parameters, and the one for a log of warnings."""
+    """The family answers' texts as the judge reads them (judged-families.md): every family, and every answer a
+    reading of the log's context gives (explain.CONTEXT_ANSWERS: an error raised in a hub model's own code or in the
+    project's own code, code that touches ZeRO-3's partitioned parameters, a log of warnings...)."""
     rows = [(f.name, f.cause, f.step) for f in explain.FAMILIES if f.name not in GENERIC]  # a guess is never right
-    rows += [
-        ("remote-code", explain.REMOTE_CODE_CAUSE, explain.REMOTE_CODE_STEP),
-        ("project-code", explain.PROJECT_CODE_CAUSE, explain.PROJECT_CODE_STEP),
-        ("project-call", explain.PROJECT_CALL_CAUSE, explain.PROJECT_CALL_STEP),
-        ("zero3-partitioned", explain.ZERO3_CAUSE, explain.ZERO3_STEP),
-        (
-            "warnings-only",
-            explain.WARNINGS_CAUSE + " (a warning repeated many times concerns the data or every step)",
-            explain.WARNINGS_STEP,
-        ),
-        ("data-dropped", explain.DATA_DROPPED_CAUSE, explain.DATA_DROPPED_STEP),
-        ("merge-quantized", explain.MERGE_CAUSE, explain.MERGE_STEP),
-        ("vocab-resized", explain.VOCAB_CAUSE, explain.VOCAB_STEP),
-        ("state-dict-keys", explain.KEYS_CAUSE, explain.KEYS_STEP),
-        ("head-size", explain.HEAD_CAUSE, explain.HEAD_STEP),
-        ("project-import", explain.PROJECT_IMPORT_CAUSE, explain.PROJECT_IMPORT_STEP),
-        ("package-self-import", explain.SELF_IMPORT_CAUSE, explain.SELF_IMPORT_STEP),
-        ("hydra-target", explain.HYDRA_CAUSE, explain.HYDRA_STEP),
-        ("release-mix", explain.MISMATCH_CAUSE, explain.MISMATCH_STEP),
-        ("pickle-module", explain.PICKLE_MODULE_CAUSE, explain.PICKLE_MODULE_STEP),
-        ("model-attribute", explain.MODEL_ATTR_CAUSE, explain.MODEL_ATTR_STEP),
-        ("package-file", explain.PACKAGE_FILE_CAUSE, explain.PACKAGE_FILE_STEP),
-        ("configuration", explain.CONFIG_CAUSE, explain.CONFIG_STEP),
+    rows += [(name, cause, step) for name, (cause, step) in explain.CONTEXT_ANSWERS.items() if name not in GENERIC]
+    rows = [
+        (name, cause + " (a warning repeated many times concerns the data or every step)", step)
+        if name == "warnings-only"
+        else (name, cause, step)
+        for name, cause, step in rows
     ]
     return (
         "# The family-level answers of `compat explain` (placeholders in {braces} are filled from the log)\n\n"

@@ -1510,11 +1510,11 @@ def _classify_log(text: str, facts: Facts) -> Answer:
     tail = _tail(text)
     answer = _bare_import_name(_answer(tail, facts), tail, facts)
     if answer.family in MERGE_SUSPECT and MERGING.search(tail) and QUANTIZED.search(text):
-        return dataclasses.replace(answer, family="merge-quantized", cause=MERGE_CAUSE, step=MERGE_STEP)
+        return _as(answer, "merge-quantized")
     if answer.family in ZERO3_SUSPECT and (
         facts.strategy == ZERO3 or ZERO_SIZE.search(tail) or (ZERO_OPERAND.search(tail) and DEEPSPEED_SEEN.search(text))
     ):
-        return dataclasses.replace(answer, family="zero3-partitioned", cause=ZERO3_CAUSE, step=ZERO3_STEP)
+        return _as(answer, "zero3-partitioned")
     if answer.family in HYDRA_SUSPECT:
         return _hydra_target(answer, tail)
     if answer.family == "shape-mismatch":
@@ -1534,12 +1534,7 @@ def _classify_log(text: str, facts: Facts) -> Answer:
     if answer.family == "attribute-missing" and MODULE_GETATTR.search(tail):
         found = [m.groupdict() for m in OBJECT_ATTR.finditer(tail)]
         if found:
-            return dataclasses.replace(
-                answer,
-                family="model-attribute",
-                cause=MODEL_ATTR_CAUSE.format(**found[-1]),
-                step=MODEL_ATTR_STEP.format(**found[-1]),
-            )
+            return _as(answer, "model-attribute", found[-1])
     return answer
 
 
@@ -1598,9 +1593,7 @@ def _hydra_target(answer: Answer, tail: str) -> Answer:
         return answer
     key = [m.group("key") for m in HYDRA_KEY.finditer(tail)]
     said = _Fields(target=targets[-1], at=f" ({key[-1]})" if key else "")
-    return dataclasses.replace(
-        answer, family="hydra-target", cause=HYDRA_CAUSE.format_map(said), step=HYDRA_STEP.format_map(said)
-    )
+    return _as(answer, "hydra-target", said)
 
 
 def _version_window(answer: Answer, tail: str, facts: Facts) -> Answer:
@@ -1654,12 +1647,7 @@ def _pip_dependency(answer: Answer, tail: str) -> Answer:
     if not found:
         return answer
     said = _Fields(req=found[-1].group("req"), by=found[-1].group("by"))
-    return dataclasses.replace(
-        answer,
-        family="pip-dependency",
-        cause=PIP_DEPENDENCY_CAUSE.format_map(said),
-        step=PIP_DEPENDENCY_STEP.format_map(said),
-    )
+    return _as(answer, "pip-dependency", said)
 
 
 def _first_failure(text: str, tail: str, facts: Facts) -> tuple[str, Facts] | None:
@@ -1688,9 +1676,7 @@ def _package_file(answer: Answer, tail: str) -> Answer:
     if not found:
         return answer
     said = found[-1].groupdict()
-    return dataclasses.replace(
-        answer, family="package-file", cause=PACKAGE_FILE_CAUSE.format(**said), step=PACKAGE_FILE_STEP.format(**said)
-    )
+    return _as(answer, "package-file", said)
 
 
 def _data_field(answer: Answer, tail: str) -> Answer:
@@ -1729,9 +1715,7 @@ def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
         v_pkg=_version(facts, pkg, "version not in the log"),
         caller=caller,
     )
-    return dataclasses.replace(
-        answer, family="library-raised", cause=LIBRARY_CAUSE.format_map(said), step=LIBRARY_STEP.format_map(said)
-    )
+    return _as(answer, "library-raised", said)
 
 
 # unpickling looks a pickled object's module up by name (pickle's find_class; torch.load, joblib and dill through it):
@@ -1761,12 +1745,7 @@ def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
     top = module.split(".")[0]
     if module and UNPICKLING.search("\n".join(tail.splitlines()[-12:])):
         said = _Fields(module=module, top=top)
-        return dataclasses.replace(
-            answer,
-            family="pickle-module",
-            cause=PICKLE_MODULE_CAUSE.format_map(said),
-            step=PICKLE_MODULE_STEP.format_map(said),
-        )
+        return _as(answer, "pickle-module", said)
     importer = facts.package
     if "." not in module or not importer or LIBRARIES.get(importer, importer) == LIBRARIES.get(top, top):
         return answer
@@ -1777,9 +1756,7 @@ def _mismatched(answer: Answer, tail: str, facts: Facts) -> Answer:
         v_top=_version(facts, top, "version not in the log"),
         v_pkg=_version(facts, importer, "version not in the log"),
     )
-    return dataclasses.replace(
-        answer, family="release-mix", cause=MISMATCH_CAUSE.format_map(said), step=MISMATCH_STEP.format_map(said)
-    )
+    return _as(answer, "release-mix", said)
 
 
 # a state dict whose names differ from the model's, with no size mismatch (zai-org/ChatGLM-6B#557: loading code that
@@ -1807,7 +1784,7 @@ def _state_keys(answer: Answer, tail: str) -> Answer:
     than the checkpoint's; else the answer as it is."""
     if answer.family != "shape-mismatch" or not KEYS_DIFFER.search(tail) or SIZES_DIFFER.search(tail):
         return answer
-    return dataclasses.replace(answer, family="state-dict-keys", cause=KEYS_CAUSE, step=KEYS_STEP)
+    return _as(answer, "state-dict-keys")
 
 
 # a size mismatch in the output layer alone (a classifier's, a detector's box head): a checkpoint trained for another
@@ -1835,7 +1812,7 @@ def _head_size(answer: Answer, tail: str) -> Answer:
     keys = MISMATCHED_KEY.findall(tail)
     if answer.family != "shape-mismatch" or not keys or not all(HEAD_KEY.search(k) for k in keys):
         return answer
-    return dataclasses.replace(answer, family="head-size", cause=HEAD_CAUSE.format(key=keys[0]), step=HEAD_STEP)
+    return _as(answer, "head-size", {"key": keys[0]})
 
 
 # "cannot import name 'X' from 'scripts.mergers.mergers' (.../sd-webui-supermerger/scripts/mergers/mergers.py)": Python
@@ -1887,12 +1864,7 @@ def _project_import(answer: Answer, tail: str) -> Answer:
     installed, by = _library_dir(path), _library_dir(importers[-1]) if importers else None
     if installed and by and installed.group(1) == by.group(1):
         said = _Fields(pkg=installed.group(1), module=m.group("module"), name=m.group("name"))
-        return dataclasses.replace(
-            answer,
-            family="package-self-import",
-            cause=SELF_IMPORT_CAUSE.format_map(said),
-            step=SELF_IMPORT_STEP.format_map(said),
-        )
+        return _as(answer, "package-self-import", said)
     if installed or PYTHON_OWN.search(path) or path.startswith("..."):
         return answer
     module = m.group("module").replace(".", "/")
@@ -1900,12 +1872,7 @@ def _project_import(answer: Answer, tail: str) -> Answer:
     if not root or not importers or not importers[-1].startswith(root + "/"):
         return answer
     said = _Fields(module=m.group("module"), name=m.group("name"), root=root.rsplit("/", 1)[-1] or root)
-    return dataclasses.replace(
-        answer,
-        family="project-import",
-        cause=PROJECT_IMPORT_CAUSE.format_map(said),
-        step=PROJECT_IMPORT_STEP.format_map(said),
-    )
+    return _as(answer, "project-import", said)
 
 
 # "cannot import name 'deform_conv_ext' from 'basicsr.models.ops.dcn'" (XPixelGroup/BasicSR#280: `python setup.py
@@ -1939,33 +1906,18 @@ def _vocabulary(answer: Answer, tail: str) -> Answer:
     if not m or m.group("cols") != m.group("cols2") or m.group("rows") == m.group("rows2"):
         return answer
     rows = f"{m.group('rows')} rows in the checkpoint, {m.group('rows2')} in the model built now"
-    return dataclasses.replace(answer, family="vocab-resized", cause=VOCAB_CAUSE.format(rows=rows), step=VOCAB_STEP)
+    return _as(answer, "vocab-resized", {"rows": rows})
 
 
 def _answer(tail: str, facts: Facts) -> Answer:
     answer = _data_field(_classify(tail, facts), tail)
     if facts.remote_model and answer.family == "python-exception":
-        return dataclasses.replace(
-            answer,
-            family="remote-code",
-            cause=REMOTE_CODE_CAUSE.format(model=facts.remote_model),
-            step=REMOTE_CODE_STEP,
-        )
+        return _as(answer, "remote-code", {"model": facts.remote_model})
     if facts.project_file and (answer.family == "python-exception" or _own_code(answer, tail)):
         if answer.family == "signature-mismatch":  # called bare or through self, in the project's code
             said = _Fields(file=facts.project_file, callee=_callee(answer.matched))
-            return dataclasses.replace(
-                answer,
-                family="project-call",
-                cause=PROJECT_CALL_CAUSE.format_map(said),
-                step=PROJECT_CALL_STEP.format_map(said),
-            )
-        return dataclasses.replace(
-            answer,
-            family="project-code",
-            cause=PROJECT_CODE_CAUSE.format(file=facts.project_file),
-            step=PROJECT_CODE_STEP.format(file=facts.project_file),
-        )
+            return _as(answer, "project-call", said)
+        return _as(answer, "project-code", {"file": facts.project_file})
     answer = _library_raised(answer, tail, facts)
     if facts.remote_model:
         step = (
@@ -2216,6 +2168,39 @@ def _warnings_answer(warned: list[str], facts: Facts) -> Answer:
         WARNINGS_STEP,
         facts,
     )
+
+
+# the answers a reading of the log's context gives, beside FAMILIES' patterns: their texts by name, the one place both
+# the answers (_as) and the texts the blind readers judge (bench/explain_accuracy.py family_texts) take them from
+CONTEXT_ANSWERS = {
+    "remote-code": (REMOTE_CODE_CAUSE, REMOTE_CODE_STEP),
+    "project-code": (PROJECT_CODE_CAUSE, PROJECT_CODE_STEP),
+    "project-call": (PROJECT_CALL_CAUSE, PROJECT_CALL_STEP),
+    "zero3-partitioned": (ZERO3_CAUSE, ZERO3_STEP),
+    "warnings-only": (WARNINGS_CAUSE, WARNINGS_STEP),
+    "data-dropped": (DATA_DROPPED_CAUSE, DATA_DROPPED_STEP),
+    "merge-quantized": (MERGE_CAUSE, MERGE_STEP),
+    "vocab-resized": (VOCAB_CAUSE, VOCAB_STEP),
+    "state-dict-keys": (KEYS_CAUSE, KEYS_STEP),
+    "head-size": (HEAD_CAUSE, HEAD_STEP),
+    "project-import": (PROJECT_IMPORT_CAUSE, PROJECT_IMPORT_STEP),
+    "package-self-import": (SELF_IMPORT_CAUSE, SELF_IMPORT_STEP),
+    "hydra-target": (HYDRA_CAUSE, HYDRA_STEP),
+    "release-mix": (MISMATCH_CAUSE, MISMATCH_STEP),
+    "pickle-module": (PICKLE_MODULE_CAUSE, PICKLE_MODULE_STEP),
+    "model-attribute": (MODEL_ATTR_CAUSE, MODEL_ATTR_STEP),
+    "package-file": (PACKAGE_FILE_CAUSE, PACKAGE_FILE_STEP),
+    "configuration": (CONFIG_CAUSE, CONFIG_STEP),
+    "pip-dependency": (PIP_DEPENDENCY_CAUSE, PIP_DEPENDENCY_STEP),
+    "library-raised": (LIBRARY_CAUSE, LIBRARY_STEP),  # a guess (GUESSES): never judged
+}
+
+
+def _as(answer: Answer, family: str, said: dict | None = None) -> Answer:
+    """The answer as the context answer `family` (CONTEXT_ANSWERS), its texts filled from `said`."""
+    cause, step = CONTEXT_ANSWERS[family]
+    said = _Fields(said or {})
+    return dataclasses.replace(answer, family=family, cause=cause.format_map(said), step=step.format_map(said))
 
 
 class _Fields(dict):

@@ -3965,6 +3965,18 @@ def test_the_kinds_of_failure_issue_44_reads(log, family, says):
     assert says in answer.cause + answer.step, answer.cause + " / " + answer.step
 
 
+def test_every_answer_a_log_gets_has_texts_the_readers_judge():
+    """The blind readers judge the texts of FAMILIES and of CONTEXT_ANSWERS (bench/explain_accuracy.py family_texts):
+    an answer named elsewhere could never be judged right (pip-dependency was, until it joined CONTEXT_ANSWERS)."""
+    judged = set(explain.FAMILY_BY_NAME) | set(explain.CONTEXT_ANSWERS)
+    named = set()
+    for log, *_ in MADE_UP_44 + REAL_44 + MADE_UP + QUOTED:
+        log = known_issues.clean(log)
+        named.add(explain.classify(log, explain.read(log, GPUS)).family)
+    assert "pip-dependency" in named
+    assert named - set(explain.GUESSES) <= judged, named - judged
+
+
 def test_the_name_pip_installs_for_an_import():
     """module-missing's step names the distribution pip installs where it differs from the import (INSTALL_NAMES:
     each package's PyPI page), for the module or its top-level package; any other import is installed by its
