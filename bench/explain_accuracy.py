@@ -46,6 +46,17 @@ GENERIC = set(explain.GUESSES)  # the catch-all answers, which name no cause
 JUDGED = SET / "judged.json"
 JUDGED_FAMILIES = SET / "judged-families.md"
 
+# The latest draw made after a change to explain and scored once: its parts, and the commit whose harness/ and base
+# it was scored on (HOW-issue44-j.md, -k.md and -l.md; cu–dj were drawn on e9051bf, whose answers 9671858 gives byte
+# for byte). Its figures are held out only while both are as that commit has them; a change to either makes them
+# development figures, and the next draw replaces this.
+LATEST_DRAW = {
+    "parts": ("cu", "cv", "cw", "cx", "cy", "cz", "da", "db", "dc", "dd", "de", "df", "dg", "dh", "di", "dj")
+    + ("dk", "dl", "dm", "dn", "do", "dp", "dq", "dr"),
+    "drawn_on": "9671858",
+}
+WATCHED = ("harness", "matrix/known_issues.toml")  # what explain's answers come from
+
 
 def family_texts() -> str:
     """The family answers' texts as the judge reads them (judged-families.md): every family, and every answer a
@@ -165,6 +176,40 @@ def _figure_lines(rows: list[dict]) -> list[str]:
     return out
 
 
+def held_out(commit: str, root: Path = ROOT) -> bool | None:
+    """Whether harness/ and the base are as COMMIT has them (no change, committed or not, and no new file); None
+    where git cannot tell (no git, or a clone without that commit)."""
+    try:
+        diff = subprocess.run(["git", "diff", "--quiet", commit, "--", *WATCHED], cwd=root, capture_output=True)
+        new = subprocess.run(
+            ["git", "ls-files", "--others", "--exclude-standard", "--", *WATCHED], cwd=root, capture_output=True
+        )
+    except OSError:
+        return None
+    if diff.returncode not in (0, 1) or new.returncode != 0:
+        return None
+    return diff.returncode == 0 and not new.stdout.strip()
+
+
+def draw_line(rows: list[dict], draw: dict, held: bool | None) -> str:
+    """One sentence: the latest draw's three figures, and whether they are still held out."""
+    some = [r for r in rows if r["part"] in draw["parts"]]
+    f = figures(some)
+    k, n = f["kinds"], len(some)
+    matched = k["matched-right"] + k["matched-wrong"]
+    precision = f"{100 * f['precision']:.0f}% ({k['matched-right']} of {matched})" if matched else "— (none named)"
+    status = {
+        True: f"held out: harness/ and the base are as {draw['drawn_on']} has them",
+        False: f"development figures now: harness/ or the base changed since {draw['drawn_on']}",
+        None: f"git cannot tell whether harness/ or the base changed since {draw['drawn_on']}",
+    }[held]
+    return (
+        f"The latest draw made after a change, parts {draw['parts'][0]}–{draw['parts'][-1]} ({n} reports; {status}): "
+        f"precision {precision}, misleading {100 * f['misleading']:.1f}% ({k['family-wrong']}), "
+        f"right {100 * f['right']:.1f}% ({sum(r['right'] for r in some)}). Goals: 95%, 10%, 60%."
+    )
+
+
 def timing(repeat: int = 3) -> list[float]:
     line = "{'loss': 1.2345, 'grad_norm': 0.4321, 'learning_rate': 2e-05, 'epoch': 0.12}\n"
     tail = (
@@ -200,6 +245,7 @@ def main() -> int:
     by_label = sum(r["right_by_label"] for r in rows)
     no_answer = sum(r["no_answer"] for r in rows)
     seconds = timing()
+    held = held_out(LATEST_DRAW["drawn_on"])
     result = {
         "reports": len(rows),
         "right": right,
@@ -209,6 +255,11 @@ def main() -> int:
         "no_answer": no_answer,
         "entries": len(base.issues),
         "figures": figures(rows),
+        "latest_draw": {
+            **LATEST_DRAW,
+            "held_out": held,
+            **figures([r for r in rows if r["part"] in LATEST_DRAW["parts"]]),
+        },
         "figures_by_part": {p: figures([r for r in rows if r["part"] == p]) for p in sorted({r["part"] for r in rows})},
         "explain_100mb_s": [round(s, 2) for s in seconds],
         "explain_100mb_median_s": round(statistics.median(seconds), 2),
@@ -235,6 +286,8 @@ def main() -> int:
         "Issue 44's figures: precision (a named known issue is the cause), misleading (a family answer that "
         "points the wrong way, of all reports), right (the top answer names the cause and fix direction), and "
         "the kinds of top answer:",
+        "",
+        draw_line(rows, LATEST_DRAW, held),
         "",
         *_figure_lines(rows),
         "",

@@ -88,3 +88,50 @@ def test_check_flags_a_kept_thread_another_part_of_the_draw_had_looked_at(tmp_pa
     flagged = explain_draw.check(tmp_path, ["zz3", "zz4"])
     assert [line.split(" ", 1)[0] for line in flagged] == ["zz3:1"]
     assert "looked at by part zz4 too" in flagged[0]
+
+
+def test_the_latest_draw_is_held_out_only_while_harness_and_the_base_are_as_it_was_drawn_on(tmp_path):
+    """A throwaway git repository (made up): the figures stay held out until a file explain's answers come from
+    changes or is added, and git that cannot find the commit cannot tell."""
+    import subprocess
+
+    ea = explain_draw.explain_accuracy
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True)
+
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "matrix").mkdir()
+    (tmp_path / "harness" / "explain.py").write_text("A = 1\n")
+    (tmp_path / "matrix" / "known_issues.toml").write_text("")
+    (tmp_path / "README.md").write_text("r\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "drawn on")
+    assert ea.held_out("HEAD", tmp_path) is True
+    (tmp_path / "README.md").write_text("changed\n")  # not what the answers come from
+    assert ea.held_out("HEAD", tmp_path) is True
+    (tmp_path / "harness" / "new.py").write_text("B = 2\n")
+    assert ea.held_out("HEAD", tmp_path) is False
+    (tmp_path / "harness" / "new.py").unlink()
+    (tmp_path / "matrix" / "known_issues.toml").write_text("[x]\n")
+    assert ea.held_out("HEAD", tmp_path) is False
+    assert ea.held_out("0" * 40, tmp_path) is None
+
+
+def test_the_latest_draw_line_counts_its_parts_only():
+    """Rows made up: two of the draw's parts and one outside it, which must not count."""
+    ea = explain_draw.explain_accuracy
+    draw = {"parts": ("xa", "xb"), "drawn_on": "abc1234"}
+    row = {"right": False, "kind": "catch-all"}
+    rows = [
+        {**row, "part": "xa", "kind": "matched-right", "right": True},
+        {**row, "part": "xa", "kind": "family-wrong"},
+        {**row, "part": "xb", "kind": "family-right", "right": True},
+        {**row, "part": "xb"},
+        {**row, "part": "zz", "kind": "matched-wrong"},
+    ]
+    line = ea.draw_line(rows, draw, True)
+    assert "parts xa–xb (4 reports; held out" in line
+    assert "precision 100% (1 of 1), misleading 25.0% (1), right 50.0% (2)" in line
+    assert "development figures now" in ea.draw_line(rows, draw, False)
