@@ -1554,15 +1554,8 @@ def _bare_import_name(answer: Answer, tail: str, facts: Facts) -> Answer:
     above = re.findall(r"\bfrom ([\w.]{1,100}) import [^\n]{0,300}?\b" + name + r"\b", tail[: found[-1].start()])
     if not above:
         return answer
-    family = FAMILY_BY_NAME["import-name"]
     fields = _fields_of({"module": above[-1], "name": name}, facts)
-    return dataclasses.replace(
-        answer,
-        family="import-name",
-        matched=found[-1].group(0).strip()[:200],
-        cause=family.cause.format_map(fields),
-        step=family.step.format_map(fields),
-    )
+    return _as(answer, "import-name", fields, matched=found[-1].group(0).strip()[:200])
 
 
 # Hydra's instantiate builds an object from a config node (`_target_` and its keys): an argument error there is the
@@ -1613,8 +1606,7 @@ def _version_window(answer: Answer, tail: str, facts: Facts) -> Answer:
     fields = _fields(m, facts) if m else _Fields()
     fields["checker"] = checker
     fields["lib"] = fields.get("lib", "").lower()
-    family = FAMILY_BY_NAME["version-window"]
-    return dataclasses.replace(answer, cause=family.cause.format_map(fields), step=family.step.format_map(fields))
+    return _as(answer, "version-window", fields)
 
 
 # pip's "(from X)" after the requirement it cannot find: X's own requirement, not one the user asked for
@@ -1688,11 +1680,7 @@ def _data_field(answer: Answer, tail: str) -> Answer:
     own = [m.group("path") for m in DATASET_ITEM.finditer(tail)]
     if not any(p is None or not (PYTHON_OWN.search(p) or PACKAGE_DIR.search(p.replace("\\", "/"))) for p in own):
         return answer
-    family = FAMILY_BY_NAME["data-format"]
-    said = _Fields(column=key.strip().strip("'\""))
-    return dataclasses.replace(
-        answer, family="data-format", cause=family.cause.format_map(said), step=family.step.format_map(said)
-    )
+    return _as(answer, "data-format", {"column": key.strip().strip("'\"")})
 
 
 def _library_raised(answer: Answer, tail: str, facts: Facts) -> Answer:
@@ -1892,11 +1880,8 @@ def _extension_name(answer: Answer, tail: str, facts: Facts) -> Answer:
     if not found or not EXTENSION_NAME.match(found[-1].group("name")):
         return answer
     name, module = found[-1].group("name"), found[-1].group("module")
-    family = FAMILY_BY_NAME["extension-not-built"]
     fields = _fields_of({"ext": f"{module}.{name}" if module else name}, facts)
-    return dataclasses.replace(
-        answer, family=family.name, cause=family.cause.format_map(fields), step=family.step.format_map(fields)
-    )
+    return _as(answer, "extension-not-built", fields)
 
 
 def _vocabulary(answer: Answer, tail: str) -> Answer:
@@ -2196,11 +2181,18 @@ CONTEXT_ANSWERS = {
 }
 
 
-def _as(answer: Answer, family: str, said: dict | None = None) -> Answer:
-    """The answer as the context answer `family` (CONTEXT_ANSWERS), its texts filled from `said`."""
-    cause, step = CONTEXT_ANSWERS[family]
+def _as(answer: Answer, family: str, said: dict | None = None, **changes) -> Answer:
+    """The answer as `family`, a context answer (CONTEXT_ANSWERS) or a family of FAMILIES, its texts filled from
+    `said` (and any other field of the answer given in `changes`)."""
+    cause, step = (
+        CONTEXT_ANSWERS[family]
+        if family in CONTEXT_ANSWERS
+        else (FAMILY_BY_NAME[family].cause, FAMILY_BY_NAME[family].step)
+    )
     said = _Fields(said or {})
-    return dataclasses.replace(answer, family=family, cause=cause.format_map(said), step=step.format_map(said))
+    return dataclasses.replace(
+        answer, family=family, cause=cause.format_map(said), step=step.format_map(said), **changes
+    )
 
 
 class _Fields(dict):
